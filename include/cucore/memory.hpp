@@ -1,0 +1,121 @@
+#pragma once
+// Memory resources, shaped like RMM's: a MemoryResource is a copyable handle to
+// shared state; copies allocate from the same pool, and every Buffer keeps the
+// resource it came from alive. Adaptors (adaptors.hpp) wrap any resource.
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+
+#include <cucore/stream.hpp>
+
+namespace cucore {
+
+class Buffer;
+class Device;
+
+class MemoryResource {
+ public:
+  // What a resource implements. cucore's resources and adaptors are Impls;
+  // a user-defined allocator derives from Impl and is wrapped with
+  // MemoryResource(std::make_shared<MyImpl>(...)).
+  class Impl {
+   public:
+    virtual ~Impl() = default;
+    virtual CUdeviceptr allocate(std::size_t size, StreamRef stream) = 0;
+    virtual void deallocate(CUdeviceptr ptr, std::size_t size, StreamRef stream) = 0;
+    virtual bool is_device_accessible() const noexcept = 0;
+    virtual bool is_host_accessible() const noexcept = 0;
+    virtual int device_id() const noexcept = 0;  // -1 when not tied to a device
+  };
+
+  MemoryResource() noexcept = default;  // empty: allocating throws
+  explicit MemoryResource(std::shared_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
+
+  // Stream-ordered: the memory is usable by work queued on `stream` after this
+  // call; the Buffer frees it on the same stream unless told otherwise.
+  Buffer allocate(std::size_t size, StreamRef stream) const;
+  void deallocate(CUdeviceptr ptr, std::size_t size, StreamRef stream) const;
+
+  bool is_device_accessible() const;
+  bool is_host_accessible() const;
+  int device_id() const;
+
+  explicit operator bool() const noexcept { return impl_ != nullptr; }
+  Impl* impl() const noexcept { return impl_.get(); }
+  friend bool operator==(const MemoryResource& a, const MemoryResource& b) noexcept { return a.impl_ == b.impl_; }
+
+ protected:
+  std::shared_ptr<Impl> impl_;
+};
+
+struct DeviceMemoryResourceOptions {
+  std::size_t max_size = 0;  // 0: no cap beyond the device's memory
+  bool ipc_enabled = false;  // pool exportable to other processes (POSIX file descriptors)
+};
+
+// cuMemPoolGetAttribute figures, in bytes.
+struct MemoryPoolAttributes {
+  std::uint64_t reserved_mem_current = 0;
+  std::uint64_t reserved_mem_high = 0;
+  std::uint64_t used_mem_current = 0;
+  std::uint64_t used_mem_high = 0;
+  std::uint64_t release_threshold = 0;
+};
+
+// Stream-ordered device memory from a CUDA memory pool: the device's current
+// pool (no options) or a pool of its own. The release threshold is raised so
+// freed memory is kept for reuse instead of returned to the OS at each sync.
+class DeviceMemoryResource : public MemoryResource {
+ public:
+  explicit DeviceMemoryResource(const Device& device);
+  explicit DeviceMemoryResource(int device_id);
+  DeviceMemoryResource(const Device& device, const DeviceMemoryResourceOptions& options);
+  DeviceMemoryResource(int device_id, const DeviceMemoryResourceOptions& options);
+  // Adopts an existing pool (not destroyed by cucore).
+  static DeviceMemoryResource from_handle(CUmemoryPool pool, int device_id);
+
+  CUmemoryPool handle() const noexcept;
+  MemoryPoolAttributes attributes() const;
+  bool is_ipc_enabled() const noexcept;
+  bool owns_pool() const noexcept;  // false for the device's default pool and adopted pools
+  void trim_to(std::size_t min_bytes_to_keep) const;
+
+ private:
+  DeviceMemoryResource() = default;
+};
+
+struct PinnedMemoryResourceOptions {
+  std::size_t max_size = 0;
+  bool ipc_enabled = false;
+};
+
+// Stream-ordered page-locked host memory from a host-located memory pool
+// (needs a CUDA 12.6 driver), device- and host-accessible.
+class PinnedMemoryResource : public MemoryResource {
+ public:
+  explicit PinnedMemoryResource(const PinnedMemoryResourceOptions& options = {});
+  CUmemoryPool handle() const noexcept;
+  MemoryPoolAttributes attributes() const;
+};
+
+// Page-locked host memory from cuMemAllocHost (synchronous, works everywhere).
+class LegacyPinnedMemoryResource : public MemoryResource {
+ public:
+  LegacyPinnedMemoryResource();
+};
+
+struct ManagedMemoryResourceOptions {
+  bool attach_global = true;  // CU_MEM_ATTACH_GLOBAL, else CU_MEM_ATTACH_HOST
+};
+
+// Unified (managed) memory, migrated on demand between host and device.
+class ManagedMemoryResource : public MemoryResource {
+ public:
+  explicit ManagedMemoryResource(const ManagedMemoryResourceOptions& options = {});
+  explicit ManagedMemoryResource(const Device& device, const ManagedMemoryResourceOptions& options = {});
+};
+
+}  // namespace cucore

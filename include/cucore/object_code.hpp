@@ -1,0 +1,81 @@
+#pragma once
+// Compiled code (cubin, PTX, LTO-IR, fatbin, object, library): immutable bytes
+// plus what the compiler said. Copies share one state; it is loaded into the
+// driver lazily, once, context-independently (cuLibraryLoadData), and every
+// Kernel taken from it keeps it loaded.
+#include <cstddef>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace cucore {
+
+class Kernel;
+
+namespace detail {
+struct ObjectCodeState;
+}
+
+class ObjectCode {
+ public:
+  ObjectCode() = default;  // empty
+
+  // From bytes (copied) or from a file. `name` is for messages;
+  // `symbol_mapping` maps name expressions to lowered (mangled) names.
+  static ObjectCode from_cubin(std::span<const std::byte> code, std::string name = {},
+                               std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_cubin(const std::filesystem::path& file, std::string name = {},
+                               std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_ptx(std::span<const std::byte> code, std::string name = {},
+                             std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_ptx(std::string_view code, std::string name = {},
+                             std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_ptx(const std::filesystem::path& file, std::string name = {},
+                             std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_ltoir(std::span<const std::byte> code, std::string name = {},
+                               std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_ltoir(const std::filesystem::path& file, std::string name = {},
+                               std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_fatbin(std::span<const std::byte> code, std::string name = {},
+                                std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_fatbin(const std::filesystem::path& file, std::string name = {},
+                                std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_object(std::span<const std::byte> code, std::string name = {},
+                                std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_object(const std::filesystem::path& file, std::string name = {},
+                                std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_library(std::span<const std::byte> code, std::string name = {},
+                                 std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_library(const std::filesystem::path& file, std::string name = {},
+                                 std::map<std::string, std::string> symbol_mapping = {});
+  // Used by the compiler and the caches: takes the bytes without copying.
+  static ObjectCode from_bytes(std::vector<std::byte> code, std::string code_type, std::string name = {},
+                               std::map<std::string, std::string> symbol_mapping = {}, std::string log = {});
+
+  std::span<const std::byte> code() const noexcept;
+  const std::string& code_type() const noexcept;  // "cubin", "ptx", "ltoir", "fatbin", "object", "library"
+  const std::string& name() const noexcept;
+  const std::map<std::string, std::string>& symbol_mapping() const noexcept;
+  const std::string& compile_log() const noexcept;  // the compiler's warnings, if any
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+
+  // Loads (once) and returns the kernel; `name` may be a name expression.
+  // An unknown name throws std::invalid_argument listing the kernels there are.
+  Kernel get_kernel(std::string_view name) const;
+  std::vector<std::string> kernel_names() const;  // loads
+  void* library_handle() const;                   // CUlibrary, loading on first use
+  bool is_loaded() const noexcept;
+
+  // Internal: the shared state (kernels keep it alive).
+  const std::shared_ptr<detail::ObjectCodeState>& state() const noexcept { return state_; }
+
+ private:
+  explicit ObjectCode(std::shared_ptr<detail::ObjectCodeState> s) noexcept : state_(std::move(s)) {}
+  std::shared_ptr<detail::ObjectCodeState> state_;
+};
+
+}  // namespace cucore

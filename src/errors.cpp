@@ -1,0 +1,79 @@
+#include <cucore/errors.hpp>
+
+#include <string>
+
+#include "loader/driver.hpp"
+
+namespace cucore {
+namespace {
+
+struct ResultEntry {
+  CUresult code;
+  const char* name;
+  const char* description;
+};
+
+constexpr ResultEntry kResults[] = {
+#define X(name, value, text) {static_cast<CUresult>(value), #name, text},
+#include "result_names.inc"
+#undef X
+};
+
+const ResultEntry* find_result(CUresult code) noexcept {
+  for (const auto& e : kResults)
+    if (e.code == code) return &e;
+  return nullptr;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += "\n  " + s;
+  return out;
+}
+
+}  // namespace
+
+const char* result_name(CUresult code) noexcept {
+  if (const auto* e = find_result(code)) return e->name;
+  // A code newer than cucore's table: ask the driver, if one is loaded.
+  if (const auto* t = detail::g_driver.load(std::memory_order_acquire); t && t->cuGetErrorName) {
+    const char* s = nullptr;
+    if (t->cuGetErrorName(code, &s) == CUDA_SUCCESS && s) return s;
+  }
+  return "CUDA_ERROR_UNKNOWN_CODE";
+}
+
+const char* result_description(CUresult code) noexcept {
+  if (const auto* e = find_result(code)) return e->description;
+  if (const auto* t = detail::g_driver.load(std::memory_order_acquire); t && t->cuGetErrorString) {
+    const char* s = nullptr;
+    if (t->cuGetErrorString(code, &s) == CUDA_SUCCESS && s) return s;
+  }
+  return "unrecognized CUresult";
+}
+
+CudaError::CudaError(CUresult code, std::string call)
+    : Error(call + " failed: " + result_name(code) + " (" + std::to_string(static_cast<int>(code)) + "): " +
+            result_description(code)),
+      code_(code),
+      name_(result_name(code)),
+      description_(result_description(code)),
+      call_(std::move(call)) {}
+
+LibraryNotFoundError::LibraryNotFoundError(std::string component, std::vector<std::string> searched, std::string hint)
+    : Error(component + " could not be loaded; searched:" + join(searched) + (hint.empty() ? "" : "\nhint: " + hint)),
+      component_(std::move(component)),
+      searched_(std::move(searched)) {}
+
+FeatureUnavailableError::FeatureUnavailableError(std::string feature, std::string requirement)
+    : Error(feature + " is unavailable: it needs " + requirement),
+      feature_(std::move(feature)),
+      requirement_(std::move(requirement)) {}
+
+CompileError::CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
+
+namespace detail {
+void throw_cuda_error(CUresult code, const char* call) { throw CudaError(code, call); }
+}  // namespace detail
+
+}  // namespace cucore
