@@ -101,7 +101,10 @@ LoadedLibrary load_library(const LibrarySpec& spec) {
     for (const auto& site : sites) {
       fs::path nv = fs::path(site) / "nvidia";
       std::error_code ec;
-      if (!fs::is_directory(nv, ec)) continue;
+      if (!fs::is_directory(nv, ec)) {
+        out.info.searched.push_back("site-packages: " + nv.string() + " - no such directory");
+        continue;
+      }
       for (const auto& entry : fs::directory_iterator(nv, ec))
         if (try_dir(out, spec, entry.path() / "lib", "site-packages")) return out;
     }

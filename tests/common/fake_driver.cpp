@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "device_state.hpp"
+
 namespace cucore::test {
 namespace {
 
@@ -137,10 +139,12 @@ FakeDriver::FakeDriver() {
     return CUDA_SUCCESS;
   };
   detail::set_driver_table_for_testing(&table);
+  detail::reset_device_registry_for_testing();
 }
 
 FakeDriver::~FakeDriver() {
   detail::set_driver_table_for_testing(nullptr);
+  detail::reset_device_registry_for_testing();
   reset_counters();
 }
 

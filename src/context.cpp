@@ -1,0 +1,78 @@
+#include <cucore/context.hpp>
+
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/stream.hpp>
+
+#include <stdexcept>
+
+#include "device_state.hpp"
+#include "loader/driver.hpp"
+
+namespace cucore {
+
+Context Context::from_handle(CUcontext ctx) {
+  if (!ctx) throw std::invalid_argument("Context::from_handle: ctx is null");
+  if (auto primary = detail::find_primary(ctx)) return Context(std::move(primary));
+  return Context(std::make_shared<const detail::ContextState>(ctx, -1, false));
+}
+
+Context Context::current() {
+  CUcontext ctx = nullptr;
+  detail::check(detail::driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx) return Context();
+  return from_handle(ctx);
+}
+
+CUcontext Context::handle() const noexcept { return state_ ? state_->ctx : nullptr; }
+bool Context::is_primary() const noexcept { return state_ && state_->primary; }
+bool Context::is_green() const noexcept { return state_ && state_->green; }
+
+int Context::device_id() const {
+  if (!state_) throw std::logic_error("Context::device_id: empty context");
+  int ordinal = state_->device_ordinal.load(std::memory_order_relaxed);
+  if (ordinal >= 0) return ordinal;
+  // An adopted context: ask the driver with it current, then match the device.
+  CUdevice dev = 0;
+  {
+    ScopedContext scope(state_->ctx);
+    detail::check(detail::driver().cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  }
+  for (const auto& s : detail::device_registry().devices) {
+    if (s->device == dev) {
+      state_->device_ordinal.store(s->ordinal, std::memory_order_relaxed);
+      return s->ordinal;
+    }
+  }
+  throw Error("Context::device_id: the context's device is not among the driver's devices");
+}
+
+Device Context::device() const { return Device(device_id()); }
+
+void Context::set_current() const {
+  detail::check(detail::driver().cuCtxSetCurrent(handle()), "cuCtxSetCurrent");
+}
+
+void Context::sync() const {
+  if (!state_) throw std::logic_error("Context::sync: empty context");
+  ScopedContext scope(state_->ctx);
+  detail::check(detail::driver().cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+Stream Context::create_stream(const StreamOptions& options) const { return Stream(*this, options); }
+Stream Context::create_stream() const { return Stream(*this, StreamOptions{}); }
+
+ScopedContext::ScopedContext(CUcontext ctx) {
+  if (!ctx) return;
+  const auto& d = detail::driver();
+  detail::check(d.cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  if (previous_ == ctx) return;
+  detail::check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  switched_ = true;
+}
+
+ScopedContext::~ScopedContext() {
+  if (switched_) detail::driver().cuCtxSetCurrent(previous_);  // best effort: destructors never throw
+}
+
+}  // namespace cucore
