@@ -4,6 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -68,6 +70,14 @@ ComponentInfo find_headers(const std::string& name) {
         if (fs::exists(c / "cuda" / "std" / "version", ec)) {
           info.found = true;
           info.path = c.string();
+          // CCCL_VERSION is MMMmmmppp.
+          std::ifstream vh(c / "cuda" / "std" / "__cccl" / "version.h");
+          std::string text((std::istreambuf_iterator<char>(vh)), std::istreambuf_iterator<char>());
+          std::smatch m;
+          if (std::regex_search(text, m, std::regex(R"(#define\s+CCCL_VERSION\s+(\d+))"))) {
+            long v = std::stol(m[1]);
+            info.version = std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." + std::to_string(v % 1000);
+          }
           info.found_by = "cuda/std in " + c.string();
           info.searched.push_back(c.string() + " - found cuda/std");
           return info;

@@ -34,7 +34,7 @@ nlohmann::json to_json(const pathfinder::ComponentInfo& c) {
 int run_doctor(bool json) {
   auto components = pathfinder::report();
   std::vector<DeviceReport> devices;
-  std::string device_error;
+  std::string device_error, no_gpu_reason;
   int count = 0;
   try {
     count = Device::count();
@@ -60,9 +60,14 @@ int run_doctor(bool json) {
       r.pools = p.memory_pools_supported();
       devices.push_back(r);
     }
+  } catch (const LibraryNotFoundError& e) {
+    device_error = e.what();
+    no_gpu_reason = "no CUDA driver: libcuda.so.1 is not on this machine";
   } catch (const std::exception& e) {
     device_error = e.what();
+    no_gpu_reason = device_error.substr(0, device_error.find('\n'));
   }
+  if (no_gpu_reason.empty()) no_gpu_reason = "the driver reports no CUDA device";
 
   auto find = [&](const char* n) -> const pathfinder::ComponentInfo& {
     for (const auto& c : components)
@@ -78,7 +83,7 @@ int run_doctor(bool json) {
               (can_compile ? ", run-time compilation available" : ", but NVRTC is missing: no run-time compilation");
     if (!can_compile) status = 1;
   } else if (can_compile) {
-    verdict = "compile-only: no GPU usable here (" + (device_error.empty() ? std::string("no CUDA device") : device_error.substr(0, device_error.find('\n'))) +
+    verdict = "compile-only: no GPU usable here (" + no_gpu_reason +
               "); compiling and linking for an explicit arch works";
   } else {
     verdict = "not usable: no GPU and no NVRTC";
@@ -121,7 +126,7 @@ int run_doctor(bool json) {
   }
   std::printf("\nDevices\n");
   if (devices.empty()) {
-    std::printf("  none: %s\n", device_error.empty() ? "the driver reports no CUDA device" : device_error.c_str());
+    std::printf("  none: %s\n", no_gpu_reason.c_str());
   }
   for (const auto& d : devices) {
     std::printf("  [%d] %s  %s  %s  %s\n", d.ordinal, d.name.c_str(), d.arch.c_str(), d.pci_bus_id.c_str(),

@@ -106,6 +106,7 @@ TEST(FakeDriverTest, DriverTooOldForPoolsIsFeatureUnavailable) {
 
 TEST(FakeDriverTest, DeviceLostSurfacesAsCudaErrorAndObjectsStayDestructible) {
   FakeDriver fake;
+  const auto working_free = fake.table.cuMemFreeAsync;
   fake.table.cuStreamSynchronize = [](CUstream) { return CUDA_ERROR_DEVICE_UNAVAILABLE; };
   fake.table.cuMemFreeAsync = [](CUdeviceptr, CUstream) { return CUDA_ERROR_DEVICE_UNAVAILABLE; };
   Device d(0);
@@ -123,8 +124,7 @@ TEST(FakeDriverTest, DeviceLostSurfacesAsCudaErrorAndObjectsStayDestructible) {
   EXPECT_THROW(b.close(), CudaError);
   EXPECT_FALSE(b.is_closed());
   // ...and once the device is back the same buffer frees normally.
-  fake.table.cuMemFreeAsync = FakeDriver().table.cuMemFreeAsync;
-  detail::set_driver_table_for_testing(&fake.table);
+  fake.table.cuMemFreeAsync = working_free;
   EXPECT_NO_THROW(b.close());
   EXPECT_TRUE(b.is_closed());
 }

@@ -1,0 +1,67 @@
+// `cucore doctor` runs on any machine and reports consistently with the library.
+#include <cucore/device.hpp>
+#include <cucore/pathfinder.hpp>
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+std::string run(const std::string& cmd, int* status) {
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
+  *status = pclose(p);
+  return out;
+}
+}  // namespace
+
+TEST(CliDoctor, JsonReportMatchesTheLibrary) {
+  int status = -1;
+  std::string out = run(std::string(CUCORE_CLI_PATH) + " doctor --json", &status);
+  auto j = nlohmann::json::parse(out);
+  auto names = cucore::pathfinder::component_names();
+  ASSERT_EQ(j["components"].size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto& c = j["components"][i];
+    EXPECT_EQ(c["name"], names[i]);
+    auto lib = cucore::pathfinder::find(names[i]);
+    EXPECT_EQ(c["found"].get<bool>(), lib.found) << names[i];
+    if (lib.found) EXPECT_EQ(c["path"], lib.path) << names[i];
+    else EXPECT_FALSE(c["searched"].empty()) << names[i];
+  }
+  EXPECT_FALSE(j["verdict"].get<std::string>().empty());
+  int count = 0;
+  try {
+    count = cucore::Device::count();
+  } catch (...) {
+    count = 0;
+  }
+  EXPECT_EQ(j["devices"].size(), static_cast<size_t>(count));
+  if (count == 0) {
+    EXPECT_EQ(j["verdict"].get<std::string>().rfind("compile-only", 0), 0u) << j["verdict"];
+    EXPECT_EQ(WEXITSTATUS(status), 0);
+  } else {
+    EXPECT_EQ(j["verdict"].get<std::string>().rfind("ready", 0), 0u) << j["verdict"];
+    EXPECT_EQ(j["devices"][0]["arch"], "sm_" + cucore::Device(0).arch());
+  }
+}
+
+TEST(CliDoctor, HumanReportEndsWithTheVerdict) {
+  int status = -1;
+  std::string out = run(std::string(CUCORE_CLI_PATH) + " doctor", &status);
+  ASSERT_FALSE(out.empty());
+  auto last_line_start = out.rfind("verdict: ");
+  ASSERT_NE(last_line_start, std::string::npos);
+  EXPECT_EQ(out.find('\n', last_line_start), out.size() - 1);  // it is the last line
+  EXPECT_NE(out.find("Components"), std::string::npos);
+  EXPECT_NE(out.find("nvrtc"), std::string::npos);
+}
