@@ -10,6 +10,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cucore {
@@ -24,16 +25,29 @@ class ObjectCode {
  public:
   ObjectCode() = default;  // empty
 
-  // From bytes (copied) or from a file. `name` is for messages;
-  // `symbol_mapping` maps name expressions to lowered (mangled) names.
+  // From bytes (copied) or from a file, read at once (a missing, unreadable or
+  // empty file, or empty bytes, is std::invalid_argument naming it). `name` is
+  // for messages (a file's defaults to its file name); `symbol_mapping` maps
+  // name expressions to lowered (mangled) names.
   static ObjectCode from_cubin(std::span<const std::byte> code, std::string name = {},
                                std::map<std::string, std::string> symbol_mapping = {});
   static ObjectCode from_cubin(const std::filesystem::path& file, std::string name = {},
                                std::map<std::string, std::string> symbol_mapping = {});
   static ObjectCode from_ptx(std::span<const std::byte> code, std::string name = {},
                              std::map<std::string, std::string> symbol_mapping = {});
+  // PTX text. Strings are always text (the const char* and std::string
+  // overloads settle the ambiguity with the path overload); PTX bytes always
+  // end with a NUL, since the driver reads PTX as a C string.
   static ObjectCode from_ptx(std::string_view code, std::string name = {},
                              std::map<std::string, std::string> symbol_mapping = {});
+  static ObjectCode from_ptx(const char* code, std::string name = {},
+                             std::map<std::string, std::string> symbol_mapping = {}) {
+    return from_ptx(std::string_view(code), std::move(name), std::move(symbol_mapping));
+  }
+  static ObjectCode from_ptx(const std::string& code, std::string name = {},
+                             std::map<std::string, std::string> symbol_mapping = {}) {
+    return from_ptx(std::string_view(code), std::move(name), std::move(symbol_mapping));
+  }
   static ObjectCode from_ptx(const std::filesystem::path& file, std::string name = {},
                              std::map<std::string, std::string> symbol_mapping = {});
   static ObjectCode from_ltoir(std::span<const std::byte> code, std::string name = {},

@@ -1,0 +1,432 @@
+// Linker: nvJitLink when it is usable, else the driver's cuLink* API.
+#include <cucore/context.hpp>
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/linker.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "loader/driver.hpp"
+#include "loader/toolkit.hpp"
+
+namespace cucore {
+namespace {
+
+[[noreturn]] void invalid(const char* field, const std::string& why) {
+  throw std::invalid_argument(std::string("LinkerOptions::") + field + ": " + why);
+}
+
+std::string squote(std::string_view s) {
+  // Appended piecewise: GCC 12 reports a false -Wrestrict for "'" + std::string.
+  std::string r(1, '\'');
+  r.append(s);
+  r += '\'';
+  return r;
+}
+
+struct ArchParts {
+  bool ok = false;
+  bool compute = false;
+  int number = 0;
+  char suffix = 0;  // 'a', 'f' or 0
+};
+ArchParts parse_arch(std::string_view arch) {
+  ArchParts p;
+  std::string_view rest;
+  if (arch.starts_with("sm_")) {
+    rest = arch.substr(3);
+  } else if (arch.starts_with("compute_")) {
+    rest = arch.substr(8);
+    p.compute = true;
+  } else {
+    return {};
+  }
+  if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) {
+    p.suffix = rest.back();
+    rest.remove_suffix(1);
+  }
+  if (rest.size() < 2 || rest.size() > 3) return {};
+  for (char c : rest) {
+    if (c < '0' || c > '9') return {};
+    p.number = p.number * 10 + (c - '0');
+  }
+  p.ok = true;
+  return p;
+}
+
+const char* nvjitlink_result_name(nvJitLinkResult r) {
+  switch (r) {
+    case NVJITLINK_SUCCESS: return "NVJITLINK_SUCCESS";
+    case NVJITLINK_ERROR_UNRECOGNIZED_OPTION: return "NVJITLINK_ERROR_UNRECOGNIZED_OPTION";
+    case NVJITLINK_ERROR_MISSING_ARCH: return "NVJITLINK_ERROR_MISSING_ARCH";
+    case NVJITLINK_ERROR_INVALID_INPUT: return "NVJITLINK_ERROR_INVALID_INPUT";
+    case NVJITLINK_ERROR_PTX_COMPILE: return "NVJITLINK_ERROR_PTX_COMPILE";
+    case NVJITLINK_ERROR_NVVM_COMPILE: return "NVJITLINK_ERROR_NVVM_COMPILE";
+    case NVJITLINK_ERROR_INTERNAL: return "NVJITLINK_ERROR_INTERNAL";
+    case NVJITLINK_ERROR_THREADPOOL: return "NVJITLINK_ERROR_THREADPOOL";
+    case NVJITLINK_ERROR_UNRECOGNIZED_INPUT: return "NVJITLINK_ERROR_UNRECOGNIZED_INPUT";
+    case NVJITLINK_ERROR_FINALIZE: return "NVJITLINK_ERROR_FINALIZE";
+    case NVJITLINK_ERROR_NULL_INPUT: return "NVJITLINK_ERROR_NULL_INPUT";
+    case NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS: return "NVJITLINK_ERROR_INCOMPATIBLE_OPTIONS";
+    case NVJITLINK_ERROR_INCORRECT_INPUT_TYPE: return "NVJITLINK_ERROR_INCORRECT_INPUT_TYPE";
+    case NVJITLINK_ERROR_ARCH_MISMATCH: return "NVJITLINK_ERROR_ARCH_MISMATCH";
+    case NVJITLINK_ERROR_OUTDATED_LIBRARY: return "NVJITLINK_ERROR_OUTDATED_LIBRARY";
+    case NVJITLINK_ERROR_MISSING_FATBIN: return "NVJITLINK_ERROR_MISSING_FATBIN";
+    case NVJITLINK_ERROR_UNRECOGNIZED_ARCH: return "NVJITLINK_ERROR_UNRECOGNIZED_ARCH";
+    case NVJITLINK_ERROR_UNSUPPORTED_ARCH: return "NVJITLINK_ERROR_UNSUPPORTED_ARCH";
+    case NVJITLINK_ERROR_LTO_NOT_ENABLED: return "NVJITLINK_ERROR_LTO_NOT_ENABLED";
+  }
+  return "NVJITLINK_ERROR_UNKNOWN";
+}
+
+std::string trimmed(std::string s) {
+  while (!s.empty() && (s.back() == '\0' || s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.pop_back();
+  if (s.find_first_not_of(" \t\r\n") == std::string::npos) s.clear();
+  return s;
+}
+
+std::string first_error_line(const std::string& log) {
+  std::size_t start = 0;
+  std::string first_nonempty;
+  while (start < log.size()) {
+    std::size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    std::string_view line(log.data() + start, end - start);
+    if (line.find("rror") != std::string_view::npos) return std::string(line);  // "error", "ERROR"
+    if (first_nonempty.empty() && line.find_first_not_of(" \t\r") != std::string_view::npos)
+      first_nonempty = std::string(line);
+    start = end + 1;
+  }
+  return first_nonempty;
+}
+
+// ---- nvJitLink ----------------------------------------------------------
+
+struct NvJitLinkHandle {
+  nvJitLinkHandle h = nullptr;
+  const detail::NvJitLinkTable& t;
+  explicit NvJitLinkHandle(const detail::NvJitLinkTable& table) : t(table) {}
+  NvJitLinkHandle(const NvJitLinkHandle&) = delete;
+  NvJitLinkHandle& operator=(const NvJitLinkHandle&) = delete;
+  ~NvJitLinkHandle() {
+    if (h) t.nvJitLinkDestroy(&h);
+  }
+  std::string error_log() const {
+    std::size_t n = 0;
+    if (!h || t.nvJitLinkGetErrorLogSize(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
+    std::string s(n, '\0');
+    if (t.nvJitLinkGetErrorLog(h, s.data()) != NVJITLINK_SUCCESS) return {};
+    return trimmed(std::move(s));
+  }
+  std::string info_log() const {
+    std::size_t n = 0;
+    if (!h || t.nvJitLinkGetInfoLogSize(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
+    std::string s(n, '\0');
+    if (t.nvJitLinkGetInfoLog(h, s.data()) != NVJITLINK_SUCCESS) return {};
+    return trimmed(std::move(s));
+  }
+};
+
+nvJitLinkInputType nvjitlink_input_type(const std::string& code_type) {
+  if (code_type == "cubin") return NVJITLINK_INPUT_CUBIN;
+  if (code_type == "ptx") return NVJITLINK_INPUT_PTX;
+  if (code_type == "ltoir") return NVJITLINK_INPUT_LTOIR;
+  if (code_type == "fatbin") return NVJITLINK_INPUT_FATBIN;
+  if (code_type == "object") return NVJITLINK_INPUT_OBJECT;
+  if (code_type == "library") return NVJITLINK_INPUT_LIBRARY;
+  throw std::invalid_argument("Linker: cannot link code_type " + squote(code_type));
+}
+
+// ---- the driver's linker ------------------------------------------------
+
+struct CuLinkState {
+  CUlinkState s = nullptr;
+  ~CuLinkState() {
+    if (s) detail::driver().cuLinkDestroy(s);
+  }
+};
+
+CUjitInputType driver_input_type(const std::string& code_type) {
+  if (code_type == "cubin") return CU_JIT_INPUT_CUBIN;
+  if (code_type == "ptx") return CU_JIT_INPUT_PTX;
+  if (code_type == "fatbin") return CU_JIT_INPUT_FATBINARY;
+  if (code_type == "object") return CU_JIT_INPUT_OBJECT;
+  if (code_type == "library") return CU_JIT_INPUT_LIBRARY;
+  throw std::invalid_argument("Linker: the driver's linker cannot link code_type " + squote(code_type) +
+                              " (LTO-IR needs nvJitLink)");
+}
+
+// Options the driver's linker cannot honour are refused rather than dropped.
+// (ftz, prec_*, fma, kernels_used, variables_used and optimize_unused_variables
+// only steer link-time optimization, which the driver path never does; the
+// driver has no counterpart of no_cache, which changes no output.)
+void check_driver_options(const LinkerOptions& o) {
+  auto refuse = [](const char* field) {
+    throw std::invalid_argument(std::string("LinkerOptions::") + field +
+                                ": not supported by the driver's linker (nvJitLink is not usable here)");
+  };
+  if (o.time.value_or(false)) refuse("time");
+  if (o.ptx.value_or(false)) refuse("ptx");
+  if (o.link_time_optimization.value_or(false)) refuse("link_time_optimization");
+  if (!o.ptxas_options.empty()) refuse("ptxas_options");
+  if (o.split_compile) refuse("split_compile");
+  if (o.split_compile_extended) refuse("split_compile_extended");
+  if (parse_arch(o.arch).compute) refuse("arch (compute_<CC>)");
+}
+
+}  // namespace
+
+namespace detail {
+std::string linker_backend(bool needs_nvjitlink) {
+  if (!nvjitlink_available()) {
+    if (needs_nvjitlink)
+      throw FeatureUnavailableError("linking LTO-IR (link-time optimization)",
+                                    "nvJitLink (the driver's linker cannot do LTO); it could not be loaded");
+    return "driver";
+  }
+  int driver_major = -1;
+  try {
+    driver_major = driver().version / 1000;
+  } catch (...) {
+    // No driver (a build or CI machine): nvJitLink works on its own.
+  }
+  const int nvjitlink_major = static_cast<int>(nvjitlink().major);
+  if (driver_major < 0 || driver_major == nvjitlink_major) return "nvJitLink";
+  // A cubin from another major release may not load on this driver.
+  if (needs_nvjitlink)
+    throw FeatureUnavailableError("linking LTO-IR with nvJitLink " + std::to_string(nvjitlink_major) +
+                                      ".x for CUDA driver " + std::to_string(driver_major) + ".x",
+                                  "an nvJitLink of the driver's major version");
+  return "driver";
+}
+}  // namespace detail
+
+std::vector<std::string> LinkerOptions::as_nvjitlink_flags() const {
+  if (arch.empty()) invalid("arch", "empty; set it (e.g. \"sm_90\"), or let Linker resolve it from the current device");
+  if (!parse_arch(arch).ok)
+    invalid("arch", squote(arch) + " is not an architecture; expected \"sm_<CC>\" (or \"compute_<CC>\" for PTX "
+                                   "output), e.g. \"sm_90\"");
+  if (max_register_count && *max_register_count <= 0)
+    invalid("max_register_count", "must be positive, got " + std::to_string(*max_register_count));
+  if (optimization_level && *optimization_level != 0 && *optimization_level != 3)
+    invalid("optimization_level", "nvJitLink accepts 0 or 3, got " + std::to_string(*optimization_level));
+  if (ptx.value_or(false) && !link_time_optimization.value_or(false))
+    invalid("ptx", "PTX output needs link_time_optimization = true");
+  if (split_compile && *split_compile < 0)
+    invalid("split_compile", "must be >= 0 (0: all processors), got " + std::to_string(*split_compile));
+  if (split_compile_extended && *split_compile_extended < 0)
+    invalid("split_compile_extended", "must be >= 0 (0: all processors), got " + std::to_string(*split_compile_extended));
+  for (const auto* list : {&kernels_used, &variables_used, &ptxas_options})
+    for (const auto& s : *list)
+      if (s.empty())
+        invalid(list == &kernels_used ? "kernels_used" : list == &variables_used ? "variables_used" : "ptxas_options",
+                "an entry is empty");
+
+  // 1/0, not true/false: libnvvm (nvJitLink's LTO step) rejects "-ftz=true".
+  auto boolean = [](bool b) { return b ? "1" : "0"; };
+  std::vector<std::string> f;
+  f.push_back("-arch=" + arch);
+  if (max_register_count) f.push_back("-maxrregcount=" + std::to_string(*max_register_count));
+  if (time.value_or(false)) f.emplace_back("-time");
+  if (verbose.value_or(false)) f.emplace_back("-verbose");
+  if (link_time_optimization.value_or(false)) f.emplace_back("-lto");
+  if (ptx.value_or(false)) f.emplace_back("-ptx");
+  if (optimization_level) f.push_back("-O" + std::to_string(*optimization_level));
+  if (debug.value_or(false)) f.emplace_back("-g");
+  if (lineinfo.value_or(false)) f.emplace_back("-lineinfo");
+  if (ftz) f.push_back(std::string("-ftz=") + boolean(*ftz));
+  if (prec_div) f.push_back(std::string("-prec-div=") + boolean(*prec_div));
+  if (prec_sqrt) f.push_back(std::string("-prec-sqrt=") + boolean(*prec_sqrt));
+  if (fma) f.push_back(std::string("-fma=") + boolean(*fma));
+  for (const auto& k : kernels_used) f.push_back("-kernels-used=" + k);
+  for (const auto& v : variables_used) f.push_back("-variables-used=" + v);
+  if (optimize_unused_variables.value_or(false)) f.emplace_back("-optimize-unused-variables");
+  for (const auto& o : ptxas_options) f.push_back("-Xptxas=" + o);
+  if (split_compile) f.push_back("-split-compile=" + std::to_string(*split_compile));
+  if (split_compile_extended) f.push_back("-split-compile-extended=" + std::to_string(*split_compile_extended));
+  if (no_cache.value_or(false)) f.emplace_back("-no-cache");
+  return f;
+}
+
+Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
+    : codes_(std::move(object_codes)), options_(std::move(options)) {
+  if (codes_.empty()) throw std::invalid_argument("Linker: nothing to link (no ObjectCode given)");
+  bool has_ltoir = false;
+  for (std::size_t i = 0; i < codes_.size(); ++i) {
+    if (!codes_[i]) throw std::invalid_argument("Linker: ObjectCode " + std::to_string(i) + " is empty");
+    (void)nvjitlink_input_type(codes_[i].code_type());
+    has_ltoir = has_ltoir || codes_[i].code_type() == "ltoir";
+  }
+  if (options_.arch.empty()) {
+    try {
+      options_.arch = "sm_" + Device().arch();
+    } catch (const std::exception& e) {
+      throw std::invalid_argument(
+          std::string("LinkerOptions::arch is empty and the current device's architecture could not be read (") +
+          e.what() + "); set LinkerOptions::arch, e.g. \"sm_90\"");
+    }
+  }
+  (void)options_.as_nvjitlink_flags();  // validate now
+  backend_ = detail::linker_backend(has_ltoir || options_.link_time_optimization.value_or(false) ||
+                                    options_.ptx.value_or(false));
+  if (backend_ == "driver") {
+    check_driver_options(options_);
+    for (const auto& c : codes_) (void)driver_input_type(c.code_type());
+    // Without nvJitLink the driver must load; say both were tried.
+    try {
+      (void)detail::driver();
+    } catch (const std::exception& e) {
+      try {
+        (void)detail::nvjitlink();
+      } catch (const LibraryNotFoundError& nv) {
+        throw LibraryNotFoundError("nvjitlink", nv.searched(),
+                                   std::string("no linker: nvJitLink is missing and the driver's linker is "
+                                               "unavailable too (") +
+                                       e.what() + ")");
+      }
+      throw;
+    }
+  }
+}
+
+ObjectCode Linker::link(std::string_view target) {
+  if (target != "cubin" && target != "ptx")
+    throw std::invalid_argument("Linker::link: unknown target " + squote(target) + " (valid: \"cubin\", \"ptx\")");
+  const bool want_ptx = options_.ptx.value_or(false);
+  if ((target == "ptx") != want_ptx)
+    throw std::invalid_argument(target == "ptx"
+                                    ? "Linker::link: target \"ptx\" needs LinkerOptions::ptx = true (with "
+                                      "link_time_optimization)"
+                                    : "Linker::link: LinkerOptions::ptx is set, so the output is PTX; link(\"ptx\")");
+  error_log_.clear();
+  info_log_.clear();
+  std::vector<std::byte> out;
+
+  if (backend_ == "nvJitLink") {
+    const auto& t = detail::nvjitlink();
+    const std::vector<std::string> flags = options_.as_nvjitlink_flags();
+    std::vector<const char*> argv;
+    argv.reserve(flags.size());
+    for (const auto& s : flags) argv.push_back(s.c_str());
+    NvJitLinkHandle h(t);
+    if (nvJitLinkResult r = t.nvJitLinkCreate(&h.h, static_cast<std::uint32_t>(argv.size()), argv.data());
+        r != NVJITLINK_SUCCESS) {
+      h.h = nullptr;
+      std::string all;
+      for (const auto& s : flags) all += " " + s;
+      throw CompileError(std::string("nvJitLinkCreate failed: ") + nvjitlink_result_name(r) + " (options:" + all + ")",
+                         {});
+    }
+    // On failure, keep the logs for error_log()/info_log() and throw.
+    auto fail = [&](const char* what, nvJitLinkResult r) {
+      error_log_ = h.error_log();
+      info_log_ = h.info_log();
+      std::string first = first_error_line(error_log_);
+      throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (" + what + ": " +
+                             nvjitlink_result_name(r) + ")" + (first.empty() ? "" : ": " + first),
+                         error_log_);
+    };
+    for (const auto& c : codes_) {
+      auto bytes = c.code();
+      std::size_t size = bytes.size();
+      // PTX is a C string to nvJitLink: the size leaves the NUL out.
+      if (c.code_type() == "ptx" && size && bytes[size - 1] == std::byte{0}) --size;
+      const std::string name = c.name().empty() ? c.code_type() : c.name();
+      if (nvJitLinkResult r = t.nvJitLinkAddData(h.h, nvjitlink_input_type(c.code_type()), bytes.data(), size,
+                                                 name.c_str());
+          r != NVJITLINK_SUCCESS)
+        fail(("adding '" + name + "'").c_str(), r);
+    }
+    if (nvJitLinkResult r = t.nvJitLinkComplete(h.h); r != NVJITLINK_SUCCESS) fail("nvJitLinkComplete", r);
+    std::size_t size = 0;
+    nvJitLinkResult r = target == "cubin" ? t.nvJitLinkGetLinkedCubinSize(h.h, &size)
+                                          : t.nvJitLinkGetLinkedPtxSize(h.h, &size);
+    if (r != NVJITLINK_SUCCESS) fail("getting the output size", r);
+    out.resize(size);
+    r = target == "cubin" ? t.nvJitLinkGetLinkedCubin(h.h, out.data())
+                          : t.nvJitLinkGetLinkedPtx(h.h, reinterpret_cast<char*>(out.data()));
+    if (r != NVJITLINK_SUCCESS) fail("getting the output", r);
+    error_log_ = h.error_log();
+    info_log_ = h.info_log();
+  } else {
+    const auto& d = detail::driver();
+    // cuLink* works in the current context: use the device's primary one if
+    // none is current (as the runtime API would).
+    CUcontext ctx = nullptr;
+    if (d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) (void)Device().set_current();
+    detail::require(reinterpret_cast<const void*>(d.cuLinkCreate), 0, "the driver's linker (cuLinkCreate)");
+    constexpr std::size_t kLogSize = 1 << 20;
+    std::string info(kLogSize, '\0'), err(kLogSize, '\0');
+    std::vector<CUjit_option> keys;
+    std::vector<void*> values;
+    auto add = [&](CUjit_option k, std::uintptr_t v) {
+      keys.push_back(k);
+      values.push_back(reinterpret_cast<void*>(v));
+    };
+    keys.push_back(CU_JIT_INFO_LOG_BUFFER);
+    values.push_back(info.data());
+    add(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, kLogSize);
+    keys.push_back(CU_JIT_ERROR_LOG_BUFFER);
+    values.push_back(err.data());
+    add(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, kLogSize);
+    const ArchParts arch = parse_arch(options_.arch);
+    std::uintptr_t target_value = static_cast<std::uintptr_t>(arch.number);
+    if (arch.suffix == 'a') target_value += CU_COMPUTE_ACCELERATED_TARGET_BASE;
+    if (arch.suffix == 'f') target_value += CU_COMPUTE_FAMILY_TARGET_BASE;
+    add(CU_JIT_TARGET, target_value);
+    if (options_.max_register_count) add(CU_JIT_MAX_REGISTERS, static_cast<std::uintptr_t>(*options_.max_register_count));
+    if (options_.verbose.value_or(false)) add(CU_JIT_LOG_VERBOSE, 1);
+    if (options_.optimization_level)
+      add(CU_JIT_OPTIMIZATION_LEVEL, static_cast<std::uintptr_t>(*options_.optimization_level));
+    if (options_.debug.value_or(false)) add(CU_JIT_GENERATE_DEBUG_INFO, 1);
+    if (options_.lineinfo.value_or(false)) add(CU_JIT_GENERATE_LINE_INFO, 1);
+
+    CuLinkState state;
+    auto logs = [&] {
+      info_log_ = trimmed(std::string(info.c_str()));
+      error_log_ = trimmed(std::string(err.c_str()));
+    };
+    auto fail = [&](const std::string& what, CUresult r) {
+      logs();
+      std::string first = first_error_line(error_log_);
+      throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (" + what + ": " +
+                             result_name(r) + ")" + (first.empty() ? "" : ": " + first),
+                         error_log_);
+    };
+    if (CUresult r = d.cuLinkCreate(static_cast<unsigned>(keys.size()), keys.data(), values.data(), &state.s);
+        r != CUDA_SUCCESS) {
+      state.s = nullptr;
+      fail("cuLinkCreate", r);
+    }
+    for (const auto& c : codes_) {
+      auto bytes = c.code();
+      const std::string name = c.name().empty() ? c.code_type() : c.name();
+      if (CUresult r = d.cuLinkAddData(state.s, driver_input_type(c.code_type()),
+                                       const_cast<std::byte*>(bytes.data()), bytes.size(), name.c_str(), 0, nullptr,
+                                       nullptr);
+          r != CUDA_SUCCESS)
+        fail("adding '" + name + "'", r);
+    }
+    void* cubin = nullptr;
+    std::size_t size = 0;
+    if (CUresult r = d.cuLinkComplete(state.s, &cubin, &size); r != CUDA_SUCCESS) fail("cuLinkComplete", r);
+    // The cubin belongs to the link state: copy it before cuLinkDestroy.
+    const auto* p = static_cast<const std::byte*>(cubin);
+    out.assign(p, p + size);
+    logs();
+  }
+
+  if (out.empty()) throw CompileError("linking '" + options_.name + "' produced no output", error_log_);
+  // The inputs' name expressions still name the same kernels after linking.
+  std::map<std::string, std::string> mapping;
+  for (const auto& c : codes_) mapping.insert(c.symbol_mapping().begin(), c.symbol_mapping().end());
+  return ObjectCode::from_bytes(std::move(out), std::string(target), options_.name, std::move(mapping), info_log_);
+}
+
+}  // namespace cucore

@@ -1,0 +1,121 @@
+// ObjectCode: the factories and the compile-side accessors. Loading
+// (get_kernel, kernel_names, library_handle) lives in object_code_load.cpp.
+#include <cucore/object_code.hpp>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+#include "object_code_state.hpp"
+
+namespace cucore {
+namespace {
+
+const std::string& empty_string() {
+  static const std::string s;
+  return s;
+}
+
+const std::map<std::string, std::string>& empty_mapping() {
+  static const std::map<std::string, std::string> m;
+  return m;
+}
+
+// The driver reads PTX as a C string (cuLibraryLoadData takes no size), so PTX
+// bytes always end with a NUL; other code types are taken as they are.
+void terminate_ptx(std::vector<std::byte>& code, const std::string& code_type) {
+  if (code_type == "ptx" && (code.empty() || code.back() != std::byte{0})) code.push_back(std::byte{0});
+}
+
+std::vector<std::byte> read_file(const std::filesystem::path& file, const char* factory) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    const int err = errno;
+    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": cannot open '" + file.string() +
+                                "': " + (err ? std::strerror(err) : "unreadable"));
+  }
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec))
+    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": '" + file.string() + "' is a directory");
+  std::vector<std::byte> bytes;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    bytes.resize(static_cast<std::size_t>(size));
+    in.read(reinterpret_cast<char*>(bytes.data()), size);
+  }
+  if (!in)
+    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": cannot read '" + file.string() + "'");
+  if (bytes.empty())
+    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": '" + file.string() + "' is empty");
+  return bytes;
+}
+
+std::vector<std::byte> copy_bytes(std::span<const std::byte> code, const char* factory) {
+  if (code.empty()) throw std::invalid_argument(std::string("ObjectCode::") + factory + ": the code is empty");
+  return {code.begin(), code.end()};
+}
+
+}  // namespace
+
+ObjectCode ObjectCode::from_bytes(std::vector<std::byte> code, std::string code_type, std::string name,
+                                  std::map<std::string, std::string> symbol_mapping, std::string log) {
+  static constexpr const char* kTypes[] = {"cubin", "ptx", "ltoir", "fatbin", "object", "library"};
+  bool known = false;
+  for (const char* t : kTypes) known = known || code_type == t;
+  if (!known)
+    throw std::invalid_argument("ObjectCode: unknown code_type '" + code_type +
+                                "' (valid: cubin, ptx, ltoir, fatbin, object, library)");
+  if (code.empty()) throw std::invalid_argument("ObjectCode: the " + code_type + " code is empty");
+  auto s = std::make_shared<detail::ObjectCodeState>();
+  terminate_ptx(code, code_type);
+  s->code = std::move(code);
+  s->code_type = std::move(code_type);
+  s->name = std::move(name);
+  s->symbol_mapping = std::move(symbol_mapping);
+  s->log = std::move(log);
+  return ObjectCode(std::move(s));
+}
+
+// A file's default name is its file name, so messages say where code came from.
+#define CUCORE_OBJECT_CODE_FACTORIES(fn, type)                                                                  \
+  ObjectCode ObjectCode::fn(std::span<const std::byte> code, std::string name,                                   \
+                            std::map<std::string, std::string> symbol_mapping) {                                 \
+    return from_bytes(copy_bytes(code, #fn), type, std::move(name), std::move(symbol_mapping));                  \
+  }                                                                                                              \
+  ObjectCode ObjectCode::fn(const std::filesystem::path& file, std::string name,                                 \
+                            std::map<std::string, std::string> symbol_mapping) {                                 \
+    if (name.empty()) name = file.filename().string();                                                           \
+    return from_bytes(read_file(file, #fn), type, std::move(name), std::move(symbol_mapping));                   \
+  }
+
+CUCORE_OBJECT_CODE_FACTORIES(from_cubin, "cubin")
+CUCORE_OBJECT_CODE_FACTORIES(from_ptx, "ptx")
+CUCORE_OBJECT_CODE_FACTORIES(from_ltoir, "ltoir")
+CUCORE_OBJECT_CODE_FACTORIES(from_fatbin, "fatbin")
+CUCORE_OBJECT_CODE_FACTORIES(from_object, "object")
+CUCORE_OBJECT_CODE_FACTORIES(from_library, "library")
+#undef CUCORE_OBJECT_CODE_FACTORIES
+
+ObjectCode ObjectCode::from_ptx(std::string_view code, std::string name,
+                                std::map<std::string, std::string> symbol_mapping) {
+  return from_ptx(std::as_bytes(std::span(code.data(), code.size())), std::move(name), std::move(symbol_mapping));
+}
+
+std::span<const std::byte> ObjectCode::code() const noexcept {
+  if (!state_) return {};
+  return state_->code;
+}
+
+const std::string& ObjectCode::code_type() const noexcept { return state_ ? state_->code_type : empty_string(); }
+const std::string& ObjectCode::name() const noexcept { return state_ ? state_->name : empty_string(); }
+const std::map<std::string, std::string>& ObjectCode::symbol_mapping() const noexcept {
+  return state_ ? state_->symbol_mapping : empty_mapping();
+}
+const std::string& ObjectCode::compile_log() const noexcept { return state_ ? state_->log : empty_string(); }
+
+}  // namespace cucore
