@@ -1,36 +1,190 @@
 #pragma once
 // Program caches: compiled bytes keyed by a digest of everything that shaped
-// them. (Interface sketch: the cache work fills this header out.)
+// them (make_program_cache_key), kept in memory (InMemoryProgramCache), on disk
+// across processes and runs (FileStreamProgramCache), or both
+// (TwoLevelProgramCache, the library's default). Program::compile(target,
+// names, cache) goes through one: a hit runs no compiler. docs/program-cache.md
+// has the design.
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <cucore/object_code.hpp>
+#include <cucore/program.hpp>
 
 namespace cucore {
 
 struct CacheStats {
-  std::uint64_t hits = 0, misses = 0, evictions = 0, errors = 0;
+  std::uint64_t hits = 0, misses = 0;
+  std::uint64_t evictions = 0;  // entries removed to stay under the size cap
+  // Damaged entries found (truncated, garbage, wrong type: each removed and
+  // treated as a miss), plus writes that failed (unwritable directory, full disk).
+  std::uint64_t errors = 0;
 };
 
-// Keys are byte strings (make_program_cache_key's 32-byte digest, or any
-// string). Values are the compiled bytes; get() returns them as an ObjectCode
-// that shares storage with the cache (no copy).
+// The cache key: a SHA-256 digest (32 raw bytes in a std::string) over
+// labelled, length-prefixed fields: key schema version; compiler identity (NVRTC
+// version for "c++", linker backend and version for "ptx", plus the CUDA and
+// CCCL header versions); code type; target; the code's SHA-256; the flags exactly
+// as ProgramOptions::as_nvrtc_flags() renders them (so spellings and defaults that
+// render alike give one key); sorted, de-duplicated name expressions;
+// options.name; extra_digest.
+//
+// Throws std::invalid_argument when options.arch is empty (pass the Program's
+// options(), whose arch is resolved), when options read files the key cannot see
+// (include_path, pre_include, pch, use_pch, pch_dir, a name with a directory)
+// and extra_digest is empty (fingerprint those files and pass it), and for
+// options with side effects (create_pch, time, fdevice_time_trace).
+std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
+                                   std::string_view target, std::span<const std::string> name_expressions = {},
+                                   std::string_view extra_digest = {});
+inline constexpr std::size_t kProgramCacheKeySize = 32;
+// Lower-case hex of a key (64 characters for a make_program_cache_key key).
+std::string program_cache_key_hex(std::string_view key);
+
+// Keys are byte strings (make_program_cache_key's digest, or any string).
+// Values are compiled bytes with their code type, name and name-expression
+// mapping, handed back as an ObjectCode. There is deliberately no contains():
+// check-then-read races between processes; call get() and use what it returns.
 class ProgramCache {
  public:
   virtual ~ProgramCache() = default;
+
   virtual std::optional<ObjectCode> get(std::string_view key) = 0;
+  // Like get(), but an entry of another code type than `code_type` is damage:
+  // counted in errors, removed, and a miss.
+  virtual std::optional<ObjectCode> get(std::string_view key, std::string_view code_type);
   virtual void put(std::string_view key, const ObjectCode& code) = 0;
+  // Raw bytes (copied). An empty code_type is recognised from the bytes (ELF
+  // cubin, fatbin, LTO-IR, PTX text); std::invalid_argument when it cannot be.
+  void put(std::string_view key, std::span<const std::byte> code, std::string_view code_type = {});
   virtual bool erase(std::string_view key) = 0;
   virtual void clear() = 0;
   virtual std::size_t size_bytes() const = 0;
   virtual CacheStats stats() const = 0;
 };
 
-// The process-wide default cache (memory in front of disk).
+// In-process LRU by total bytes; reads refresh recency; thread-safe. get()
+// returns the stored ObjectCode itself (shared state, no copy), so a kernel
+// taken twice from one entry is loaded once. An entry larger than the cap is
+// not stored.
+class InMemoryProgramCache final : public ProgramCache {
+ public:
+  explicit InMemoryProgramCache(std::optional<std::size_t> max_size_bytes = {});
+  ~InMemoryProgramCache() override;
+  InMemoryProgramCache(const InMemoryProgramCache&) = delete;
+  InMemoryProgramCache& operator=(const InMemoryProgramCache&) = delete;
+
+  using ProgramCache::put;
+  std::optional<ObjectCode> get(std::string_view key) override;
+  std::optional<ObjectCode> get(std::string_view key, std::string_view code_type) override;
+  void put(std::string_view key, const ObjectCode& code) override;
+  // Stores `code` unless the key is present; returns the resident object either
+  // way (how concurrent fillers end up sharing one loaded module).
+  ObjectCode put_if_absent(std::string_view key, const ObjectCode& code);
+  bool erase(std::string_view key) override;
+  void clear() override;
+  std::size_t size_bytes() const override;
+  CacheStats stats() const override;
+  std::size_t entry_count() const;
+  std::optional<std::size_t> max_size_bytes() const noexcept { return max_size_; }
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::optional<std::size_t> max_size_;
+};
+
+// One entry of a FileStreamProgramCache directory.
+struct FileCacheEntry {
+  std::filesystem::path file;  // the raw binary
+  std::string code_type;       // "cubin", ...; empty when its record is missing
+  std::size_t size_bytes = 0;
+  std::filesystem::file_time_type last_read;
+};
+
+// A directory shared by processes and runs. Each entry is one file, named by the
+// key's hex, holding the raw binary (cuobjdump / nvdisasm read it as is); its
+// record (code type, size, checksum, name, name-expression mapping) sits in the
+// file's extended attribute `user.cucore`, or in a `<file>.meta` sidecar where
+// the filesystem has no user xattrs (or the record is too large). Writes go to a
+// temporary file that is fsynced and renamed into place. Reads check the record
+// against the bytes (size, checksum, ELF/fatbin/LTO-IR/PTX structure); a
+// damaged entry is counted in errors, removed and a miss. Eviction removes the
+// least recently read entries while over the cap. An unwritable or missing
+// directory or a full disk never throws: the cache misses and says so once.
+class FileStreamProgramCache final : public ProgramCache {
+ public:
+  // $XDG_CACHE_HOME/cucore/programs, else ~/.cache/cucore/programs.
+  static std::filesystem::path default_path();
+
+  explicit FileStreamProgramCache(std::filesystem::path path = default_path(),
+                                  std::optional<std::size_t> max_size_bytes = {});
+  ~FileStreamProgramCache() override;
+  FileStreamProgramCache(const FileStreamProgramCache&) = delete;
+  FileStreamProgramCache& operator=(const FileStreamProgramCache&) = delete;
+
+  using ProgramCache::put;
+  std::optional<ObjectCode> get(std::string_view key) override;
+  std::optional<ObjectCode> get(std::string_view key, std::string_view code_type) override;
+  void put(std::string_view key, const ObjectCode& code) override;
+  bool erase(std::string_view key) override;
+  void clear() override;  // removes every entry (and stray temporary files)
+  std::size_t size_bytes() const override;
+  CacheStats stats() const override;
+
+  const std::filesystem::path& path() const noexcept;
+  std::optional<std::size_t> max_size_bytes() const noexcept;
+  std::filesystem::path entry_path(std::string_view key) const;
+  std::vector<FileCacheEntry> entries() const;
+  // Whether the directory can be used (false after a failure was reported).
+  bool usable() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Memory in front of disk: a hit in memory returns the resident object; a disk
+// hit is promoted into memory (so its loaded module is shared from then on); a
+// put goes to both.
+class TwoLevelProgramCache final : public ProgramCache {
+ public:
+  explicit TwoLevelProgramCache(std::optional<std::size_t> memory_max_bytes = {},
+                                std::filesystem::path dir = FileStreamProgramCache::default_path(),
+                                std::optional<std::size_t> disk_max_bytes = {});
+  ~TwoLevelProgramCache() override;
+
+  using ProgramCache::put;
+  std::optional<ObjectCode> get(std::string_view key) override;
+  std::optional<ObjectCode> get(std::string_view key, std::string_view code_type) override;
+  void put(std::string_view key, const ObjectCode& code) override;
+  bool erase(std::string_view key) override;
+  void clear() override;
+  std::size_t size_bytes() const override;  // the disk level's
+  CacheStats stats() const override;        // hits at either level; misses at both
+
+  InMemoryProgramCache& memory() noexcept { return memory_; }
+  FileStreamProgramCache& disk() noexcept { return disk_; }
+
+ private:
+  std::optional<ObjectCode> lookup(std::string_view key, std::string_view code_type);
+  InMemoryProgramCache memory_;
+  FileStreamProgramCache disk_;
+  struct Counters;
+  std::unique_ptr<Counters> counters_;
+};
+
+// The process-wide default cache: 256 MiB in memory in front of
+// FileStreamProgramCache::default_path() capped at 1 GiB. CUCORE_PROGRAM_CACHE_DIR
+// overrides the directory.
 ProgramCache& default_program_cache();
+TwoLevelProgramCache& default_two_level_program_cache();
 
 }  // namespace cucore

@@ -1,0 +1,364 @@
+// ProgramCache's shared parts, InMemoryProgramCache, TwoLevelProgramCache, the
+// default cache, and Program::compile through a cache (single-flight).
+#include <cucore/program.hpp>
+#include <cucore/program_cache.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <functional>
+#include <future>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "program_cache_internal.hpp"
+
+namespace cucore {
+
+// ---------------------------------------------------------------- ProgramCache
+
+std::optional<ObjectCode> ProgramCache::get(std::string_view key, std::string_view code_type) {
+  auto found = get(key);
+  if (found && found->code_type() != code_type) {
+    erase(key);
+    return std::nullopt;
+  }
+  return found;
+}
+
+void ProgramCache::put(std::string_view key, std::span<const std::byte> code, std::string_view code_type) {
+  std::string type(code_type);
+  if (type.empty()) {
+    type = detail::detect_code_type(code);
+    if (type.empty())
+      throw std::invalid_argument("ProgramCache::put: cannot tell the code type of these bytes; pass code_type");
+  } else if (!detail::structurally_valid(type, code)) {
+    throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + type);
+  }
+  put(key, ObjectCode::from_bytes(std::vector<std::byte>(code.begin(), code.end()), std::move(type)));
+}
+
+// ---------------------------------------------------------------- InMemoryProgramCache
+
+namespace {
+struct KeyHash {
+  using is_transparent = void;
+  std::size_t operator()(std::string_view s) const noexcept { return std::hash<std::string_view>{}(s); }
+};
+}  // namespace
+
+// A hash map whose nodes are threaded on an intrusive LRU list (most recent at
+// head.next): a hit is one lookup and two pointer splices, no allocation.
+struct InMemoryProgramCache::Impl {
+  struct Node {
+    ObjectCode code;
+    std::size_t bytes = 0;
+    Node* prev = nullptr;
+    Node* next = nullptr;
+    const std::string* key = nullptr;
+  };
+  std::unordered_map<std::string, Node, KeyHash, std::equal_to<>> map;
+  Node head;  // sentinel of the circular list
+  std::size_t total = 0;
+  CacheStats stats;
+  mutable std::mutex mutex;
+
+  Impl() { head.prev = head.next = &head; }
+
+  void unlink(Node* n) {
+    n->prev->next = n->next;
+    n->next->prev = n->prev;
+  }
+  void push_front(Node* n) {
+    n->next = head.next;
+    n->prev = &head;
+    head.next->prev = n;
+    head.next = n;
+  }
+  void touch(Node* n) {
+    if (head.next == n) return;
+    unlink(n);
+    push_front(n);
+  }
+  void remove(Node* n) {
+    unlink(n);
+    total -= n->bytes;
+    map.erase(*n->key);
+  }
+  void evict(std::optional<std::size_t> max) {
+    if (!max) return;
+    while (total > *max && head.prev != &head) {
+      remove(head.prev);
+      ++stats.evictions;
+    }
+  }
+  // Inserts or replaces; the caller holds the lock.
+  Node* store(std::string_view key, const ObjectCode& code, std::optional<std::size_t> max) {
+    const std::size_t bytes = code.code().size();
+    auto it = map.find(key);
+    if (max && bytes > *max) {
+      // Too large to keep; drop a stale older value rather than serve it.
+      if (it != map.end()) remove(&it->second);
+      return nullptr;
+    }
+    Node* n;
+    if (it != map.end()) {
+      n = &it->second;
+      total -= n->bytes;
+      touch(n);
+    } else {
+      auto [ins, ok] = map.try_emplace(std::string(key));
+      n = &ins->second;
+      n->key = &ins->first;
+      push_front(n);
+    }
+    n->code = code;
+    n->bytes = bytes;
+    total += bytes;
+    evict(max);
+    return n;
+  }
+};
+
+InMemoryProgramCache::InMemoryProgramCache(std::optional<std::size_t> max_size_bytes)
+    : impl_(std::make_unique<Impl>()), max_size_(max_size_bytes) {}
+InMemoryProgramCache::~InMemoryProgramCache() = default;
+
+std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key) {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->map.find(key);
+  if (it == impl_->map.end()) {
+    ++impl_->stats.misses;
+    return std::nullopt;
+  }
+  impl_->touch(&it->second);
+  ++impl_->stats.hits;
+  return it->second.code;
+}
+
+std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, std::string_view code_type) {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->map.find(key);
+  if (it == impl_->map.end()) {
+    ++impl_->stats.misses;
+    return std::nullopt;
+  }
+  if (it->second.code.code_type() != code_type) {
+    impl_->remove(&it->second);
+    ++impl_->stats.errors;
+    ++impl_->stats.misses;
+    return std::nullopt;
+  }
+  impl_->touch(&it->second);
+  ++impl_->stats.hits;
+  return it->second.code;
+}
+
+void InMemoryProgramCache::put(std::string_view key, const ObjectCode& code) {
+  if (!code) throw std::invalid_argument("InMemoryProgramCache::put: empty ObjectCode");
+  std::lock_guard lock(impl_->mutex);
+  impl_->store(key, code, max_size_);
+}
+
+ObjectCode InMemoryProgramCache::put_if_absent(std::string_view key, const ObjectCode& code) {
+  if (!code) throw std::invalid_argument("InMemoryProgramCache::put_if_absent: empty ObjectCode");
+  std::lock_guard lock(impl_->mutex);
+  if (auto it = impl_->map.find(key); it != impl_->map.end()) {
+    impl_->touch(&it->second);
+    return it->second.code;
+  }
+  impl_->store(key, code, max_size_);
+  return code;
+}
+
+bool InMemoryProgramCache::erase(std::string_view key) {
+  std::lock_guard lock(impl_->mutex);
+  auto it = impl_->map.find(key);
+  if (it == impl_->map.end()) return false;
+  impl_->remove(&it->second);
+  return true;
+}
+
+void InMemoryProgramCache::clear() {
+  std::lock_guard lock(impl_->mutex);
+  impl_->map.clear();
+  impl_->head.prev = impl_->head.next = &impl_->head;
+  impl_->total = 0;
+}
+
+std::size_t InMemoryProgramCache::size_bytes() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->total;
+}
+
+CacheStats InMemoryProgramCache::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stats;
+}
+
+std::size_t InMemoryProgramCache::entry_count() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->map.size();
+}
+
+// ---------------------------------------------------------------- TwoLevelProgramCache
+
+struct TwoLevelProgramCache::Counters {
+  std::atomic<std::uint64_t> hits{0}, misses{0};
+};
+
+TwoLevelProgramCache::TwoLevelProgramCache(std::optional<std::size_t> memory_max_bytes, std::filesystem::path dir,
+                                           std::optional<std::size_t> disk_max_bytes)
+    : memory_(memory_max_bytes), disk_(std::move(dir), disk_max_bytes), counters_(std::make_unique<Counters>()) {}
+TwoLevelProgramCache::~TwoLevelProgramCache() = default;
+
+std::optional<ObjectCode> TwoLevelProgramCache::lookup(std::string_view key, std::string_view code_type) {
+  auto m = code_type.empty() ? memory_.get(key) : memory_.get(key, code_type);
+  if (m) {
+    ++counters_->hits;
+    return m;
+  }
+  auto d = code_type.empty() ? disk_.get(key) : disk_.get(key, code_type);
+  if (d) {
+    ++counters_->hits;
+    // Two threads may both read the disk: the first promotion wins, both return
+    // it, so the module is loaded once.
+    return memory_.put_if_absent(key, *d);
+  }
+  ++counters_->misses;
+  return std::nullopt;
+}
+
+std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key) { return lookup(key, {}); }
+std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key, std::string_view code_type) {
+  return lookup(key, code_type);
+}
+
+void TwoLevelProgramCache::put(std::string_view key, const ObjectCode& code) {
+  memory_.put(key, code);
+  disk_.put(key, code);
+}
+
+bool TwoLevelProgramCache::erase(std::string_view key) {
+  bool a = memory_.erase(key);
+  bool b = disk_.erase(key);
+  return a || b;
+}
+
+void TwoLevelProgramCache::clear() {
+  memory_.clear();
+  disk_.clear();
+}
+
+std::size_t TwoLevelProgramCache::size_bytes() const { return disk_.size_bytes(); }
+
+CacheStats TwoLevelProgramCache::stats() const {
+  CacheStats m = memory_.stats(), d = disk_.stats();
+  return {counters_->hits.load(), counters_->misses.load(), m.evictions + d.evictions, m.errors + d.errors};
+}
+
+// ---------------------------------------------------------------- the default cache
+
+TwoLevelProgramCache& default_two_level_program_cache() {
+  static TwoLevelProgramCache* cache = [] {
+    std::filesystem::path dir = FileStreamProgramCache::default_path();
+    if (const char* d = std::getenv("CUCORE_PROGRAM_CACHE_DIR"); d && *d) dir = d;
+    // Leaked on purpose: objects handed out may outlive static destruction.
+    return new TwoLevelProgramCache(std::size_t(256) << 20, dir, std::size_t(1) << 30);
+  }();
+  return *cache;
+}
+
+ProgramCache& default_program_cache() { return default_two_level_program_cache(); }
+
+// ---------------------------------------------------------------- compile through a cache
+
+namespace {
+
+// Single-flight: the first thread to miss a (cache, key) compiles; the others
+// wait for its result. Only the table is locked, briefly; compiles of different
+// keys run in parallel.
+struct Flight {
+  std::promise<ObjectCode> promise;
+  std::shared_future<ObjectCode> result = promise.get_future().share();
+};
+
+struct FlightKey {
+  const ProgramCache* cache;
+  std::string key;
+  bool operator==(const FlightKey&) const = default;
+};
+struct FlightKeyHash {
+  std::size_t operator()(const FlightKey& k) const noexcept {
+    return std::hash<std::string>{}(k.key) ^ (std::hash<const void*>{}(k.cache) * 31);
+  }
+};
+
+std::mutex g_flights_mutex;
+std::unordered_map<FlightKey, std::shared_ptr<Flight>, FlightKeyHash> g_flights;
+// Bumped when a flight lands (after its put): a thread that missed before a
+// flight landed and finds no flight knows to look in the cache again.
+std::atomic<std::uint64_t> g_flights_landed{0};
+
+}  // namespace
+
+ObjectCode Program::compile(std::string_view target, std::vector<std::string> name_expressions,
+                            ProgramCache* cache) const {
+  if (!cache) return compile(target, std::move(name_expressions));
+  std::string key = make_program_cache_key(code(), code_type(), options(), target, name_expressions);
+
+  const std::uint64_t landed_before = g_flights_landed.load(std::memory_order_acquire);
+  if (auto hit = cache->get(key, target)) return std::move(*hit);
+
+  FlightKey fk{cache, key};
+  std::shared_ptr<Flight> flight;
+  {
+    std::unique_lock lock(g_flights_mutex);
+    if (auto it = g_flights.find(fk); it != g_flights.end()) {
+      auto result = it->second->result;
+      lock.unlock();
+      return result.get();  // the leader's object, or its exception
+    }
+    if (g_flights_landed.load(std::memory_order_acquire) != landed_before) {
+      // A flight landed since our miss: it may have been this key's.
+      lock.unlock();
+      if (auto hit = cache->get(key, target)) return std::move(*hit);
+      lock.lock();
+      if (auto it = g_flights.find(fk); it != g_flights.end()) {
+        auto result = it->second->result;
+        lock.unlock();
+        return result.get();
+      }
+    }
+    flight = std::make_shared<Flight>();
+    g_flights.emplace(fk, flight);
+  }
+
+  auto land = [&] {
+    std::lock_guard lock(g_flights_mutex);
+    g_flights_landed.fetch_add(1, std::memory_order_acq_rel);
+    g_flights.erase(fk);
+  };
+  try {
+    ObjectCode result = compile(target, name_expressions);
+    // The key named the compiler from a memo; now that NVRTC is loaded, make
+    // sure it named the one that compiled (else store under the right key).
+    if (code_type() == "c++" && detail::refresh_nvrtc_identity())
+      key = make_program_cache_key(code(), code_type(), options(), target, name_expressions);
+    if (auto* memory = dynamic_cast<InMemoryProgramCache*>(cache))
+      result = memory->put_if_absent(key, result);
+    else
+      cache->put(key, result);
+    flight->promise.set_value(result);
+    land();
+    return result;
+  } catch (...) {
+    flight->promise.set_exception(std::current_exception());
+    land();
+    throw;
+  }
+}
+
+}  // namespace cucore
