@@ -1,0 +1,117 @@
+"""cucore: NVIDIA cuda.core's object model over a C++20 core (libcucore).
+
+Port code from cuda.core by changing the import lines only::
+
+    from cucore import Device, Program, ProgramOptions, LaunchConfig, launch
+    from cucore.utils import InMemoryProgramCache
+
+Errors are cucore.Error subclasses (CudaError / CUDAError, CompileError /
+NVRTCError, LibraryNotFoundError, FeatureUnavailableError) or ValueError /
+TypeError / IndexError for bad arguments.
+"""
+import sys as _sys
+
+from cucore import _core
+from cucore._core import (
+    LEGACY_DEFAULT_STREAM,
+    PER_THREAD_DEFAULT_STREAM,
+    Buffer,
+    CompileError,
+    Context,
+    CudaError,
+    CUDAError,
+    Device,
+    DeviceMemoryResource,
+    DeviceProperties,
+    Error,
+    Event,
+    FeatureUnavailableError,
+    Kernel,
+    KernelAttributes,
+    KernelOccupancy,
+    LaunchConfig,
+    LegacyPinnedMemoryResource,
+    LibraryNotFoundError,
+    LimitingResourceAdaptor,
+    Linker,
+    ManagedMemoryResource,
+    MemoryResource,
+    NVRTCError,
+    ObjectCode,
+    PinnedMemoryResource,
+    Program,
+    StatisticsResourceAdaptor,
+    Stream,
+    __version__,
+    default_stream,
+    launch,
+    pathfinder,
+)
+from cucore._options import (
+    ComputeCapability,
+    DeviceMemoryResourceOptions,
+    EventOptions,
+    LinkerOptions,
+    ManagedMemoryResourceOptions,
+    PinnedMemoryResourceOptions,
+    ProgramOptions,
+    StreamOptions,
+)
+
+# Optional features appear here as libcucore gains them (green contexts: SMResource,
+# SMResourceOptions, ContextOptions; NVML: cucore.system; graphs: cucore.graph).
+for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResources", "system", "graph", "checkpoint"):
+    if hasattr(_core, _name):
+        globals()[_name] = getattr(_core, _name)
+
+from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
+
+
+def _set_site_packages() -> None:
+    # NVIDIA's pip wheels (site-packages/nvidia/*/lib) are one of the places the
+    # pathfinder searches for NVRTC / nvJitLink.
+    dirs = [p for p in _sys.path if p.endswith(("site-packages", "dist-packages"))]
+    if dirs:
+        pathfinder.set_python_site_packages(dirs)
+
+
+_set_site_packages()
+del _set_site_packages
+
+__all__ = [
+    "LEGACY_DEFAULT_STREAM",
+    "PER_THREAD_DEFAULT_STREAM",
+    "Buffer",
+    "CompileError",
+    "ComputeCapability",
+    "Context",
+    "CudaError",
+    "CUDAError",
+    "Device",
+    "DeviceMemoryResource",
+    "DeviceMemoryResourceOptions",
+    "DeviceProperties",
+    "Error",
+    "Event",
+    "EventOptions",
+    "FeatureUnavailableError",
+    "Kernel",
+    "LaunchConfig",
+    "LegacyPinnedMemoryResource",
+    "LibraryNotFoundError",
+    "Linker",
+    "LinkerOptions",
+    "ManagedMemoryResource",
+    "ManagedMemoryResourceOptions",
+    "MemoryResource",
+    "NVRTCError",
+    "ObjectCode",
+    "PinnedMemoryResource",
+    "PinnedMemoryResourceOptions",
+    "Program",
+    "ProgramOptions",
+    "Stream",
+    "StreamOptions",
+    "launch",
+    "utils",
+]

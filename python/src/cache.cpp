@@ -1,0 +1,207 @@
+// Program caches (cucore.utils.InMemoryProgramCache / FileStreamProgramCache,
+// dict-like as cuda.core's: cache[key] = obj, cache.get(key) -> bytes, str
+// keys are UTF-8), make_program_cache_key, and Program.compile(cache=...).
+#include <cucore/program_cache.hpp>
+
+#include <filesystem>
+
+#include "program_support.hpp"
+
+namespace cucore::python {
+namespace {
+
+using cucore::ProgramCache;
+
+std::string key_arg(nb::handle key) {
+  PyObject* k = key.ptr();
+  if (PyBytes_Check(k)) return std::string(PyBytes_AS_STRING(k), PyBytes_GET_SIZE(k));
+  if (PyByteArray_Check(k)) return std::string(PyByteArray_AS_STRING(k), PyByteArray_GET_SIZE(k));
+  if (PyUnicode_Check(k)) {
+    Py_ssize_t n = 0;
+    const char* s = PyUnicode_AsUTF8AndSize(k, &n);
+    if (!s) throw nb::python_error();
+    return std::string(s, static_cast<std::size_t>(n));
+  }
+  throw nb::type_error(("cache keys must be bytes or str, got " + std::string(Py_TYPE(k)->tp_name)).c_str());
+}
+
+nb::bytes code_bytes(const cucore::ObjectCode& o) {
+  auto s = o.code();
+  return nb::bytes(reinterpret_cast<const char*>(s.data()), s.size());
+}
+
+void put_value(ProgramCache& c, const std::string& key, nb::handle value) {
+  if (PyObject_TypeCheck(value.ptr(), g_types.object_code)) {
+    c.put(key, *nb::inst_ptr<cucore::ObjectCode>(value));
+    return;
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(value.ptr(), &view, PyBUF_SIMPLE) != 0) {
+    PyErr_Clear();
+    throw nb::type_error(("cache values must be bytes-like or ObjectCode, got " +
+                          std::string(Py_TYPE(value.ptr())->tp_name)).c_str());
+  }
+  struct Release { Py_buffer* v; ~Release() { PyBuffer_Release(v); } } rel{&view};
+  c.put(key, std::span<const std::byte>(static_cast<const std::byte*>(view.buf), static_cast<std::size_t>(view.len)));
+}
+
+std::size_t entry_count(ProgramCache& c) {
+  if (auto* m = dynamic_cast<cucore::InMemoryProgramCache*>(&c)) return m->entry_count();
+  if (auto* f = dynamic_cast<cucore::FileStreamProgramCache*>(&c)) return f->entries().size();
+  if (auto* t = dynamic_cast<cucore::TwoLevelProgramCache*>(&c)) return t->disk().entries().size();
+  return 0;
+}
+
+std::optional<std::size_t> max_size_arg(nb::handle v) {
+  if (v.is_none()) return std::nullopt;
+  long long n = nb::cast<long long>(v);
+  if (n <= 0) throw nb::value_error("max_size_bytes must be positive or None (0 would evict every write)");
+  return static_cast<std::size_t>(n);
+}
+
+bool is_cucore_cache(nb::handle h) { return nb::isinstance<ProgramCache>(h); }
+
+}  // namespace
+
+nb::object program_compile(PyProgram& p, std::string target, nb::handle name_expressions, nb::handle logs,
+                           nb::handle cache) {
+  if (p.closed) throw nb::value_error("the program is closed");
+  std::vector<std::string> names = name_expressions_arg(name_expressions);
+  for (auto& c : target) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  cucore::ObjectCode result;
+  if (cache.is_none()) {
+    nb::gil_scoped_release nogil;
+    result = p.program.compile(target, names);
+  } else if (is_cucore_cache(cache)) {
+    ProgramCache* c = nb::inst_ptr<ProgramCache>(cache);
+    nb::gil_scoped_release nogil;
+    result = p.program.compile(target, names, c);
+  } else {
+    // Any other mapping-like program cache (a user's ProgramCacheResource, or
+    // cuda.core's): key it with cucore's key, store raw bytes.
+    if (!names.empty())
+      throw nb::value_error("name_expressions cannot be combined with a foreign cache= (the symbol mapping is not "
+                            "stored with the binary)");
+    std::string key = cucore::make_program_cache_key(p.program.code(), p.program.code_type(), p.program.options(),
+                                                     target, {}, {});
+    nb::bytes k(key.data(), key.size());
+    nb::object hit = cache.attr("get")(k);
+    if (!hit.is_none()) {
+      Py_buffer view;
+      if (PyObject_GetBuffer(hit.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+      const auto* b = static_cast<const std::byte*>(view.buf);
+      std::vector<std::byte> bytes(b, b + view.len);
+      PyBuffer_Release(&view);
+      return nb::cast(cucore::ObjectCode::from_bytes(std::move(bytes), target, p.program.options().name));
+    }
+    {
+      nb::gil_scoped_release nogil;
+      result = p.program.compile(target, names);
+    }
+    cache[k] = nb::cast(result);
+  }
+  if (!logs.is_none() && !result.compile_log().empty()) logs.attr("write")(result.compile_log());
+  return nb::cast(std::move(result));
+}
+
+void bind_cache(nb::module_& m) {
+  auto base = nb::class_<ProgramCache>(m, "_ProgramCache",
+      "Base of program caches: a mapping from keys (bytes, or str as UTF-8) to compiled bytes. Reads return "
+      "bytes; writes take bytes-like or an ObjectCode. No __contains__ (check-then-read races between processes): "
+      "use get().");
+  base.def("__getitem__", [](ProgramCache& c, nb::handle key) {
+        std::string k = key_arg(key);
+        std::optional<cucore::ObjectCode> o;
+        {
+          nb::gil_scoped_release nogil;
+          o = c.get(k);
+        }
+        if (!o) throw nb::key_error(nb::cast<std::string>(nb::repr(key)).c_str());
+        return code_bytes(*o);
+      }, nb::arg("key"))
+      .def("get", [](ProgramCache& c, nb::handle key, nb::handle default_) -> nb::object {
+        std::string k = key_arg(key);
+        std::optional<cucore::ObjectCode> o = c.get(k);
+        if (!o) return nb::borrow(default_);
+        return code_bytes(*o);
+      }, nb::arg("key"), nb::arg("default") = nb::none(), "The stored bytes, or `default`.")
+      .def("get_object_code", [](ProgramCache& c, nb::handle key) -> nb::object {
+        std::optional<cucore::ObjectCode> o = c.get(key_arg(key));
+        if (!o) return nb::none();
+        return nb::cast(std::move(*o));
+      }, nb::arg("key"), "cucore extra: the entry as an ObjectCode sharing the cache's storage (no copy), or None.")
+      .def("__setitem__", [](ProgramCache& c, nb::handle key, nb::handle value) { put_value(c, key_arg(key), value); },
+           nb::arg("key"), nb::arg("value"))
+      .def("__delitem__", [](ProgramCache& c, nb::handle key) {
+        if (!c.erase(key_arg(key))) throw nb::key_error(nb::cast<std::string>(nb::repr(key)).c_str());
+      }, nb::arg("key"))
+      .def("__len__", [](ProgramCache& c) { return entry_count(c); })
+      .def("clear", &ProgramCache::clear)
+      .def("update", [](nb::handle self, nb::handle items) {
+        nb::object it = nb::borrow(items);
+        if (nb::hasattr(it, "items")) it = it.attr("items")();
+        for (nb::handle kv : it) self.attr("__setitem__")(kv[0], kv[1]);
+      }, nb::arg("items"))
+      .def("close", [](ProgramCache&) {})
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](ProgramCache&, nb::args) {})
+      .def_prop_ro("size_bytes", &ProgramCache::size_bytes)
+      .def_prop_ro("stats", [](const ProgramCache& c) {
+        cucore::CacheStats s = c.stats();
+        nb::dict d;
+        d["hits"] = s.hits;
+        d["misses"] = s.misses;
+        d["evictions"] = s.evictions;
+        d["errors"] = s.errors;
+        return d;
+      }, "cucore extra: {hits, misses, evictions, errors}.");
+
+  nb::class_<cucore::InMemoryProgramCache, ProgramCache>(m, "InMemoryProgramCache",
+      "An in-process LRU cache of compiled programs, capped by total bytes (reads refresh recency); thread-safe.")
+      .def("__init__", [](cucore::InMemoryProgramCache* self, nb::handle max_size_bytes) {
+        new (self) cucore::InMemoryProgramCache(max_size_arg(max_size_bytes));
+      }, nb::kw_only(), nb::arg("max_size_bytes") = nb::none())
+      .def_prop_ro("max_size_bytes", &cucore::InMemoryProgramCache::max_size_bytes);
+
+  nb::class_<cucore::FileStreamProgramCache, ProgramCache>(m, "FileStreamProgramCache",
+      "A persistent cache: one file per key holding the raw binary, written atomically (safe across processes). "
+      "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs).")
+      .def("__init__", [](cucore::FileStreamProgramCache* self, nb::handle path, nb::handle max_size_bytes) {
+        std::filesystem::path p = cucore::FileStreamProgramCache::default_path();
+        if (!path.is_none()) {
+          nb::object fs = nb::steal(PyOS_FSPath(path.ptr()));
+          if (!fs.is_valid()) throw nb::python_error();
+          p = nb::cast<std::string>(fs);
+        }
+        new (self) cucore::FileStreamProgramCache(p, max_size_arg(max_size_bytes));
+      }, nb::arg("path") = nb::none(), nb::kw_only(), nb::arg("max_size_bytes") = nb::none())
+      .def_prop_ro("path", [](const cucore::FileStreamProgramCache& c) { return c.path().string(); })
+      .def_prop_ro("max_size_bytes", &cucore::FileStreamProgramCache::max_size_bytes)
+      .def_prop_ro("usable", &cucore::FileStreamProgramCache::usable)
+      .def("entry_path", [](const cucore::FileStreamProgramCache& c, nb::handle key) {
+        return c.entry_path(key_arg(key)).string();
+      }, nb::arg("key"))
+      .def_static("default_path", []() { return cucore::FileStreamProgramCache::default_path().string(); });
+
+  m.def("default_program_cache", []() -> ProgramCache& { return cucore::default_program_cache(); },
+        nb::rv_policy::reference, "cucore extra: the process-wide cache (memory in front of disk).");
+
+  m.def("make_program_cache_key", [](nb::handle code, std::string code_type, nb::handle options, std::string target_type,
+                                     nb::handle name_expressions, nb::handle extra_digest) {
+        std::string src;
+        if (PyUnicode_Check(code.ptr())) src = nb::cast<std::string>(code);
+        else if (PyBytes_Check(code.ptr())) src.assign(PyBytes_AsString(code.ptr()), PyBytes_Size(code.ptr()));
+        else throw nb::type_error("code must be str or bytes");
+        cucore::ProgramOptions po = program_options(options);
+        std::vector<std::string> names = name_expressions_arg(name_expressions);
+        std::string extra;
+        if (!extra_digest.is_none()) extra = key_arg(extra_digest);
+        std::string key = cucore::make_program_cache_key(src, code_type, po, target_type, names, extra);
+        return nb::bytes(key.data(), key.size());
+      }, nb::kw_only(), nb::arg("code"), nb::arg("code_type"), nb::arg("options"), nb::arg("target_type"),
+      nb::arg("name_expressions") = nb::tuple(), nb::arg("extra_digest") = nb::none(),
+      "A 32-byte SHA-256 key over everything that shapes the compiled output (compiler version, code, options as "
+      "they reach the compiler, target, name expressions, extra_digest).");
+}
+
+}  // namespace cucore::python

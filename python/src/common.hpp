@@ -1,0 +1,136 @@
+#pragma once
+// Shared pieces of the nanobind layer over libcucore. The layer is thin: it
+// converts Python arguments to cucore's C++ types, calls libcucore, and wraps
+// the results; no CUDA logic lives here.
+#include <nanobind/nanobind.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cucore/buffer.hpp>
+#include <cucore/context.hpp>
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/event.hpp>
+#include <cucore/memory.hpp>
+#include <cucore/stream.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace nb = nanobind;
+
+namespace cucore::python {
+
+// ---- Python-side objects that carry more than the C++ value -----------------
+
+// cucore.Stream: a stream cucore created (owned), or a view of a foreign one
+// (PyTorch, CuPy, cuda.core, a raw handle) that keeps the foreign object alive.
+struct PyStream {
+  std::optional<cucore::Stream> owned;
+  CUstream handle = nullptr;
+  nb::object owner;      // the foreign object whose __cuda_stream__ gave `handle`
+  bool closed = false;
+  bool builtin = false;  // LEGACY_DEFAULT_STREAM / PER_THREAD_DEFAULT_STREAM: close() is a no-op
+  int device_id = -1;    // known at creation, else -1 (asked from the driver when needed)
+
+  cucore::StreamRef ref() const;
+};
+
+// cucore.Buffer: the C++ Buffer plus the Python objects it must keep alive.
+struct PyBuffer {
+  cucore::Buffer buf;
+  nb::object mr;     // the Python memory resource it came from (None if none)
+  nb::object owner;  // Buffer.from_handle(owner=...)
+  // The Python stream the memory will be freed on (the allocation stream):
+  // kept alive so that freeing at garbage collection never uses a destroyed stream.
+  nb::object stream;
+};
+
+// cucore.Device: a per-thread singleton per GPU.
+struct PyDevice {
+  cucore::Device dev;
+  nb::object mr;     // memory_resource (lazily the device's default pool)
+  nb::object cc;     // ComputeCapability namedtuple, cached
+  nb::object props;  // DeviceProperties, cached
+};
+
+// Python type objects, for fast exact type checks on hot paths.
+struct Types {
+  PyTypeObject* device = nullptr;
+  PyTypeObject* stream = nullptr;
+  PyTypeObject* event = nullptr;
+  PyTypeObject* buffer = nullptr;
+  PyTypeObject* memory_resource = nullptr;
+  PyTypeObject* kernel = nullptr;
+  PyTypeObject* launch_config = nullptr;
+  PyTypeObject* object_code = nullptr;
+  PyTypeObject* view = nullptr;
+};
+extern Types g_types;
+
+// ---- errors ------------------------------------------------------------------
+
+// Sets the Python error for the C++ exception being handled (call inside a
+// catch block); used by raw C-API entry points that bypass nanobind's dispatch.
+void set_error_from_current_exception() noexcept;
+[[noreturn]] void raise_type_error(const std::string& msg);
+[[noreturn]] void raise_value_error(const std::string& msg);
+
+// ---- streams -----------------------------------------------------------------
+
+// A stream argument: a cucore.Stream, or any object with __cuda_stream__
+// (PyTorch, CuPy, cuda.core streams). TypeError otherwise, naming `what`.
+cucore::StreamRef stream_arg(nb::handle obj, const char* what = "stream");
+// None gives the default stream (legacy, or per-thread when
+// CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM is set, as cuda.core).
+cucore::StreamRef stream_arg_or_default(nb::handle obj, const char* what = "stream");
+cucore::StreamRef default_stream_ref() noexcept;
+nb::object default_stream_object();
+nb::object wrap_stream(cucore::Stream&& s, int device_id);
+nb::object wrap_foreign_stream(nb::handle obj);  // Stream(obj) via __cuda_stream__
+
+// ---- options (Python dataclasses in cucore._options) ------------------------
+
+// The options object: None -> default instance of the dataclass, a dict ->
+// dataclass(**dict), an instance -> itself; anything else is TypeError.
+nb::object options_arg(nb::handle options, const char* cls_name);
+std::optional<bool> opt_bool(nb::handle o, const char* name);
+std::optional<long long> opt_int(nb::handle o, const char* name);
+std::string opt_str(nb::handle o, const char* name);
+std::vector<std::string> opt_str_list(nb::handle o, const char* name);
+std::vector<int> opt_int_list(nb::handle o, const char* name);
+nb::module_& options_module();
+
+cucore::StreamOptions stream_options(nb::handle options);
+cucore::EventOptions event_options(nb::handle options);
+
+// ---- wrappers -----------------------------------------------------------------
+
+nb::object device_object(int ordinal);  // the per-thread singleton
+nb::object wrap_buffer(cucore::Buffer&& b, nb::handle mr, nb::handle owner = nb::none(),
+                       nb::handle stream = nb::none());
+nb::object wrap_event(cucore::Event&& e);
+nb::object wrap_context(const cucore::Context& ctx);
+
+// Integer from a pointer-like argument (int, or an object with __int__ /
+// __index__, e.g. cuda.bindings' CUdeviceptr).
+std::uintptr_t pointer_arg(nb::handle obj, const char* what);
+
+// ---- binders -----------------------------------------------------------------
+void bind_errors(nb::module_& m);
+void bind_device(nb::module_& m);
+void bind_stream(nb::module_& m);
+void bind_memory(nb::module_& m);
+void bind_program(nb::module_& m);
+void bind_launch(nb::module_& m);
+void bind_view(nb::module_& m);
+void bind_cache(nb::module_& m);
+void bind_misc(nb::module_& m);
+
+}  // namespace cucore::python

@@ -1,0 +1,161 @@
+// The extension module cucore._core; option conversion helpers; pathfinder.
+#include <cucore/pathfinder.hpp>
+#include <cucore/program.hpp>
+
+#include "common.hpp"
+
+namespace cucore::python {
+
+Types g_types;
+
+nb::module_& options_module() {
+  // Imported on first use (never at import of _core, so stubgen can import the
+  // extension alone).
+  static nb::module_* mod = new nb::module_(nb::module_::import_("cucore._options"));
+  return *mod;
+}
+
+nb::object options_arg(nb::handle options, const char* cls_name) {
+  nb::object cls = options_module().attr(cls_name);
+  if (options.is_none()) return cls();
+  if (PyDict_Check(options.ptr())) return cls(**nb::borrow<nb::dict>(options));
+  if (PyObject_IsInstance(options.ptr(), cls.ptr()) == 1) return nb::borrow(options);
+  // Duck typing (e.g. cuda.core's own dataclass of the same name): copy the
+  // fields the cucore dataclass knows.
+  nb::dict kw;
+  for (nb::handle f : nb::borrow<nb::dict>(cls.attr("__dataclass_fields__")).keys()) {
+    if (nb::hasattr(options, f)) kw[f] = options.attr(f);
+  }
+  if (nb::len(kw) == 0)
+    raise_type_error(std::string("options must be a ") + cls_name + ", a dict or None, got " +
+                     nb::cast<std::string>(nb::str(nb::handle((PyObject*)Py_TYPE(options.ptr())).attr("__name__"))));
+  return cls(**kw);
+}
+
+std::optional<bool> opt_bool(nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  if (v.is_none()) return std::nullopt;
+  int t = PyObject_IsTrue(v.ptr());
+  if (t < 0) throw nb::python_error();
+  return t != 0;
+}
+
+std::optional<long long> opt_int(nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  if (v.is_none()) return std::nullopt;
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
+    raise_type_error(std::string(name) + " must be an int, got " +
+                     nb::cast<std::string>(nb::repr(v)));
+  long long r = PyLong_AsLongLong(v.ptr());
+  if (r == -1 && PyErr_Occurred()) throw nb::python_error();
+  return r;
+}
+
+std::string opt_str(nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  if (v.is_none()) return {};
+  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
+  if (!PyUnicode_Check(v.ptr()))
+    raise_type_error(std::string(name) + " must be a str, got " + nb::cast<std::string>(nb::repr(v)));
+  return nb::cast<std::string>(v);
+}
+
+static std::string to_string_item(nb::handle v, const char* name) {
+  if (PyUnicode_Check(v.ptr())) return nb::cast<std::string>(v);
+  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
+  if (PyObject_HasAttrString(v.ptr(), "__fspath__")) return nb::cast<std::string>(nb::str(v));
+  raise_type_error(std::string(name) + " must hold str values, got " + nb::cast<std::string>(nb::repr(v)));
+}
+
+std::vector<std::string> opt_str_list(nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  std::vector<std::string> out;
+  if (v.is_none()) return out;
+  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || PyObject_HasAttrString(v.ptr(), "__fspath__")) {
+    out.push_back(to_string_item(v, name));
+    return out;
+  }
+  for (nb::handle item : v) out.push_back(to_string_item(item, name));
+  return out;
+}
+
+std::vector<int> opt_int_list(nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  std::vector<int> out;
+  if (v.is_none()) return out;
+  if (PyLong_Check(v.ptr())) {
+    out.push_back(nb::cast<int>(v));
+    return out;
+  }
+  for (nb::handle item : v) out.push_back(nb::cast<int>(item));
+  return out;
+}
+
+std::uintptr_t pointer_arg(nb::handle obj, const char* what) {
+  PyObject* o = obj.ptr();
+  if (PyLong_Check(o)) {
+    unsigned long long v = PyLong_AsUnsignedLongLongMask(o);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) throw nb::python_error();
+    return static_cast<std::uintptr_t>(v);
+  }
+  if (PyObject_TypeCheck(o, g_types.buffer)) return nb::inst_ptr<PyBuffer>(obj)->buf.handle();
+  // cuda.bindings handle types implement __int__; ctypes pointers expose .value
+  if (PyIndex_Check(o) || (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_int)) {
+    nb::object i = nb::steal(PyNumber_Long(o));
+    if (!i.is_valid()) throw nb::python_error();
+    return static_cast<std::uintptr_t>(PyLong_AsUnsignedLongLongMask(i.ptr()));
+  }
+  raise_type_error(std::string(what) + ": expected an int (a pointer or handle), got " +
+                   nb::cast<std::string>(nb::str(nb::handle((PyObject*)Py_TYPE(o)).attr("__name__"))));
+}
+
+void bind_misc(nb::module_& m) {
+  m.attr("__version__") = CUCORE_VERSION_STRING;
+
+  nb::class_<cucore::pathfinder::ComponentInfo>(m, "ComponentInfo",
+                                                "Where one CUDA component comes from (cucore.pathfinder.report()).")
+      .def_ro("name", &cucore::pathfinder::ComponentInfo::name)
+      .def_ro("found", &cucore::pathfinder::ComponentInfo::found)
+      .def_ro("path", &cucore::pathfinder::ComponentInfo::path)
+      .def_ro("version", &cucore::pathfinder::ComponentInfo::version)
+      .def_ro("found_by", &cucore::pathfinder::ComponentInfo::found_by)
+      .def_ro("searched", &cucore::pathfinder::ComponentInfo::searched)
+      .def_ro("hint", &cucore::pathfinder::ComponentInfo::hint)
+      .def("__repr__", [](const cucore::pathfinder::ComponentInfo& c) {
+        return "<ComponentInfo " + c.name + (c.found ? " found at " + c.path : " not found") + ">";
+      });
+
+  nb::module_ pf = m.def_submodule("pathfinder", "Which CUDA components this process loads, and from where.");
+  pf.def("component_names", &cucore::pathfinder::component_names);
+  pf.def("find", [](std::string_view c) { return cucore::pathfinder::find(c); }, nb::arg("component"),
+         nb::call_guard<nb::gil_scoped_release>());
+  pf.def("report", &cucore::pathfinder::report, nb::call_guard<nb::gil_scoped_release>(),
+         "Every component: path and version, or every place searched and a hint.");
+  pf.def("set_python_site_packages", &cucore::pathfinder::set_python_site_packages, nb::arg("dirs"));
+  pf.def("cuda_include_dir", &cucore::pathfinder::cuda_include_dir);
+  pf.def("cccl_include_dir", &cucore::pathfinder::cccl_include_dir);
+
+  m.def("nvrtc_version", &cucore::nvrtc_version, nb::call_guard<nb::gil_scoped_release>(),
+        "NVRTC's version as (major, minor).");
+  m.def("nvrtc_supported_archs", &cucore::nvrtc_supported_archs, nb::call_guard<nb::gil_scoped_release>());
+  m.def("device_count", &cucore::Device::count, "Number of CUDA devices (0 when the driver reports none).");
+}
+
+}  // namespace cucore::python
+
+NB_MODULE(_core, m) {
+  using namespace cucore::python;
+  m.doc() = "cucore's C++ core (libcucore) bound with nanobind; use the `cucore` package.";
+  // Per-thread Device singletons and cached type objects live until the
+  // interpreter tears thread states down, after nanobind's leak check.
+  nb::set_leak_warnings(false);
+  bind_errors(m);
+  bind_misc(m);
+  bind_device(m);
+  bind_stream(m);
+  bind_memory(m);
+  bind_program(m);
+  bind_cache(m);
+  bind_launch(m);
+  bind_view(m);
+}

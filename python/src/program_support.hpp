@@ -1,0 +1,27 @@
+#pragma once
+// Shared between program.cpp and cache.cpp.
+#include <cucore/linker.hpp>
+#include <cucore/program.hpp>
+
+#include "common.hpp"
+
+namespace cucore::python {
+
+struct PyProgram {
+  cucore::Program program;
+  bool closed = false;
+};
+
+struct PyLinker {
+  cucore::Linker linker;
+  bool closed = false;
+};
+
+cucore::ProgramOptions program_options(nb::handle options);
+cucore::LinkerOptions linker_options(nb::handle options);
+std::vector<std::string> name_expressions_arg(nb::handle names);
+// Program.compile(target_type, name_expressions=(), logs=None, *, cache=None)
+nb::object program_compile(PyProgram& p, std::string target, nb::handle name_expressions, nb::handle logs,
+                           nb::handle cache);
+
+}  // namespace cucore::python

@@ -1,0 +1,380 @@
+"""GPU tests: skipped with a reason when no GPU is usable, failed instead under
+CUCORE_REQUIRE_GPU=1. The mission's four example programs, devices, streams,
+events, memory, launch (and its argument validation), threads, interop."""
+import ctypes
+import os
+import pathlib
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import cucore
+from cucore import (
+    Buffer,
+    Device,
+    DeviceMemoryResource,
+    DeviceMemoryResourceOptions,
+    EventOptions,
+    LaunchConfig,
+    ObjectCode,
+    Program,
+    ProgramOptions,
+    Stream,
+    StreamOptions,
+    launch,
+)
+from cucore.utils import StridedMemoryView
+
+from conftest import SAXPY_SRC, TEMPLATE_SRC, require_gpu
+
+np = pytest.importorskip("numpy")
+pytestmark = pytest.mark.gpu
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "python"
+
+
+@pytest.fixture(scope="module")
+def saxpy():
+    require_gpu()
+    d = Device(0)
+    d.set_current()
+    arch = f"sm_{d.compute_capability.major}{d.compute_capability.minor}"
+    return Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch)).compile("cubin").get_kernel("saxpy")
+
+
+def run_example(name):
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(cucore.__file__)), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, str(EXAMPLES / name)], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return r.stdout
+
+
+# ---- the mission's example programs --------------------------------------------------
+def test_example1_cached_compile(gpu):
+    out = run_example("example1_cached_compile.py")
+    assert "saxpy" in out
+
+
+def test_example2_green_contexts(gpu):
+    if not hasattr(cucore, "SMResourceOptions") or not hasattr(Device, "resources"):
+        pytest.skip("green contexts not implemented yet")
+    pytest.importorskip("cuda.bindings")
+    out = run_example("example2_green_contexts.py")
+    assert "result=7.0" in out and "result=22.0" in out
+
+
+def test_example3_nvml(gpu):
+    if not hasattr(cucore, "system"):
+        pytest.skip("NVML not implemented yet")
+    out = run_example("example3_nvml.py")
+    assert "Devices:" in out and "Memory:" in out
+
+
+def test_example4_saxpy(gpu):
+    pytest.importorskip("cuda.bindings")
+    out = run_example("example4_saxpy.py")
+    assert "SAXPY OK: 7.0" in out
+
+
+# ---- Device ----------------------------------------------------------------------------
+def test_device_singleton_per_thread(device):
+    assert Device(0) is Device(0)
+    assert Device() is Device(0)
+    assert Device(device_id=0) is Device(0)
+    assert Device(Device(0)) is Device(0)
+    other = {}
+    t = threading.Thread(target=lambda: other.setdefault("d", Device(0)))
+    t.start()
+    t.join()
+    assert other["d"] is not Device(0) and other["d"] == Device(0)
+    with pytest.raises(ValueError):
+        Device(Device.count() + 7)
+    with pytest.raises((ValueError, TypeError)):
+        Device(-1)
+
+
+def test_device_facts(device):
+    cc = device.compute_capability
+    assert cc.major >= 3 and (cc.major, cc.minor) == tuple(cc)
+    assert device.arch == f"{cc.major}{cc.minor}"
+    assert device.properties.multiprocessor_count > 0
+    assert device.properties.warp_size == 32
+    assert isinstance(device.properties.cooperative_launch, bool)
+    assert len(device.uuid) == 36 and device.uuid.count("-") == 4
+    assert ":" in device.pci_bus_id
+    assert device.name
+    assert device.device_id == 0 and int(device) == 0
+    assert device.context.handle != 0
+    assert isinstance(device.memory_resource, DeviceMemoryResource)
+    assert device.default_stream is cucore.LEGACY_DEFAULT_STREAM
+    assert len(Device.get_all_devices()) == Device.count()
+    device.sync()
+
+
+# ---- streams and events -------------------------------------------------------------------
+def test_streams_and_events(device):
+    s = device.create_stream()
+    assert s.handle != 0 and s.is_nonblocking
+    assert s.__cuda_stream__() == (0, s.handle)
+    assert s.device is device
+    s2 = device.create_stream(options=StreamOptions(nonblocking=False))
+    assert not s2.is_nonblocking
+    e1 = s.record(options=EventOptions(timing_enabled=True))
+    e2 = device.create_event(EventOptions(timing_enabled=True))
+    s.record(e2)
+    s.sync()
+    ms = e2 - e1
+    assert isinstance(ms, float) and ms >= 0
+    assert e2.is_done
+    s2.wait(e2)
+    s2.wait(s)
+    wrapped = Stream.from_handle(s.handle)
+    assert wrapped == s
+    foreign = device.create_stream(s)  # any object with __cuda_stream__
+    assert foreign.handle == s.handle
+    s.close()
+    assert s.is_closed
+    s.close()  # idempotent
+    s2.close()
+
+
+def test_event_without_timing_raises(device):
+    s = device.create_stream()
+    a, b = s.record(), s.record()
+    s.sync()
+    with pytest.raises((ValueError, cucore.CudaError)):
+        b - a
+
+
+# ---- memory ----------------------------------------------------------------------------------
+def test_allocate_copy_round_trip(device):
+    s = device.create_stream()
+    rng = np.random.default_rng(1)
+    host = rng.standard_normal(1 << 16).astype(np.float32)
+    buf = device.allocate(host.nbytes, stream=s)
+    assert buf.size == host.nbytes and buf.device_id == 0
+    assert buf.is_device_accessible and not buf.is_host_accessible
+    buf.copy_from(host, stream=s)
+    buf2 = buf.copy_to(stream=s)
+    out = np.empty_like(host)
+    buf2.copy_to(out, stream=s)
+    s.sync()
+    assert np.array_equal(out, host)
+    buf.fill(7, stream=s)
+    buf.copy_to(out, stream=s)
+    s.sync()
+    assert (out.view(np.uint8) == 7).all()
+    buf.fill(np.uint32(0x3F800000), stream=s)
+    buf.copy_to(out, stream=s)
+    s.sync()
+    assert (out == 1.0).all()
+    with pytest.raises(ValueError):
+        buf.copy_from(np.zeros(3, dtype=np.float32), stream=s)
+    buf.close()
+    buf.close()
+    assert buf.is_closed
+    buf2.close(s)
+
+
+def test_memory_resources(device):
+    s = device.create_stream()
+    mr = DeviceMemoryResource(0, DeviceMemoryResourceOptions())
+    with mr.allocate(1 << 20, stream=s) as b:
+        assert b.memory_resource is mr
+        assert b.handle != 0
+    assert b.is_closed
+    assert DeviceMemoryResource(device).device_id == 0
+    for r in (cucore.LegacyPinnedMemoryResource(), cucore.ManagedMemoryResource()):
+        b = r.allocate(4096, stream=s)
+        assert b.is_host_accessible
+        b.close()
+    try:
+        pinned = cucore.PinnedMemoryResource()
+    except cucore.FeatureUnavailableError:
+        pinned = None
+    if pinned is not None:
+        b = pinned.allocate(4096, stream=s)
+        assert b.is_host_accessible and b.is_device_accessible
+        b.close()
+    device.memory_resource = mr
+    assert device.memory_resource is mr
+    device.allocate(64, stream=s).close()
+    device.memory_resource = DeviceMemoryResource(0)
+    s.sync()
+
+
+def test_out_of_memory_then_next_allocation_works(device):
+    s = device.create_stream()
+    mr = DeviceMemoryResource(0, DeviceMemoryResourceOptions())
+    with pytest.raises(cucore.CudaError) as ei:
+        mr.allocate(1 << 50, stream=s)
+    assert "OUT_OF_MEMORY" in ei.value.name
+    mr.allocate(1 << 20, stream=s).close()
+
+
+def test_buffer_from_handle(device):
+    s = device.create_stream()
+    owner = device.allocate(256, stream=s)
+    view = Buffer.from_handle(owner.handle, 256, owner=owner)
+    assert view.handle == owner.handle and view.owner is owner
+    view.close()  # not freed: not owned
+    owner.close()
+
+
+# ---- launch ------------------------------------------------------------------------------------
+def run_saxpy(kernel, stream, n=100_000, alpha=2.5, pack="buffers"):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    dev = Device()
+    bx, by, bo = (dev.allocate(x.nbytes, stream=stream) for _ in range(3))
+    bx.copy_from(x, stream=stream)
+    by.copy_from(y, stream=stream)
+    cfg = LaunchConfig(grid=(n + 255) // 256, block=256)
+    if pack == "buffers":
+        launch(stream, cfg, kernel, np.float32(alpha), bx, by, bo, n)
+    elif pack == "handles":
+        launch(stream, cfg, kernel, ctypes.c_float(alpha), bx.handle, by.handle, bo.handle, ctypes.c_int(n))
+    else:
+        launch(stream, cfg, kernel, np.float32(alpha), bx, by, bo, np.int32(n))
+    out = np.empty_like(x)
+    bo.copy_to(out, stream=stream)
+    stream.sync()
+    for b in (bx, by, bo):
+        b.close()
+    assert np.allclose(out, np.float32(alpha) * x + y, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("pack", ["buffers", "handles", "numpy"])
+def test_launch_saxpy(device, saxpy, pack):
+    run_saxpy(saxpy, device.create_stream(), pack=pack)
+
+
+def test_kernel_info(device, saxpy):
+    assert saxpy.num_arguments == 5
+    info = saxpy.arguments_info
+    assert [p.size for p in info] == [4, 8, 8, 8, 4]
+    assert saxpy.attributes.num_regs > 0
+    assert saxpy.attributes[0].max_threads_per_block > 0
+    assert saxpy.occupancy.max_active_blocks_per_multiprocessor(256, 0) > 0
+    r = saxpy.occupancy.max_potential_block_size(0, 0)
+    assert r.max_block_size > 0
+
+
+def test_launch_argument_validation(device, saxpy):
+    s = device.create_stream()
+    buf = device.allocate(1024, stream=s)
+    cfg = LaunchConfig(grid=1, block=32)
+    with pytest.raises(ValueError, match="saxpy"):
+        launch(s, cfg, saxpy, np.float32(1), buf, buf, buf)  # too few
+    with pytest.raises(ValueError, match="saxpy"):
+        launch(s, cfg, saxpy, np.float32(1), buf, buf, buf, 4, 5)  # too many
+    with pytest.raises(ValueError, match="0"):
+        launch(s, cfg, saxpy, 1.0, buf, buf, buf, 4)  # a Python float is a double: 8 bytes for a float
+    with pytest.raises(ValueError):
+        launch(s, cfg, saxpy, np.float32(1), buf, buf, buf, 1 << 40)  # does not fit an int
+    with pytest.raises(ValueError):
+        launch(s, cfg, saxpy, np.float32(1), buf, buf, buf, np.int64(4))  # 8 bytes for an int
+    with pytest.raises(TypeError):
+        launch(s, cfg, saxpy, np.float32(1), buf, buf, buf, "4")
+    with pytest.raises(TypeError):
+        launch(42, cfg, saxpy)
+    buf.close()
+    with pytest.raises(ValueError):
+        launch(s, cfg, saxpy, np.float32(1), buf, buf, buf, 4)  # closed buffer
+    s.sync()
+
+
+def test_template_kernel(device):
+    arch = f"sm_{device.arch}"
+    obj = Program(TEMPLATE_SRC, "c++", ProgramOptions(arch=arch)).compile("cubin", name_expressions=["scale<float>"])
+    k = obj.get_kernel("scale<float>")
+    s = device.create_stream()
+    host = np.arange(64, dtype=np.float32)
+    b = device.allocate(host.nbytes, stream=s)
+    b.copy_from(host, stream=s)
+    launch(s, LaunchConfig(grid=1, block=64), k, b, np.float32(3), 64)
+    out = np.empty_like(host)
+    b.copy_to(out, stream=s)
+    s.sync()
+    assert np.array_equal(out, host * 3)
+
+
+def test_threads_launch_on_own_streams(device, saxpy):
+    errors = []
+
+    def work():
+        try:
+            Device(0).set_current()
+            s = Device(0).create_stream()
+            for _ in range(5):
+                run_saxpy(saxpy, s, n=50_000)
+            s.close()
+        except Exception as e:  # pragma: no cover
+            errors.append(e)
+
+    ts = [threading.Thread(target=work) for _ in range(8)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    assert not errors, errors
+
+
+def test_buffer_dlpack(device):
+    s = device.create_stream()
+    b = device.allocate(64, stream=s)
+    assert b.__dlpack_device__() == (2, 0)
+    cap = b.__dlpack__()
+    assert type(cap).__name__ == "PyCapsule"
+    v = StridedMemoryView(b, -1)
+    assert v.ptr == b.handle and v.shape == (64,) and v.is_device_accessible and v.device_id == 0
+    b.close()
+
+
+# ---- interop -------------------------------------------------------------------------------------
+def test_torch_interop(device, saxpy):
+    torch = pytest.importorskip("torch")
+    n = 10_000
+    x = torch.rand(n, device="cuda")
+    y = torch.rand(n, device="cuda")
+    out = torch.zeros(n, device="cuda")
+    vx, vy, vo = (StridedMemoryView(t, -1) for t in (x, y, out))
+    assert vo.ptr == out.data_ptr() and vo.shape == (n,) and vo.strides == (1,)
+    assert vo.dtype == np.float32 and vo.device_id == 0 and vo.exporting_obj is out
+    ts = torch.cuda.current_stream()
+    s = Stream.from_handle(ts.cuda_stream)
+    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), saxpy, np.float32(2), vx.ptr, vy.ptr, vo.ptr, n)
+    torch.cuda.synchronize()
+    assert torch.allclose(out, 2 * x + y)
+    if hasattr(ts, "__cuda_stream__"):
+        assert device.create_stream(ts).handle == ts.cuda_stream
+    # a view of a non-contiguous tensor
+    m = torch.zeros(8, 6, device="cuda")[:, ::2]
+    vm = StridedMemoryView(m, -1)
+    assert vm.shape == (8, 3) and vm.strides == (6, 2)
+    # Buffer -> torch through DLPack, zero copy
+    b = device.allocate(16, stream=s)
+    t = torch.from_dlpack(b)
+    assert t.data_ptr() == b.handle and t.numel() == 16
+
+
+def test_cupy_interop(device, saxpy):
+    cp = pytest.importorskip("cupy")
+    n = 10_000
+    x = cp.random.rand(n, dtype=cp.float32)
+    y = cp.random.rand(n, dtype=cp.float32)
+    out = cp.zeros(n, dtype=cp.float32)
+    vx, vy, vo = (StridedMemoryView(a, -1) for a in (x, y, out))
+    assert vo.ptr == out.data.ptr
+    cs = cp.cuda.get_current_stream()
+    s = device.create_stream(cs) if hasattr(cs, "__cuda_stream__") else Stream.from_handle(cs.ptr)
+    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), saxpy, np.float32(3), vx.ptr, vy.ptr, vo, n)
+    cs.synchronize()
+    assert cp.allclose(out, 3 * x + y)
+    v2 = StridedMemoryView.from_cuda_array_interface(out, -1)
+    assert v2.ptr == out.data.ptr and v2.device_id == 0
