@@ -18,29 +18,26 @@ namespace fs = std::filesystem;
 namespace cucore::pathfinder {
 namespace {
 
-// Header directories: next to the NVRTC in use first (its toolkit), then the
-// environment's toolkit, then /usr/local/cuda, then the build's own toolkit.
+// Header directories, found without loading NVRTC (so a Program and its cache
+// key stay cheap) and in a fixed order (so a key does not depend on what was
+// loaded first): the environment's toolkit, conda, NVIDIA's pip wheels when
+// Python embeds us, /usr/local/cuda, then the toolkit cucore was built with.
 std::vector<fs::path> include_candidates(std::vector<std::string>& searched) {
   std::vector<fs::path> dirs;
   auto add = [&](const fs::path& p, const std::string& why) {
     dirs.push_back(p);
     searched.push_back(why + ": " + p.string());
   };
-  try {
-    auto nv = detail::nvrtc_component_info();
-    if (nv.found) {
-      fs::path lib = fs::path(nv.path).parent_path();
-      add(lib.parent_path() / "include", "beside NVRTC");
-      // pip wheels keep headers in nvidia/<pkg>/include, next to lib/.
-      add(lib.parent_path().parent_path() / "include", "beside NVRTC");
-      // x86_64-linux targets/ layout
-      add(lib.parent_path().parent_path().parent_path() / "include", "beside NVRTC");
-    }
-  } catch (...) {
-  }
   for (const char* var : {"CUDA_PATH", "CUDA_HOME"})
     if (const char* v = std::getenv(var); v && *v) add(fs::path(v) / "include", std::string("$") + var);
   if (const char* conda = std::getenv("CONDA_PREFIX"); conda && *conda) add(fs::path(conda) / "include", "$CONDA_PREFIX");
+  std::error_code ec;
+  for (const auto& site : detail::python_site_packages()) {
+    fs::path nv = fs::path(site) / "nvidia";
+    if (!fs::is_directory(nv, ec)) continue;
+    for (const auto& entry : fs::directory_iterator(nv, ec))
+      if (fs::is_directory(entry.path() / "include", ec)) add(entry.path() / "include", "site-packages");
+  }
   add("/usr/local/cuda/include", "/usr/local/cuda");
 #ifdef CUCORE_BUILD_CUDA_INCLUDE_DIR
   add(CUCORE_BUILD_CUDA_INCLUDE_DIR, "toolkit cucore was built with");

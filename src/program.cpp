@@ -74,6 +74,8 @@ const std::vector<int>& supported_arch_numbers() {
   return archs;
 }
 
+// The spelling only: options are checked without loading NVRTC, so building a
+// Program (and its cache key) stays cheap; compile() checks NVRTC's own list.
 void check_arch(const std::string& arch) {
   if (arch.empty())
     invalid("arch", "empty; set it (e.g. \"sm_90\"), or let Program resolve it from the current device");
@@ -81,6 +83,10 @@ void check_arch(const std::string& arch) {
   if (!p.ok)
     invalid("arch", squote(arch) + " is not an architecture; expected \"sm_<CC>\" or \"compute_<CC>\", "
                                    "optionally with an 'a' or 'f' suffix, e.g. \"sm_90\"");
+}
+
+void check_arch_supported(const std::string& arch) {
+  const ArchParts p = parse_arch(arch);
   const auto& known = supported_arch_numbers();
   if (!known.empty() && std::find(known.begin(), known.end(), p.number) == known.end()) {
     std::string list;
@@ -355,6 +361,7 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
   }
 
   const auto& t = detail::nvrtc();
+  check_arch_supported(options_.arch);
   NvrtcProgram p(t);
   detail::check_nvrtc(t.nvrtcCreateProgram(&p.prog, code_.c_str(), options_.name.c_str(), 0, nullptr, nullptr),
                       "nvrtcCreateProgram");
