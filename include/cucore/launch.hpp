@@ -1,0 +1,298 @@
+#pragma once
+// Launching kernels: LaunchConfig (grid, block, cluster, dynamic shared memory,
+// cooperative) and launch(stream, config, kernel, args...).
+//
+//   cucore::launch(stream, {.grid = (n + 255) / 256, .block = 256}, saxpy,
+//                  3.0f, x, y, out, n);   // x, y, out: Buffers
+//
+// Arguments are packed by type: scalars and trivially copyable structs by value
+// at their C++ width, a Buffer as its device pointer, raw pointers as they are.
+// The kernel's parameter layout is read once (first launch) and every launch
+// checks the count and each size against it, throwing std::invalid_argument
+// that names the kernel and the parameter ("saxpy: parameter 4 is 4 bytes, got
+// 8 (double)") instead of letting the driver read garbage.
+//
+// The hot path allocates nothing, looks nothing up and makes one driver call
+// (cuLaunchKernelEx): argument pointers live in a stack array, kernel facts are
+// cached in the Kernel, and the context check is a thread-local flag.
+//
+// Context: a CUkernel runs in the context of the stream it is launched on (the
+// current context for the NULL/legacy/per-thread streams). A thread that has no
+// current context gets the stream's context made current on its first launch,
+// as the runtime API does, so launching works from any thread.
+#include <cuda.h>
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <tuple>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <cucore/buffer.hpp>
+#include <cucore/kernel.hpp>
+#include <cucore/stream.hpp>
+
+namespace cucore {
+
+namespace detail {
+[[noreturn]] void throw_bad_dimension(long long value, bool negative);
+template <std::integral T>
+constexpr std::uint32_t to_dimension(T v) {
+  if constexpr (std::is_signed_v<T>) {
+    if (v < 0) throw_bad_dimension(static_cast<long long>(v), true);
+  }
+  if (!std::in_range<std::uint32_t>(v)) throw_bad_dimension(static_cast<long long>(v), false);
+  return static_cast<std::uint32_t>(v);
+}
+template <typename T>
+concept dimension_value = std::integral<T> && !std::same_as<T, bool>;
+}  // namespace detail
+
+// Up to three dimensions: `256`, `{2, 3}` or `{2, 3, 4}` (missing ones are 1).
+// Default-constructed is "not set" (all zero). Negative or over-32-bit values
+// throw std::invalid_argument.
+struct Dim3 {
+  std::uint32_t x = 0, y = 0, z = 0;
+
+  constexpr Dim3() = default;
+  template <detail::dimension_value X>
+  constexpr Dim3(X x_) : x(detail::to_dimension(x_)), y(1), z(1) {}  // NOLINT(google-explicit-constructor)
+  template <detail::dimension_value X, detail::dimension_value Y>
+  constexpr Dim3(X x_, Y y_) : x(detail::to_dimension(x_)), y(detail::to_dimension(y_)), z(1) {}
+  template <detail::dimension_value X, detail::dimension_value Y, detail::dimension_value Z>
+  constexpr Dim3(X x_, Y y_, Z z_) : x(detail::to_dimension(x_)), y(detail::to_dimension(y_)), z(detail::to_dimension(z_)) {}
+
+  constexpr bool is_set() const noexcept { return (x | y | z) != 0; }
+  constexpr std::uint64_t volume() const noexcept { return std::uint64_t(x) * y * z; }
+  friend constexpr bool operator==(const Dim3&, const Dim3&) = default;
+};
+
+// cuda.core's LaunchConfig. With a cluster, `grid` counts clusters (as in
+// cuda.core): the launch has grid × cluster blocks. Clusters need compute
+// capability 9.0; a cooperative launch's grid must fit on the device at once
+// (occupancy × SMs), which launch() checks before launching.
+struct LaunchConfig {
+  Dim3 grid{};     // blocks (clusters when `cluster` is set); required
+  Dim3 block{};    // threads per block; required
+  Dim3 cluster{};  // blocks per cluster; not set: no cluster
+  std::size_t shmem_size = 0;  // dynamic shared memory per block, bytes
+  bool is_cooperative = false;
+  friend bool operator==(const LaunchConfig&, const LaunchConfig&) = default;
+};
+
+// A kernel argument pack built at run time, for callers that only know the
+// arguments then (the Python module packs each Python object at its
+// parameter's width). Each push copies the value into the pack's own storage
+// (inline up to 256 bytes and 16 arguments, so a typical pack never touches the
+// heap). launch(stream, config, kernel, args) checks the count and each size
+// against the kernel's parameter layout, as the variadic launch does.
+class KernelArgs {
+ public:
+  KernelArgs() noexcept = default;
+  KernelArgs(const KernelArgs& other);
+  KernelArgs& operator=(const KernelArgs& other);
+  KernelArgs(KernelArgs&& other) noexcept;
+  KernelArgs& operator=(KernelArgs&& other) noexcept;
+
+  // A value at its C++ width (a scalar, a pointer, a trivially copyable struct).
+  template <typename T>
+    requires std::is_trivially_copyable_v<T> && (!std::is_array_v<T>) && (!std::same_as<T, Buffer>)
+  KernelArgs& push(const T& value) {
+    constexpr std::size_t align = alignof(T) < 16 ? alignof(T) : 16;
+    // Inline fast path: a fixed-size copy into the inline storage.
+    if (!heap_ && count_ < kInlineArgs) {
+      const std::size_t offset = (std::size_t(used_) + align - 1) & ~(align - 1);
+      if (offset + sizeof(T) <= kInlineBytes) {
+        std::memcpy(inline_bytes_ + offset, std::addressof(value), sizeof(T));
+        inline_offsets_[count_] = static_cast<std::uint32_t>(offset);
+        inline_sizes_[count_] = static_cast<std::uint32_t>(sizeof(T));
+        used_ = static_cast<std::uint32_t>(offset + sizeof(T));
+        ++count_;
+        return *this;
+      }
+    }
+    return push_bytes(std::addressof(value), sizeof(T), align);
+  }
+  // A Buffer as its device pointer (CUdeviceptr); a closed one is refused.
+  KernelArgs& push(const Buffer& buffer) {
+    if (buffer.is_closed()) [[unlikely]]
+      throw_closed(count_);
+    return push(buffer.handle());
+  }
+  // Raw bytes of one parameter (a struct the caller laid out itself).
+  // `alignment` (a power of two) places the copy; above 16 it is taken as 16
+  // (the driver copies bytes, so placement only matters to the pack itself).
+  KernelArgs& push_bytes(const void* data, std::size_t size, std::size_t alignment = 1);
+  void clear() noexcept;
+
+  std::size_t size() const noexcept { return count_; }  // number of arguments
+  bool empty() const noexcept { return count_ == 0; }
+  std::size_t size_of(std::size_t i) const;              // bytes of argument i
+  const void* data(std::size_t i) const;                 // argument i's bytes
+  // kernelParams for cuLaunchKernel: one pointer per argument into this pack,
+  // valid until the pack is changed, moved or destroyed. (It fills an array
+  // the pack keeps: not for concurrent use; launch() does not need it.)
+  void* const* pointers() const;
+
+ private:
+  friend void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, const KernelArgs& args);
+  [[noreturn]] static void throw_closed(std::size_t index);
+  static constexpr std::size_t kInlineBytes = 256, kInlineArgs = 16;
+  const std::byte* bytes() const noexcept { return heap_ ? heap_bytes_.data() : inline_bytes_; }
+  const std::uint32_t* offsets() const noexcept { return heap_ ? heap_offsets_.data() : inline_offsets_; }
+  const std::uint32_t* sizes() const noexcept { return heap_ ? heap_sizes_.data() : inline_sizes_; }
+
+  // Offsets rather than pointers, so copies and moves need no fix-up.
+  std::uint32_t count_ = 0, used_ = 0;
+  bool heap_ = false;  // spilled past the inline storage
+  alignas(16) std::byte inline_bytes_[kInlineBytes];
+  std::uint32_t inline_offsets_[kInlineArgs];
+  std::uint32_t inline_sizes_[kInlineArgs];
+  std::vector<std::byte> heap_bytes_;  // in use once the inline storage overflows
+  std::vector<std::uint32_t> heap_offsets_, heap_sizes_;
+  mutable void* inline_pointers_[kInlineArgs];
+  mutable std::vector<void*> heap_pointers_;
+};
+
+namespace detail {
+
+// What the variadic launch knows about each argument at compile time.
+struct ArgDesc {
+  std::size_t size;            // bytes passed
+  const std::type_info* type;  // for messages
+  bool is_buffer;
+};
+
+template <typename T>
+inline constexpr bool is_buffer_v = std::is_same_v<std::remove_cvref_t<T>, Buffer>;
+
+// Argument lists that go to the type-erased overloads, not the variadic one.
+template <typename... Args>
+inline constexpr bool is_erased_pack_v = false;
+template <typename A>
+inline constexpr bool is_erased_pack_v<A> =
+    std::is_same_v<std::remove_cvref_t<A>, KernelArgs> || std::is_convertible_v<A, std::span<void* const>>;
+
+template <typename T>
+consteval void check_argument_type() {
+  using U = std::remove_cvref_t<T>;
+  static_assert(!std::is_array_v<U>,
+                "cucore::launch: pass a pointer (or a Buffer), not an array: kernels take arrays as pointers");
+  static_assert(!(std::is_pointer_v<U> && std::is_same_v<std::remove_cv_t<std::remove_pointer_t<U>>, Buffer>),
+                "cucore::launch: pass the Buffer itself (it goes as its device pointer), not a pointer to it");
+  static_assert(is_buffer_v<U> || std::is_trivially_copyable_v<U>,
+                "cucore::launch: kernel arguments are scalars, pointers, Buffers or trivially copyable structs");
+}
+
+template <typename T>
+constexpr ArgDesc arg_desc() {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (is_buffer_v<U>)
+    return {sizeof(CUdeviceptr), &typeid(Buffer), true};
+  else if constexpr (std::is_null_pointer_v<U>)
+    return {sizeof(void*), &typeid(std::nullptr_t), false};
+  else
+    return {sizeof(U), &typeid(U), false};
+}
+
+[[noreturn]] void throw_closed_buffer(const Kernel& kernel, std::size_t index);
+
+template <typename T>
+inline void* arg_address(const Kernel& kernel, std::size_t index, const T& value, CUdeviceptr& slot) {
+  using U = std::remove_cvref_t<T>;
+  if constexpr (is_buffer_v<U>) {
+    if (value.is_closed()) [[unlikely]]
+      throw_closed_buffer(kernel, index);
+    slot = value.handle();
+    return &slot;
+  } else if constexpr (std::is_null_pointer_v<U>) {
+    slot = 0;
+    return &slot;
+  } else {
+    // The argument lives until the end of the launch call: point at it, no copy.
+    return const_cast<void*>(static_cast<const void*>(std::addressof(value)));
+  }
+}
+
+// Out of line, in libcucore: check against the kernel's cached layout, then launch.
+void launch_checked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args,
+                    const ArgDesc* descs, std::size_t count);
+// Launch with arguments already known to match (TypedKernel).
+void launch_unchecked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args);
+
+template <typename Param, typename Arg>
+concept typed_argument =
+    (is_buffer_v<Arg> && std::is_pointer_v<Param>) || (!is_buffer_v<Arg> && std::is_convertible_v<Arg, Param>);
+
+template <typename Param, typename Arg>
+inline Param convert_argument(const Kernel& kernel, std::size_t index, Arg&& arg) {
+  if constexpr (is_buffer_v<Arg>) {
+    if (arg.is_closed()) [[unlikely]]
+      throw_closed_buffer(kernel, index);
+    return reinterpret_cast<Param>(arg.handle());
+  } else {
+    return static_cast<Param>(std::forward<Arg>(arg));
+  }
+}
+
+template <typename... Args, std::size_t... I>
+inline void launch_variadic(StreamRef stream, const LaunchConfig& config, const Kernel& kernel,
+                            std::index_sequence<I...>, const Args&... args) {
+  constexpr std::size_t n = sizeof...(Args);
+  static constexpr ArgDesc descs[n ? n : 1] = {arg_desc<Args>()...};
+  [[maybe_unused]] CUdeviceptr slots[n ? n : 1];  // device pointers of Buffer arguments
+  void* pointers[n ? n : 1] = {arg_address(kernel, I, args, slots[I])...};
+  launch_checked(stream.handle(), config, kernel, pointers, descs, n);
+}
+
+template <typename... Params, typename... Args, std::size_t... I>
+inline void launch_typed(StreamRef stream, const LaunchConfig& config, const Kernel& kernel,
+                         std::index_sequence<I...>, Args&&... args) {
+  // Each argument converted to its parameter type, so the driver copies exactly
+  // what the kernel declares.
+  std::tuple<Params...> values{convert_argument<Params>(kernel, I, std::forward<Args>(args))...};
+  void* pointers[sizeof...(Params) ? sizeof...(Params) : 1] = {static_cast<void*>(&std::get<I>(values))...};
+  launch_unchecked(stream.handle(), config, kernel, pointers);
+}
+
+}  // namespace detail
+
+// Launches `kernel` on `stream`. See the top of this header for the packing
+// rules; errors throw (std::invalid_argument for bad arguments or
+// configurations, CudaError for the driver's refusals).
+template <typename... Args>
+  requires(!detail::is_erased_pack_v<Args...>)
+void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, Args&&... args) {
+  (detail::check_argument_type<Args>(), ...);
+  detail::launch_variadic<std::remove_cvref_t<Args>...>(stream, config, kernel, std::index_sequence_for<Args...>{},
+                                                        args...);
+}
+
+// A TypedKernel: arguments convert to the declared parameter types at compile
+// time (a Buffer to any pointer parameter); nothing is checked per launch.
+template <typename... Params, typename... Args>
+  requires(sizeof...(Params) == sizeof...(Args) && (detail::typed_argument<Params, std::remove_cvref_t<Args>> && ...))
+void launch(StreamRef stream, const LaunchConfig& config, const TypedKernel<void(Params...)>& kernel, Args&&... args) {
+  detail::launch_typed<Params...>(stream, config, kernel.kernel(), std::index_sequence_for<Args...>{},
+                                  std::forward<Args>(args)...);
+}
+
+// Type-erased: a pack built at run time; count and sizes are checked.
+void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, const KernelArgs& args);
+// Type-erased: kernelParams as the driver takes them (one pointer per
+// parameter). Only the count can be checked: the sizes are the caller's word.
+void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, std::span<void* const> args);
+
+// Checks `config` on its own (the checks launch() does before any driver
+// call): grid and block set and non-zero, cluster dimensions non-zero when set,
+// grid × cluster within 32 bits, shmem_size within 32 bits. Throws
+// std::invalid_argument naming the field.
+void validate(const LaunchConfig& config);
+
+}  // namespace cucore

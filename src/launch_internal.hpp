@@ -1,0 +1,29 @@
+#pragma once
+// Shared by launch.cpp and kernel.cpp (occupancy queries take a launch config).
+#include <cuda.h>
+
+#include <string>
+#include <typeinfo>
+
+#include <cucore/launch.hpp>
+
+namespace cucore::detail {
+
+// A CUlaunchConfig and the attributes it points at (so: filled in place, never copied).
+struct NativeLaunchConfig {
+  CUlaunchConfig config;
+  CUlaunchAttribute attrs[2];
+  NativeLaunchConfig() = default;
+  NativeLaunchConfig(const NativeLaunchConfig&) = delete;
+  NativeLaunchConfig& operator=(const NativeLaunchConfig&) = delete;
+};
+
+// Validates `cfg` (std::invalid_argument naming the field) and fills `out`:
+// with a cluster, the grid counts clusters (cuda.core's convention), so the
+// driver gets grid × cluster blocks and a cluster-dimension attribute.
+void to_native(const LaunchConfig& cfg, CUstream stream, NativeLaunchConfig& out);
+
+std::string demangle(const char* name);
+std::string type_display_name(const std::type_info* type);  // "double", "Buffer", "float const*"
+
+}  // namespace cucore::detail

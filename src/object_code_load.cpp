@@ -1,0 +1,182 @@
+// ObjectCode's load side: the library is loaded lazily, once per object, with
+// the context-independent library API (cuLibraryLoadData), so one ObjectCode
+// serves every device and context; kernels are looked up once per symbol and
+// share a KernelInfo (their cached facts) that keeps the library loaded.
+#include <cucore/object_code.hpp>
+
+#include <cucore/errors.hpp>
+#include <cucore/kernel.hpp>
+
+#include <stdexcept>
+#include <string>
+
+#include "kernel_info.hpp"
+#include "launch_internal.hpp"
+#include "loader/driver.hpp"
+#include "object_code_state.hpp"
+
+namespace cucore {
+namespace detail {
+
+ObjectCodeState::~ObjectCodeState() {
+  if (!library) return;
+  // No driver() here: it may load (and throw) at exit or after a test swapped
+  // the table out. Unload only through a table that is there; ignore errors
+  // (at process exit the driver may already be shutting down).
+  const DriverTable* t = g_driver.load(std::memory_order_acquire);
+  if (t && t->cuLibraryUnload) (void)t->cuLibraryUnload(library);
+}
+
+namespace {
+
+std::string describe(const ObjectCodeState& s) {
+  return "ObjectCode" + (s.name.empty() ? std::string() : " '" + s.name + "'") + " (" + s.code_type + ")";
+}
+
+void load(ObjectCodeState& s) {
+  const std::string& type = s.code_type;
+  if (type == "ltoir")
+    throw std::invalid_argument(describe(s) +
+                                " holds LTO-IR, which the driver cannot load: link it first, e.g. "
+                                "Linker({code}, {.link_time_optimization = true}).link(\"cubin\")");
+  if (type == "object" || type == "library")
+    throw std::invalid_argument(describe(s) +
+                                " holds relocatable device code, which the driver cannot load: link it first "
+                                "(Linker({code, ...}).link(\"cubin\"))");
+  if (type != "cubin" && type != "ptx" && type != "fatbin")
+    throw std::invalid_argument(describe(s) + ": cannot load code of type '" + type + "'");
+  if (s.code.empty()) throw std::invalid_argument(describe(s) + " is empty");
+
+  const DriverTable& d = driver();
+  require(reinterpret_cast<const void*>(d.cuLibraryLoadData), 12000, "context-independent loading (cuLibraryLoadData)");
+  const void* image = s.code.data();
+  std::vector<std::byte> terminated;
+  if (type == "ptx" && s.code.back() != std::byte{0}) {
+    // The driver reads PTX as a C string.
+    terminated.reserve(s.code.size() + 1);
+    terminated.assign(s.code.begin(), s.code.end());
+    terminated.push_back(std::byte{0});
+    image = terminated.data();
+  }
+  CUlibrary lib = nullptr;
+  check(d.cuLibraryLoadData(&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0),
+        ("cuLibraryLoadData (" + describe(s) + ")").c_str());
+  std::lock_guard lock(s.kernels_mutex);  // is_loaded() reads `library` under this lock
+  s.library = lib;
+}
+
+CUlibrary ensure_loaded(ObjectCodeState& s) {
+  std::call_once(s.load_once, [&s] {
+    try {
+      load(s);
+    } catch (...) {
+      s.load_error = std::current_exception();  // remembered: every later use says the same
+    }
+  });
+  if (s.load_error) std::rethrow_exception(s.load_error);
+  return s.library;  // call_once orders this after the load
+}
+
+std::vector<std::string> list_kernels(CUlibrary lib) {
+  const DriverTable& d = driver();
+  require(reinterpret_cast<const void*>(d.cuLibraryGetKernelCount), 12040, "listing kernels (cuLibraryGetKernelCount)");
+  require(reinterpret_cast<const void*>(d.cuLibraryEnumerateKernels), 12040, "listing kernels (cuLibraryEnumerateKernels)");
+  require(reinterpret_cast<const void*>(d.cuKernelGetName), 12030, "kernel names (cuKernelGetName)");
+  unsigned count = 0;
+  check(d.cuLibraryGetKernelCount(&count, lib), "cuLibraryGetKernelCount");
+  std::vector<CUkernel> kernels(count);
+  if (count) check(d.cuLibraryEnumerateKernels(kernels.data(), count, lib), "cuLibraryEnumerateKernels");
+  std::vector<std::string> names;
+  names.reserve(count);
+  for (CUkernel k : kernels) {
+    const char* name = nullptr;
+    check(d.cuKernelGetName(&name, k), "cuKernelGetName");
+    names.emplace_back(name ? name : "");
+  }
+  return names;
+}
+
+[[noreturn]] void throw_unknown_kernel(const ObjectCodeState& s, CUlibrary lib, const std::string& asked,
+                                       const std::string& symbol) {
+  std::string msg = describe(s) + " has no kernel '" + asked + "'";
+  if (symbol != asked) msg += " (symbol '" + symbol + "')";
+  try {
+    std::vector<std::string> names = list_kernels(lib);
+    if (names.empty()) {
+      msg += "; it has no kernels";
+    } else {
+      msg += "; its kernels are: ";
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        if (i) msg += ", ";
+        msg += names[i];
+        std::string readable = demangle(names[i].c_str());
+        if (readable != names[i]) msg += " (" + readable + ")";
+      }
+    }
+  } catch (const std::exception&) {
+    msg += " (the driver cannot list the kernels it has)";
+  }
+  if (!s.symbol_mapping.empty()) {
+    msg += "; name expressions: ";
+    bool first = true;
+    for (const auto& [expr, lowered] : s.symbol_mapping) {
+      msg += (first ? "" : ", ") + expr;
+      first = false;
+    }
+  } else if (asked.find('<') != std::string::npos) {
+    msg += "; a template instance is found by its name expression only when Program::compile was given it";
+  }
+  throw std::invalid_argument(msg);
+}
+
+}  // namespace
+}  // namespace detail
+
+using detail::ObjectCodeState;
+
+Kernel ObjectCode::get_kernel(std::string_view name) const {
+  if (!state_) throw std::invalid_argument("ObjectCode::get_kernel: the ObjectCode is empty");
+  if (name.empty()) throw std::invalid_argument("ObjectCode::get_kernel: the kernel name is empty");
+  ObjectCodeState& s = *state_;
+  CUlibrary lib = detail::ensure_loaded(s);
+  std::string asked(name);
+  auto mapped = s.symbol_mapping.find(asked);
+  const std::string symbol = mapped != s.symbol_mapping.end() ? mapped->second : asked;
+  {
+    std::lock_guard lock(s.kernels_mutex);
+    if (auto it = s.kernels.find(symbol); it != s.kernels.end())
+      return Kernel(std::shared_ptr<detail::KernelInfo>(state_, it->second.get()));
+  }
+  const detail::DriverTable& d = detail::driver();
+  detail::require(reinterpret_cast<const void*>(d.cuLibraryGetKernel), 12000, "cuLibraryGetKernel");
+  CUkernel handle = nullptr;
+  CUresult r = d.cuLibraryGetKernel(&handle, lib, symbol.c_str());
+  if (r == CUDA_ERROR_NOT_FOUND || (r == CUDA_SUCCESS && !handle)) detail::throw_unknown_kernel(s, lib, asked, symbol);
+  detail::check(r, "cuLibraryGetKernel");
+  auto info = std::make_shared<detail::KernelInfo>();
+  info->handle = handle;
+  info->name = std::move(asked);
+  info->mangled_name = symbol;
+  std::lock_guard lock(s.kernels_mutex);
+  auto [it, inserted] = s.kernels.emplace(symbol, std::move(info));  // a racing thread's entry wins
+  // Aliasing: the Kernel points at its KernelInfo and owns the whole state.
+  return Kernel(std::shared_ptr<detail::KernelInfo>(state_, it->second.get()));
+}
+
+std::vector<std::string> ObjectCode::kernel_names() const {
+  if (!state_) throw std::invalid_argument("ObjectCode::kernel_names: the ObjectCode is empty");
+  return detail::list_kernels(detail::ensure_loaded(*state_));
+}
+
+void* ObjectCode::library_handle() const {
+  if (!state_) throw std::invalid_argument("ObjectCode::library_handle: the ObjectCode is empty");
+  return detail::ensure_loaded(*state_);
+}
+
+bool ObjectCode::is_loaded() const noexcept {
+  if (!state_) return false;
+  std::lock_guard lock(state_->kernels_mutex);
+  return state_->library != nullptr;
+}
+
+}  // namespace cucore
