@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <stdexcept>
 #include <string>
 
@@ -70,10 +69,13 @@ ComponentInfo find_headers(const std::string& name) {
           // CCCL_VERSION is MMMmmmppp.
           std::ifstream vh(c / "cuda" / "std" / "__cccl" / "version.h");
           std::string text((std::istreambuf_iterator<char>(vh)), std::istreambuf_iterator<char>());
-          std::smatch m;
-          if (std::regex_search(text, m, std::regex(R"(#define\s+CCCL_VERSION\s+(\d+))"))) {
-            long v = std::stol(m[1]);
-            info.version = std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." + std::to_string(v % 1000);
+          // A plain scan, not std::regex: the regex engine's locale facets
+          // crashed when another libstdc++ was already in the process (Python).
+          if (auto at = text.find("#define CCCL_VERSION "); at != std::string::npos) {
+            long v = std::strtol(text.c_str() + at + 21, nullptr, 10);
+            if (v > 0)
+              info.version = std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." +
+                             std::to_string(v % 1000);
           }
           info.found_by = "cuda/std in " + c.string();
           info.searched.push_back(c.string() + " - found cuda/std");
