@@ -44,12 +44,15 @@ struct PyStream {
 
 // cucore.Buffer: the C++ Buffer plus the Python objects it must keep alive.
 struct PyBuffer {
-  cucore::Buffer buf;
-  nb::object mr;     // the Python memory resource it came from (None if none)
-  nb::object owner;  // Buffer.from_handle(owner=...)
+  // Declared before `buf` so they are destroyed after it: the memory is freed
+  // on `stream` while the stream (and resource, and owner) still exist.
+  //
   // The Python stream the memory will be freed on (the allocation stream):
   // kept alive so that freeing at garbage collection never uses a destroyed stream.
   nb::object stream;
+  nb::object mr;     // the Python memory resource it came from (None if none)
+  nb::object owner;  // Buffer.from_handle(owner=...)
+  cucore::Buffer buf;
 };
 
 // cucore.Device: a per-thread singleton per GPU.
