@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "compile_common.hpp"
 #include "loader/toolkit.hpp"
 
 namespace cucore {
@@ -24,36 +25,9 @@ namespace {
   throw std::invalid_argument(std::string("ProgramOptions::") + field + ": " + why);
 }
 
-std::string squote(std::string_view s) {
-  // Appended piecewise: GCC 12 reports a false -Wrestrict for "'" + std::string.
-  std::string r(1, '\'');
-  r.append(s);
-  r += '\'';
-  return r;
-}
-
-// "sm_90", "sm_90a", "sm_100f", "compute_90": the number is what NVRTC lists.
-struct ArchParts {
-  bool ok = false;
-  int number = 0;
-};
-ArchParts parse_arch(std::string_view arch) {
-  std::string_view rest;
-  if (arch.starts_with("sm_"))
-    rest = arch.substr(3);
-  else if (arch.starts_with("compute_"))
-    rest = arch.substr(8);
-  else
-    return {};
-  if (!rest.empty() && (rest.back() == 'a' || rest.back() == 'f')) rest.remove_suffix(1);
-  if (rest.size() < 2 || rest.size() > 3) return {};
-  int n = 0;
-  for (char c : rest) {
-    if (c < '0' || c > '9') return {};
-    n = n * 10 + (c - '0');
-  }
-  return {true, n};
-}
+using detail::ArchParts;
+using detail::parse_arch;
+using detail::squote;
 
 // NVRTC's architecture numbers, read once; empty when NVRTC cannot be loaded
 // (then only the spelling of `arch` is checked, and the compile reports it).
