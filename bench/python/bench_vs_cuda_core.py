@@ -215,6 +215,30 @@ def main() -> int:
 
     rows.append(compare("InMemoryProgramCache.get hit", get_ours, get_cc, 20000, None))
 
+    # cache hit: FileStreamProgramCache.get, the same cubin, each in its own directory
+    import tempfile
+
+    from cucore.utils import FileStreamProgramCache as CuFile
+    from cuda.core.utils import FileStreamProgramCache as CcFile
+
+    with tempfile.TemporaryDirectory() as d_o, tempfile.TemporaryDirectory() as d_c:
+        f_o, f_c = CuFile(d_o), CcFile(d_c)
+        f_o["k"] = obj_o
+        f_c["k"] = obj_c
+        assert bytes(f_o.get("k")) == bytes(f_c.get("k"))
+
+        def fget_ours(k):
+            g = f_o.get
+            for _ in range(k):
+                g("k")
+
+        def fget_cc(k):
+            g = f_c.get
+            for _ in range(k):
+                g("k")
+
+        rows.append(compare("FileStreamProgramCache.get hit", fget_ours, fget_cc, 2000, None))
+
     # import time, in fresh interpreters
     def import_time(mod: str) -> float:
         code = f"import time; t=time.perf_counter(); import {mod}; print(time.perf_counter()-t)"
