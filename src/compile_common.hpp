@@ -47,4 +47,33 @@ inline std::string squote(std::string_view s) {
   return r;
 }
 
+// "error:" (NVRTC), "error   :" (nvJitLink) or "ERROR" -- not a warning that
+// merely mentions a variable named error_count.
+inline bool reports_error(std::string_view line) {
+  if (line.find("ERROR") != std::string_view::npos) return true;
+  for (std::size_t at = line.find("error"); at != std::string_view::npos; at = line.find("error", at + 1)) {
+    std::size_t after = line.find_first_not_of(' ', at + 5);
+    if (after != std::string_view::npos && line[after] == ':') return true;
+  }
+  return false;
+}
+
+// The first line of a compiler or linker log that reports an error, e.g.
+// NVRTC's "default_program(3): error: expected a \";\"" (it names file and
+// line); else the first non-empty line.
+inline std::string first_error_line(const std::string& log) {
+  std::size_t start = 0;
+  std::string first_nonempty;
+  while (start < log.size()) {
+    std::size_t end = log.find('\n', start);
+    if (end == std::string::npos) end = log.size();
+    std::string_view line(log.data() + start, end - start);
+    if (reports_error(line)) return std::string(line);
+    if (first_nonempty.empty() && line.find_first_not_of(" \t\r") != std::string_view::npos)
+      first_nonempty = std::string(line);
+    start = end + 1;
+  }
+  return first_nonempty;
+}
+
 }  // namespace cucore::detail

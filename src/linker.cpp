@@ -25,6 +25,7 @@ namespace {
 
 using detail::ArchParts;
 using detail::parse_arch;
+using detail::first_error_line;
 using detail::squote;
 
 const char* nvjitlink_result_name(nvJitLinkResult r) {
@@ -58,20 +59,6 @@ std::string trimmed(std::string s) {
   return s;
 }
 
-std::string first_error_line(const std::string& log) {
-  std::size_t start = 0;
-  std::string first_nonempty;
-  while (start < log.size()) {
-    std::size_t end = log.find('\n', start);
-    if (end == std::string::npos) end = log.size();
-    std::string_view line(log.data() + start, end - start);
-    if (line.find("rror") != std::string_view::npos) return std::string(line);  // "error", "ERROR"
-    if (first_nonempty.empty() && line.find_first_not_of(" \t\r") != std::string_view::npos)
-      first_nonempty = std::string(line);
-    start = end + 1;
-  }
-  return first_nonempty;
-}
 
 // ---- nvJitLink ----------------------------------------------------------
 

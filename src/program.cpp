@@ -27,6 +27,7 @@ namespace {
 
 using detail::ArchParts;
 using detail::parse_arch;
+using detail::first_error_line;
 using detail::squote;
 
 // NVRTC's architecture numbers, read once; empty when NVRTC cannot be loaded
@@ -93,21 +94,6 @@ void check_diag(const char* field, const std::vector<int>& numbers) {
 
 const char* boolean(bool b) { return b ? "true" : "false"; }
 
-// "default_program(3): error: expected a \";\"" -- NVRTC names file and line.
-std::string first_error_line(const std::string& log) {
-  std::size_t start = 0;
-  std::string first_nonempty;
-  while (start < log.size()) {
-    std::size_t end = log.find('\n', start);
-    if (end == std::string::npos) end = log.size();
-    std::string_view line(log.data() + start, end - start);
-    if (line.find("error:") != std::string_view::npos) return std::string(line);
-    if (first_nonempty.empty() && line.find_first_not_of(" \t\r") != std::string_view::npos)
-      first_nonempty = std::string(line);
-    start = end + 1;
-  }
-  return first_nonempty;
-}
 
 // Owns one nvrtcProgram; destroyed on every path.
 struct NvrtcProgram {
