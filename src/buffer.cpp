@@ -14,14 +14,6 @@ namespace cucore {
 using detail::check;
 using detail::driver;
 
-namespace detail {
-void ensure_current_context_slow() {
-  CUcontext ctx = nullptr;
-  check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (!ctx) Device(0).set_current();
-}
-}  // namespace detail
-
 Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr) {
   if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
   return Buffer(ptr, size, std::move(mr), StreamRef(CU_STREAM_LEGACY));

@@ -8,8 +8,22 @@
 
 #include "device_state.hpp"
 #include "loader/driver.hpp"
+#include "stream_context.hpp"
 
 namespace cucore {
+
+namespace detail {
+Context current_context_or_device0() {
+  Context c = Context::current();
+  return c ? c : Device(0).context();
+}
+
+void ensure_current_context_slow() {
+  CUcontext ctx = nullptr;
+  check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (!ctx) Device(0).set_current();
+}
+}  // namespace detail
 
 Context Context::from_handle(CUcontext ctx) {
   if (!ctx) throw std::invalid_argument("Context::from_handle: ctx is null");
@@ -72,7 +86,9 @@ ScopedContext::ScopedContext(CUcontext ctx) {
 }
 
 ScopedContext::~ScopedContext() {
-  if (switched_) detail::driver().cuCtxSetCurrent(previous_);  // best effort: destructors never throw
+  // Best effort, and no driver load here: destructors never throw.
+  if (!switched_) return;
+  if (const auto* t = detail::g_driver.load(std::memory_order_acquire)) t->cuCtxSetCurrent(previous_);
 }
 
 }  // namespace cucore

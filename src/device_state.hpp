@@ -9,6 +9,7 @@
 #include <mutex>
 #include <vector>
 
+#include <cucore/context.hpp>
 #include <cucore/memory.hpp>
 
 namespace cucore::detail {
@@ -54,6 +55,10 @@ const std::shared_ptr<const ContextState>& primary_context(DeviceState& s);
 // Tests that swap the driver table start from a fresh registry (the old one is
 // leaked on purpose: Device values may still point into it).
 void reset_device_registry_for_testing();
+
+// The context current on this thread, else device 0's primary context: where
+// objects made without an explicit context or device go (as in the runtime API).
+Context current_context_or_device0();
 
 // The primary context state if `ctx` is a retained primary context, else null.
 std::shared_ptr<const ContextState> find_primary(CUcontext ctx);

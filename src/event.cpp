@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "device_state.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore {
@@ -12,14 +13,7 @@ namespace cucore {
 using detail::check;
 using detail::driver;
 
-namespace {
-Context current_or_device0() {
-  Context c = Context::current();
-  return c ? c : Device(0).context();
-}
-}  // namespace
-
-Event::Event(const EventOptions& options) : Event(current_or_device0(), options) {}
+Event::Event(const EventOptions& options) : Event(detail::current_context_or_device0(), options) {}
 
 Event::Event(const Context& ctx, const EventOptions& options) : options_(options), ctx_(ctx) {
   if (!ctx) throw std::invalid_argument("Event: the context is empty");

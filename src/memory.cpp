@@ -198,17 +198,10 @@ MemoryPoolAttributes PinnedMemoryResource::attributes() const { return detail::p
 namespace detail {
 namespace {
 
-// The context synchronous allocations are made in: the current one, else device 0's.
-CUcontext allocation_context() {
-  CUcontext ctx = nullptr;
-  check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  return ctx ? ctx : Device(0).context().handle();
-}
-
 class LegacyPinnedImpl final : public MemoryResource::Impl {
  public:
   CUdeviceptr allocate(std::size_t size, StreamRef) override {
-    ScopedContext scope(allocation_context());
+    ScopedContext scope(current_context_or_device0().handle());
     void* p = nullptr;
     check(driver().cuMemAllocHost(&p, size), "cuMemAllocHost");
     return reinterpret_cast<CUdeviceptr>(p);
@@ -227,7 +220,7 @@ class ManagedImpl final : public MemoryResource::Impl {
  public:
   ManagedImpl(int device, unsigned flags) : device_(device), flags_(flags) {}
   CUdeviceptr allocate(std::size_t size, StreamRef) override {
-    ScopedContext scope(device_ >= 0 ? Device(device_).context().handle() : allocation_context());
+    ScopedContext scope(device_ >= 0 ? Device(device_).context().handle() : current_context_or_device0().handle());
     CUdeviceptr p = 0;
     check(driver().cuMemAllocManaged(&p, size, flags_), "cuMemAllocManaged");
     return p;

@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 
+#include "device_state.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore {
@@ -80,14 +81,7 @@ unsigned long long StreamRef::id() const {
   return id;
 }
 
-namespace {
-Context current_or_device0() {
-  Context c = Context::current();
-  return c ? c : Device(0).context();
-}
-}  // namespace
-
-Stream::Stream(const StreamOptions& options) : Stream(current_or_device0(), options) {}
+Stream::Stream(const StreamOptions& options) : Stream(detail::current_context_or_device0(), options) {}
 
 Stream::Stream(const Context& ctx, const StreamOptions& options) : StreamRef(nullptr), ctx_(ctx) {
   if (!ctx) throw std::invalid_argument("Stream: the context is empty");
