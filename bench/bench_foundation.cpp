@@ -17,15 +17,7 @@
 using namespace cucore;
 
 int main() {
-  try {
-    if (Device::count() == 0) {
-      std::printf("bench_foundation: needs a GPU (the driver reports none); nothing measured\n");
-      return 0;
-    }
-  } catch (const std::exception& e) {
-    std::printf("bench_foundation: needs a GPU (%s); nothing measured\n", e.what());
-    return 0;
-  }
+  if (!bench::have_gpu("bench_foundation")) return 0;
   const auto& drv = detail::driver();
   Device dev(0);
   dev.set_current();

@@ -72,16 +72,7 @@ bench::Comparison compare(const std::string& name, cucore::StreamRef stream, Our
 
 int main() {
   using namespace cucore;
-  try {
-    if (Device::count() == 0) {
-      std::printf("bench_launch: needs a GPU (the driver reports none); skipped\n");
-      return 0;
-    }
-  } catch (const std::exception& e) {
-    const std::string why = e.what();  // its first line says what is missing
-    std::printf("bench_launch: needs a GPU (%s); skipped\n", why.substr(0, std::min(why.find('\n'), why.find("; searched"))).c_str());
-    return 0;
-  }
+  if (!bench::have_gpu("bench_launch")) return 0;
   try {
     Device dev(0);
     dev.set_current();

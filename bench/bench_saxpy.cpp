@@ -54,16 +54,7 @@ float time_ms(cucore::StreamRef stream, const std::function<void()>& fn) {
 
 int main() {
   using namespace cucore;
-  try {
-    if (Device::count() == 0) {
-      std::printf("bench_saxpy: needs a GPU (the driver reports none); skipped\n");
-      return 0;
-    }
-  } catch (const std::exception& e) {
-    const std::string why = e.what();  // its first line says what is missing
-    std::printf("bench_saxpy: needs a GPU (%s); skipped\n", why.substr(0, std::min(why.find('\n'), why.find("; searched"))).c_str());
-    return 0;
-  }
+  if (!bench::have_gpu("bench_saxpy")) return 0;
   try {
     Device dev(0);
     dev.set_current();

@@ -10,11 +10,28 @@
 #include <string>
 #include <vector>
 
+#include <cucore/device.hpp>
+
 #include <nlohmann/json.hpp>
 
 namespace bench {
 
 using clock = std::chrono::steady_clock;
+
+// True when a GPU is usable; otherwise prints why `bench` measured nothing
+// (the first line of the error: the rest is the loader's search trail).
+inline bool have_gpu(const char* bench) {
+  std::string why;
+  try {
+    if (cucore::Device::count() > 0) return true;
+    why = "the driver reports none";
+  } catch (const std::exception& e) {
+    why = e.what();
+    why = why.substr(0, std::min(why.find('\n'), why.find("; searched")));
+  }
+  std::printf("%s: needs a GPU (%s); nothing measured\n", bench, why.c_str());
+  return false;
+}
 
 inline double median(std::vector<double> v) {
   if (v.empty()) return 0;
