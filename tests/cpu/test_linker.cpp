@@ -23,6 +23,8 @@ using cucore::ObjectCode;
 using cucore::Program;
 using cucore::ProgramOptions;
 
+#include "common/compile_helpers.hpp"
+
 namespace {
 
 // The kernel calls a function the other program defines.
@@ -50,15 +52,7 @@ ObjectCode compile(const char* src, const char* name, const char* target, bool l
   return Program(src, "c++", o).compile(target);
 }
 
-void expect_invalid(const std::function<void()>& fn, const std::string& field) {
-  try {
-    fn();
-    ADD_FAILURE() << "no std::invalid_argument for " << field;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << "message does not name " << field << ": "
-                                                                     << e.what();
-  }
-}
+using cucore::test::expect_invalid;
 
 }  // namespace
 

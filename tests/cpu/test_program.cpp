@@ -22,6 +22,8 @@
 #include "common/gpu.hpp"
 #include "loader/toolkit.hpp"
 
+#include "common/compile_helpers.hpp"
+
 namespace fs = std::filesystem;
 using cucore::CompileError;
 using cucore::ObjectCode;
@@ -52,18 +54,9 @@ bool is_elf(const ObjectCode& c) {
   return b.size() > 4 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0;
 }
 
-ProgramOptions sm90() { return ProgramOptions{.arch = "sm_90"}; }
+using cucore::test::sm90;
 
-// Runs `fn`, expects std::invalid_argument whose message names `field`.
-void expect_invalid(const std::function<void()>& fn, const std::string& field) {
-  try {
-    fn();
-    ADD_FAILURE() << "no std::invalid_argument for " << field;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << "message does not name " << field << ": "
-                                                                     << e.what();
-  }
-}
+using cucore::test::expect_invalid;
 
 fs::path temp_dir(const std::string& tag) {
   fs::path p = fs::temp_directory_path() / ("cucore_program_" + std::to_string(::getpid()) + "_" + tag);

@@ -39,24 +39,16 @@
 
 extern char** environ;
 
+#include "common/compile_helpers.hpp"
+
 namespace cucore {
 namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kSaxpy = R"(
-template <typename T>
-__global__ void saxpy(T a, const T* x, const T* y, T* out, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
-}
-)";
+const std::string& kSaxpy = test::kSaxpyTemplate;
 
-ProgramOptions sm90() {
-  ProgramOptions o;
-  o.arch = "sm_90";
-  return o;
-}
+using test::sm90;
 
 std::string str(const char* s) { return s ? s : ""; }
 std::string env_or(const char* name) { return str(std::getenv(name)); }

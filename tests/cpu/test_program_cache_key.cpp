@@ -16,22 +16,14 @@
 
 #include "program_cache_internal.hpp"
 
+#include "common/compile_helpers.hpp"
+
 namespace cucore {
 namespace {
 
-const std::string kSource = R"(
-template <typename T>
-__global__ void saxpy(T a, const T* x, const T* y, T* out, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
-}
-)";
+const std::string& kSource = test::kSaxpyTemplate;
 
-ProgramOptions base_options() {
-  ProgramOptions o;
-  o.arch = "sm_90";
-  return o;
-}
+ProgramOptions base_options() { return test::sm90(); }
 
 std::string key_of(const ProgramOptions& o, std::string_view code = kSource, std::string_view type = "c++",
                    std::string_view target = "cubin", std::vector<std::string> names = {"saxpy<float>"},

@@ -21,22 +21,14 @@
 #include <unistd.h>
 #include <vector>
 
+#include "common/compile_helpers.hpp"
+
 namespace cucore {
 namespace {
 
-const std::string kSaxpy = R"(
-template <typename T>
-__global__ void saxpy(T a, const T* x, const T* y, T* out, int n) {
-  int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
-}
-)";
+const std::string& kSaxpy = test::kSaxpyTemplate;
 
-ProgramOptions sm90() {
-  ProgramOptions o;
-  o.arch = "sm_90";
-  return o;
-}
+using test::sm90;
 
 // A self-describing payload: PTX-typed text whose header names its key and
 // seed, so a reader can regenerate it and compare every byte. `size` bytes
