@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "device_state.hpp"
+#include "runtime/device_state.hpp"
 
 namespace cucore::test {
 namespace {

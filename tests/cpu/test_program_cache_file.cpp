@@ -35,7 +35,7 @@
 #include <string>
 #include <vector>
 
-#include "program_cache_internal.hpp"
+#include "cache/program_cache_internal.hpp"
 
 extern char** environ;
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "program_cache_internal.hpp"
+#include "cache/program_cache_internal.hpp"
 
 #include "common/compile_helpers.hpp"
 

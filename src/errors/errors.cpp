@@ -15,7 +15,7 @@ struct ResultEntry {
 
 constexpr ResultEntry kResults[] = {
 #define X(name, value, text) {static_cast<CUresult>(value), #name, text},
-#include "result_names.inc"
+#include "errors/result_names.inc"
 #undef X
 };
 

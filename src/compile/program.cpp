@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-#include "compile_common.hpp"
+#include "compile/compile_common.hpp"
 #include "loader/toolkit.hpp"
 
 namespace cucore {

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "device_state.hpp"
+#include "runtime/device_state.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore {

@@ -28,7 +28,7 @@
 #include "loader/driver.hpp"
 #include "loader/library.hpp"
 #include "loader/toolkit.hpp"
-#include "program_cache_internal.hpp"
+#include "cache/program_cache_internal.hpp"
 
 namespace fs = std::filesystem;
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "loader/driver.hpp"
-#include "stream_context.hpp"
+#include "runtime/stream_context.hpp"
 
 namespace cucore {
 

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "kernel_info.hpp"
-#include "launch_internal.hpp"
+#include "launch/kernel_info.hpp"
+#include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
-#include "stream_context.hpp"
+#include "runtime/stream_context.hpp"
 
 namespace cucore {
 namespace detail {

@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernel_info.hpp"
-#include "launch_internal.hpp"
+#include "launch/kernel_info.hpp"
+#include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore {

@@ -13,7 +13,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "program_cache_internal.hpp"
+#include "cache/program_cache_internal.hpp"
 
 namespace cucore {
 

@@ -5,7 +5,7 @@
 
 #include <stdexcept>
 
-#include "device_state.hpp"
+#include "runtime/device_state.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore {

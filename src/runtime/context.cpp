@@ -6,9 +6,9 @@
 
 #include <stdexcept>
 
-#include "device_state.hpp"
+#include "runtime/device_state.hpp"
 #include "loader/driver.hpp"
-#include "stream_context.hpp"
+#include "runtime/stream_context.hpp"
 
 namespace cucore {
 

@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "program_cache_internal.hpp"
+#include "cache/program_cache_internal.hpp"
 
 namespace fs = std::filesystem;
 

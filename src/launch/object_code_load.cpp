@@ -10,10 +10,10 @@
 #include <stdexcept>
 #include <string>
 
-#include "kernel_info.hpp"
-#include "launch_internal.hpp"
+#include "launch/kernel_info.hpp"
+#include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
-#include "object_code_state.hpp"
+#include "compile/object_code_state.hpp"
 
 namespace cucore {
 namespace detail {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "loader/driver.hpp"
-#include "compile_common.hpp"
+#include "compile/compile_common.hpp"
 #include "loader/toolkit.hpp"
 
 namespace cucore {

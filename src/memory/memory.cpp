@@ -8,9 +8,9 @@
 #include <limits>
 #include <stdexcept>
 
-#include "device_state.hpp"
+#include "runtime/device_state.hpp"
 #include "loader/driver.hpp"
-#include "stream_context.hpp"
+#include "runtime/stream_context.hpp"
 
 namespace cucore {
 

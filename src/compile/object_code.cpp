@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "object_code_state.hpp"
+#include "compile/object_code_state.hpp"
 
 namespace cucore {
 namespace {
