@@ -1,0 +1,8 @@
+#pragma once
+// Parallel algorithms (cuda.compute's): CUB's kernels built at run time for the
+// types, operators and iterators asked for, cached across processes.
+#include <cucore/compute/build.hpp>
+#include <cucore/compute/iterator.hpp>
+#include <cucore/compute/op.hpp>
+#include <cucore/compute/reduce.hpp>
+#include <cucore/compute/types.hpp>
