@@ -6,3 +6,7 @@
 #include <cucore/compute/op.hpp>
 #include <cucore/compute/reduce.hpp>
 #include <cucore/compute/types.hpp>
+#include <cucore/compute/histogram.hpp>
+#include <cucore/compute/radix_sort.hpp>
+#include <cucore/compute/scan.hpp>
+#include <cucore/compute/transform.hpp>

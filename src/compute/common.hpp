@@ -4,6 +4,7 @@
 #include <cucore/compute/types.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -49,6 +50,29 @@ inline std::string layout_check(const std::string& cpp_type, const Iterator& it,
          cpp_type + ") == " + std::to_string(it.state_alignment()) + ", \"cucore: the " + what +
          " iterator's device layout differs from the host's\");\n";
 }
+
+// cub::GridEvenShare's layout and DispatchInit (the compiled size is checked against it).
+template <typename OffsetT>
+struct GridEvenShare {
+  int total_tiles = 0;
+  int big_shares = 0;
+  OffsetT big_share_items = 0, normal_share_items = 0, normal_base_offset = 0, num_items = 0;
+  int grid_size = 0;
+  OffsetT block_offset = 0, block_end = 0, block_stride = 0;
+
+  void dispatch_init(OffsetT n, int max_grid_size, int tile_items) {
+    block_offset = n;
+    block_end = n;
+    num_items = n;
+    total_tiles = static_cast<int>((n + tile_items - 1) / tile_items);
+    grid_size = std::min(total_tiles, max_grid_size);
+    const int avg_tiles_per_block = total_tiles / grid_size;
+    big_shares = total_tiles - avg_tiles_per_block * grid_size;
+    normal_share_items = static_cast<OffsetT>(avg_tiles_per_block) * tile_items;
+    normal_base_offset = static_cast<OffsetT>(big_shares) * tile_items;
+    big_share_items = normal_share_items + tile_items;
+  }
+};
 
 inline bool needs_wide(std::uint64_t n) { return n > std::numeric_limits<std::uint32_t>::max(); }
 

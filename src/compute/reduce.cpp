@@ -19,27 +19,6 @@ constexpr int kFixedReduceBlocks = 4096;
 
 enum ReduceTuning { kBlock, kItems, kSingleBlock, kSingleItems, kSubscription, kEvenShareSize, kCount };
 
-template <typename OffsetT>
-struct GridEvenShare {  // cub::GridEvenShare's layout (checked against the compiled size)
-  int total_tiles = 0;
-  int big_shares = 0;
-  OffsetT big_share_items = 0, normal_share_items = 0, normal_base_offset = 0, num_items = 0;
-  int grid_size = 0;
-  OffsetT block_offset = 0, block_end = 0, block_stride = 0;
-
-  void dispatch_init(OffsetT n, int max_grid_size, int tile_items) {
-    block_offset = n;
-    block_end = n;
-    num_items = n;
-    total_tiles = static_cast<int>((n + tile_items - 1) / tile_items);
-    grid_size = std::min(total_tiles, max_grid_size);
-    const int avg_tiles_per_block = total_tiles / grid_size;
-    big_shares = total_tiles - avg_tiles_per_block * grid_size;
-    normal_share_items = static_cast<OffsetT>(avg_tiles_per_block) * tile_items;
-    normal_base_offset = static_cast<OffsetT>(big_shares) * tile_items;
-    big_share_items = normal_share_items + tile_items;
-  }
-};
 }  // namespace
 
 struct ReduceImpl {
