@@ -240,7 +240,11 @@ const DeviceFacts& call_device(StreamRef stream) {
     if (!current) Device(0).set_current();
     ordinal = Device().ordinal();
   } else {
-    ordinal = stream.device().ordinal();
+    CUdevice dev = 0;
+    if (d.cuStreamGetDevice && d.cuStreamGetDevice(h, &dev) == CUDA_SUCCESS)  // one call, no context switch
+      ordinal = static_cast<int>(dev);
+    else
+      ordinal = stream.device().ordinal();
     if (!current) Device(ordinal).set_current();
   }
   return device_facts(ordinal);

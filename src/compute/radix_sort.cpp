@@ -266,7 +266,7 @@ struct RadixSortImpl {
       throw std::invalid_argument("RadixSort: the bit range [" + std::to_string(begin_bit) + ", " +
                                   std::to_string(end_bit) + ") is not within the key's " + std::to_string(key_bits) +
                                   " bits");
-    if (keys_only != (values.b[0] == 0 && values.b[1] == 0) && !keys_only)
+    if (!keys_only && n > 0 && (values.b[0] == 0 || values.b[1] == 0))
       throw std::invalid_argument("RadixSort: the object sorts key-value pairs: pass the value arrays");
     if (n > 0 && (keys.cur() == 0 || keys.alt() == 0))
       throw std::invalid_argument("RadixSort: a key array is null");

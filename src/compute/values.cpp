@@ -130,14 +130,14 @@ std::string Op::describe() const {
 
 // ---------------------------------------------------------------- Iterator
 
-namespace {
-std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
-
-std::string type_key(const Type& t) {
+std::string type_signature(const Type& t) {
   return t.is_user() ? "user:" + t.cpp_name() + ":" + std::to_string(t.size()) + ":" + std::to_string(t.alignment()) +
                            ":" + t.definition()
                      : t.describe();
 }
+
+namespace {
+std::size_t align_up(std::size_t v, std::size_t a) { return (v + a - 1) / a * a; }
 
 std::shared_ptr<Iterator::Node> make_node(IteratorKind kind, Type value_type) {
   auto n = std::make_shared<Iterator::Node>();
@@ -166,7 +166,6 @@ std::string op_key(const Op& op) {
   return "source:" + std::to_string(op.callable().size()) + ":" + op.callable() + ":" + op.preamble();
 }
 
-std::string type_signature(const Type& t) { return type_key(t); }
 
 Iterator::Iterator() : Iterator(pointer(Type::int32(), CUdeviceptr{0})) {}
 
@@ -175,7 +174,7 @@ Iterator Iterator::pointer(Type value_type, CUdeviceptr ptr) {
   n->state.resize(sizeof(CUdeviceptr));
   std::memcpy(n->state.data(), &ptr, sizeof ptr);
   n->state_alignment = alignof(CUdeviceptr);
-  n->signature = "ptr<" + type_key(n->value_type) + ">";
+  n->signature = "ptr<" + type_signature(n->value_type) + ">";
   return Iterator(std::move(n));
 }
 
@@ -195,7 +194,7 @@ Iterator Iterator::counting(const Value& start) {
   auto n = make_node(IteratorKind::counting, t);
   n->state.assign(start.bytes().begin(), start.bytes().end());
   n->state_alignment = t.alignment();
-  n->signature = "count<" + type_key(t) + ">";
+  n->signature = "count<" + type_signature(t) + ">";
   return Iterator(std::move(n));
 }
 
@@ -203,7 +202,7 @@ Iterator Iterator::constant(const Value& value) {
   auto n = make_node(IteratorKind::constant, value.type());
   n->state.assign(value.bytes().begin(), value.bytes().end());
   n->state_alignment = value.type().alignment();
-  n->signature = "const<" + type_key(value.type()) + ">";
+  n->signature = "const<" + type_signature(value.type()) + ">";
   return Iterator(std::move(n));
 }
 
@@ -213,7 +212,7 @@ Iterator Iterator::transform(const Iterator& base, const Op& op, Type value_type
   n->op = std::make_shared<Op>(op);
   n->state = base.node()->state;
   n->state_alignment = base.node()->state_alignment;
-  n->signature = "xform<" + base.signature() + "," + op_key(op) + "," + type_key(n->value_type) + ">";
+  n->signature = "xform<" + base.signature() + "," + op_key(op) + "," + type_signature(n->value_type) + ">";
   return Iterator(std::move(n));
 }
 
@@ -221,7 +220,7 @@ Iterator Iterator::discard(Type value_type) {
   auto n = make_node(IteratorKind::discard, std::move(value_type));
   n->state.assign(1, std::byte{0});
   n->state_alignment = 1;
-  n->signature = "discard<" + type_key(n->value_type) + ">";
+  n->signature = "discard<" + type_signature(n->value_type) + ">";
   return Iterator(std::move(n));
 }
 
@@ -246,7 +245,7 @@ Iterator Iterator::zip(std::vector<Iterator> its) {
   }
   sig += ">";
   state.resize(align_up(off, align));
-  std::string name = "cucore_zip_value_" + std::to_string(fnv1a(sig) % 1000000007ULL);
+  std::string name = "cucore_zip_value_" + std::to_string(fnv1a(sig));
   Type vt = Type::user(name, "struct " + name + " { " + fields + "};", align_up(value_off, value_align), value_align);
   auto n = make_node(IteratorKind::zip, std::move(vt));
   n->children = std::move(its);

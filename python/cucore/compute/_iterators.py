@@ -54,7 +54,7 @@ class IteratorBase:
         return self._cxx().signature
 
 
-def to_iterator(x, role="input"):
+def to_iterator(x):
     """The C++ iterator for an iterator or a device array."""
     if isinstance(x, IteratorBase):
         return x._cxx()

@@ -7,7 +7,7 @@ import itertools
 
 from cucore._core import _compute as _c
 
-from cucore.compute._types import dtype_of, np, to_type
+from cucore.compute._types import np
 
 
 class OpKind(enum.IntEnum):
@@ -120,4 +120,4 @@ def op_key(op, arg_dtypes, result_dtype):
     return ("py", op, tuple(map(str, arg_dtypes)), str(result_dtype))
 
 
-__all__ = ["OpKind", "CppOp", "RawOp", "to_op", "op_key", "dtype_of", "to_type"]
+__all__ = ["OpKind", "CppOp", "RawOp", "to_op", "op_key"]
