@@ -2,6 +2,7 @@
 // Everything cucore offers, in one include.
 #include <cucore/adaptors.hpp>
 #include <cucore/buffer.hpp>
+#include <cucore/compute.hpp>
 #include <cucore/context.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>

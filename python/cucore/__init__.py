@@ -67,6 +67,14 @@ for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResour
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
 
 
+def __getattr__(name):  # cucore.compute (the parallel algorithms) loads on first use
+    if name == "compute":
+        import importlib
+
+        return importlib.import_module("cucore.compute")
+    raise AttributeError(f"module 'cucore' has no attribute {name!r}")
+
+
 def _set_site_packages() -> None:
     # NVIDIA's pip wheels (site-packages/nvidia/*/lib) are one of the places the
     # pathfinder searches for NVRTC / nvJitLink.

@@ -7,6 +7,7 @@
 namespace cucore::python {
 
 Types g_types;
+void bind_compute(nb::module_& m);  // compute.cpp
 
 nb::module_& options_module() {
   // Imported on first use (never at import of _core, so stubgen can import the
@@ -158,4 +159,5 @@ NB_MODULE(_core, m) {
   bind_cache(m);
   bind_launch(m);
   bind_view(m);
+  bind_compute(m);
 }

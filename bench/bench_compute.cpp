@@ -1,0 +1,239 @@
+// Parallel algorithms at 2^28 elements against CUB compiled by nvcc in the same
+// binary: reduce, inclusive scan, radix sort pairs, histogram (256 bins), SAXPY
+// transform (goal: cucore >= 0.97x CUB's speed, i.e. time ratio <= 1.031);
+// reduce and transform also as a share of the device-to-device copy bandwidth.
+// Then build times: cold (NVRTC), warm in memory, and warm on disk in a fresh
+// process (goal <= 5 ms from the call to a runnable object).
+//   bench_compute                   all of it
+//   bench_compute --child-disk DIR  (internal) the fresh process of the disk case
+#include <cucore/buffer.hpp>
+#include <cucore/compute.hpp>
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/event.hpp>
+#include <cucore/memory.hpp>
+#include <cucore/program_cache.hpp>
+#include <cucore/stream.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "loader/driver.hpp"
+
+#ifdef CUCORE_BENCH_CUB_PEER
+namespace cub_peer {
+std::size_t reduce_sum(void* temp, std::size_t bytes, const int* in, int* out, int n, void* stream);
+std::size_t inclusive_sum(void* temp, std::size_t bytes, const int* in, int* out, int n, void* stream);
+std::size_t sort_pairs(void* temp, std::size_t bytes, const unsigned* keys_in, unsigned* keys_out,
+                       const unsigned* values_in, unsigned* values_out, int n, void* stream);
+std::size_t histogram_even(void* temp, std::size_t bytes, const int* samples, int* histogram, int num_levels,
+                           int lower, int upper, int n, void* stream);
+void saxpy(const float* x, const float* y, float* out, int n, void* stream);
+}  // namespace cub_peer
+#endif
+
+using namespace cucore;
+using namespace cucore::compute;
+
+namespace {
+
+constexpr int kN = 1 << 28;
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+// Milliseconds per call of `fn` on `stream`, timed with events over `reps` calls.
+double gpu_ms(StreamRef stream, const std::function<void()>& fn, int reps) {
+  Event start = stream.record(), stop = stream.record();
+  stream.record(start);
+  for (int i = 0; i < reps; ++i) fn();
+  stream.record(stop);
+  stop.sync();
+  return elapsed_time_ms(start, stop) / reps;
+}
+
+// Alternating medians of cucore and CUB (after a warm-up call of each).
+bench::Comparison compare_gpu(const std::string& name, StreamRef s, const std::function<void()>& ours,
+                              const std::function<void()>& peer, int reps, int samples = 9) {
+  ours();
+  peer();
+  std::vector<double> a, b;
+  for (int i = 0; i < samples; ++i) {
+    if (i % 2) {
+      a.push_back(gpu_ms(s, ours, reps));
+      b.push_back(gpu_ms(s, peer, reps));
+    } else {
+      b.push_back(gpu_ms(s, peer, reps));
+      a.push_back(gpu_ms(s, ours, reps));
+    }
+  }
+  return {name, "ms", bench::median(a), bench::median(b), "CUB (nvcc)"};
+}
+
+constexpr double kGoal = 1.0 / 0.97;
+
+int child_disk(const char* dir) {
+  // A fresh process: the device is initialised first (not part of the figure).
+  Device(0).set_current();
+  Stream s;
+  DeviceMemoryResource mr(Device(0));
+  Buffer in = mr.allocate(64, s), out = mr.allocate(4, s);
+  s.sync();
+  FileStreamProgramCache cache(dir);
+  const auto t0 = Clock::now();
+  Reduce sum(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), OpKind::plus, Type::int32(),
+             {.build = {.cache = &cache}});
+  sum(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), 16, Value(0), s);
+  s.sync();
+  std::printf("%.4f %llu\n", ms_since(t0), static_cast<unsigned long long>(cache.stats().hits));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc == 3 && std::string(argv[1]) == "--child-disk") return child_disk(argv[2]);
+  if (!bench::have_gpu("bench_compute")) return 0;
+  Device dev(0);
+  dev.set_current();
+  Stream s;
+  DeviceMemoryResource mr(dev);
+  const std::uint64_t n = kN;
+
+  // Random data made on the GPU: a hash of the index.
+  auto hashed = [&](Buffer& b, const Type& t, const char* expr) {
+    unary_transform(s, Iterator::counting(Value(0u)), Iterator::pointer(t, b), n,
+                    Op::source(std::string("[](unsigned i) { unsigned h = i * 2654435761u; h ^= h >> 15; h *= 2246822519u; "
+                                           "h ^= h >> 13; return ") + expr + "; }"));
+  };
+  Buffer a = mr.allocate(n * 4, s), b = mr.allocate(n * 4, s), c = mr.allocate(n * 4, s), d = mr.allocate(n * 4, s);
+  Buffer one = mr.allocate(256 * 4, s);
+  std::printf("bench_compute: %d elements (32-bit), CCCL %s\n", kN, cccl_version().c_str());
+
+#ifdef CUCORE_BENCH_CUB_PEER
+  auto temp_for = [&](std::size_t bytes) { return mr.allocate(std::max<std::size_t>(bytes, 1), s); };
+  auto I = [](const Buffer& x) { return Iterator::pointer(Type::int32(), x); };
+  auto F = [](const Buffer& x) { return Iterator::pointer(Type::float32(), x); };
+  void* cs = s.handle();
+
+  // Device-to-device copy bandwidth (the ceiling), 1 GiB read + 1 GiB written.
+  const double copy_ms = gpu_ms(
+      s, [&] { cucore::detail::check(cucore::detail::driver().cuMemcpyDtoDAsync(b.handle(), a.handle(), n * 4, s.handle()), "cuMemcpyDtoDAsync"); },
+      10);
+  const double copy_gbs = 2.0 * n * 4 / copy_ms / 1e6;
+  bench::report_value("compute: device copy 1 GiB", copy_gbs, "GB/s");
+
+  {  // reduce
+    hashed(a, Type::int32(), "int(h & 1023)");
+    Reduce r(I(a), I(one), OpKind::plus, Type::int32());
+    Buffer t1 = temp_for(r(nullptr, 0, I(a), I(one), n, Value(0), s));
+    Buffer t2 = temp_for(cub_peer::reduce_sum(nullptr, 0, nullptr, nullptr, kN, cs));
+    auto cmp = compare_gpu(
+        "compute: reduce sum int32 2^28", s, [&] { r(t1.data(), t1.size(), I(a), I(one), n, Value(0), s); },
+        [&] { cub_peer::reduce_sum(t2.data(), t2.size(), static_cast<const int*>(a.data()), static_cast<int*>(one.data()), kN, cs); },
+        20);
+    bench::report(cmp, kGoal);
+    bench::report_value("compute: reduce as % of copy bandwidth", 100.0 * (n * 4 / cmp.cucore / 1e6) / copy_gbs, "%");
+  }
+  {  // inclusive scan
+    InclusiveScan sc(I(a), I(b), OpKind::plus);
+    Buffer t1 = temp_for(sc(nullptr, 0, I(a), I(b), n, std::nullopt, s));
+    Buffer t2 = temp_for(cub_peer::inclusive_sum(nullptr, 0, nullptr, nullptr, kN, cs));
+    bench::report(compare_gpu(
+                      "compute: inclusive scan int32 2^28", s,
+                      [&] { sc(t1.data(), t1.size(), I(a), I(b), n, std::nullopt, s); },
+                      [&] { cub_peer::inclusive_sum(t2.data(), t2.size(), static_cast<const int*>(a.data()), static_cast<int*>(b.data()), kN, cs); },
+                      10),
+                  kGoal);
+  }
+  {  // radix sort pairs
+    hashed(a, Type::uint32(), "h");
+    hashed(c, Type::uint32(), "h ^ 0x5bd1e995u");
+    RadixSort rs(Type::uint32(), Type::uint32(), SortOrder::ascending);
+    Buffer t1 = temp_for(rs(nullptr, 0, a.handle(), b.handle(), c.handle(), d.handle(), n, 0, 32, s));
+    Buffer t2 = temp_for(cub_peer::sort_pairs(nullptr, 0, nullptr, nullptr, nullptr, nullptr, kN, cs));
+    bench::report(compare_gpu(
+                      "compute: radix sort pairs u32 2^28", s,
+                      [&] { rs(t1.data(), t1.size(), a.handle(), b.handle(), c.handle(), d.handle(), n, 0, 32, s); },
+                      [&] {
+                        cub_peer::sort_pairs(t2.data(), t2.size(), static_cast<const unsigned*>(a.data()), static_cast<unsigned*>(b.data()),
+                                             static_cast<const unsigned*>(c.data()), static_cast<unsigned*>(d.data()), kN, cs);
+                      },
+                      3, 7),
+                  kGoal);
+  }
+  {  // histogram, 256 even bins
+    hashed(a, Type::int32(), "int(h & 0xfffff)");
+    HistogramEven h(I(a), Type::int32(), Type::int32(), 257);
+    Buffer t1 = temp_for(h(nullptr, 0, I(a), one.handle(), 257, Value(0), Value(1 << 20), n, s));
+    Buffer t2 = temp_for(cub_peer::histogram_even(nullptr, 0, nullptr, nullptr, 257, 0, 1 << 20, kN, cs));
+    bench::report(compare_gpu(
+                      "compute: histogram even 256 bins int32 2^28", s,
+                      [&] { h(t1.data(), t1.size(), I(a), one.handle(), 257, Value(0), Value(1 << 20), n, s); },
+                      [&] { cub_peer::histogram_even(t2.data(), t2.size(), static_cast<const int*>(a.data()), static_cast<int*>(one.data()), 257, 0, 1 << 20, kN, cs); },
+                      20),
+                  kGoal);
+  }
+  {  // SAXPY
+    hashed(a, Type::float32(), "float(h & 0xffff) * 0.001f");
+    hashed(b, Type::float32(), "float(h >> 16) * 0.001f");
+    BinaryTransform t(F(a), F(b), F(c), Op::source("[](float x, float y) { return 2.0f * x + y; }"));
+    auto cmp = compare_gpu(
+        "compute: SAXPY transform float 2^28", s, [&] { t(F(a), F(b), F(c), n, s); },
+        [&] { cub_peer::saxpy(static_cast<const float*>(a.data()), static_cast<const float*>(b.data()), static_cast<float*>(c.data()), kN, cs); },
+        10);
+    bench::report(cmp, kGoal);
+    bench::report_value("compute: SAXPY as % of copy bandwidth", 100.0 * (3.0 * n * 4 / cmp.cucore / 1e6) / copy_gbs, "%");
+  }
+#else
+  std::printf("bench_compute: built without nvcc, so without its CUB peer; only build times follow\n");
+#endif
+
+  // Build times. Cold: NVRTC (a fresh cache); warm in memory: a new object over the same cache.
+  const auto dir = std::filesystem::temp_directory_path() / ("cucore-bench-compute-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  Buffer in = mr.allocate(64, s), out = mr.allocate(4, s);
+  auto runnable = [&](ProgramCache& cache) {
+    const auto t0 = Clock::now();
+    Reduce r(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), OpKind::plus, Type::int32(),
+             {.build = {.cache = &cache}});
+    r(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), 16, Value(0), s);
+    s.sync();
+    return ms_since(t0);
+  };
+  {
+    TwoLevelProgramCache cache(std::nullopt, dir);  // memory in front of a fresh directory
+    bench::report_value("compute: build reduce, cold (NVRTC)", runnable(cache), "ms");
+    std::vector<double> warm;
+    for (int i = 0; i < 21; ++i) warm.push_back(runnable(cache));
+    bench::report_value("compute: build reduce, warm in memory", bench::median(warm), "ms", 5.0);
+  }
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len > 0) {
+    exe[len] = 0;
+    std::vector<double> times;
+    for (int i = 0; i < 5; ++i) {
+      const std::string cmd = std::string("'") + exe + "' --child-disk '" + dir.string() + "'";
+      if (FILE* p = popen(cmd.c_str(), "r")) {
+        double ms = 0;
+        unsigned long long hits = 0;
+        if (std::fscanf(p, "%lf %llu", &ms, &hits) == 2 && hits > 0) times.push_back(ms);
+        pclose(p);
+      }
+    }
+    if (!times.empty())
+      bench::report_value("compute: build reduce, warm on disk (fresh process)", bench::median(times), "ms", 5.0);
+    else
+      std::printf("compute: the fresh-process disk case did not run\n");
+  }
+  std::filesystem::remove_all(dir);
+  return 0;
+}

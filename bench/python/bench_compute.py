@@ -1,0 +1,271 @@
+"""cucore.compute against NVIDIA's cuda.compute (the cuda-cccl wheel), CuPy and
+PyTorch at 2^28 elements, in one process on one stream, alternating after
+warm-up (medians of event-timed samples): reduce, inclusive scan, radix sort
+pairs, histogram (256 even bins), SAXPY. Then build times in fresh processes:
+the first call of cucore.compute (cold, and warm from its disk cache) and of
+cuda.compute. Writes JSON lines to $CUCORE_BENCH_JSON (as the C++ benchmarks do).
+Exits 0 with a message when there is no GPU or no CuPy.
+
+    PYTHONPATH=<build>/python python3 bench/python/bench_compute.py
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+N = 1 << 28
+SAMPLES = int(os.environ.get("CUCORE_BENCH_ROUNDS", "7"))
+SAXPY_RAW = r'''extern "C" __device__ void cucore_bench_saxpy(void* x, void* y, void* out) {
+  *static_cast<float*>(out) = 2.0f * *static_cast<float*>(x) + *static_cast<float*>(y);
+}'''
+
+
+def skip(msg):
+    print(f"bench_compute.py: skipped: {msg}")
+    sys.exit(0)
+
+
+try:
+    import numpy as np
+    import cupy as cp
+except ImportError as e:
+    skip(f"needs numpy and CuPy ({e})")
+try:
+    import cucore
+    import cucore.compute as cuc
+
+    if cucore.Device.count() == 0:
+        skip("no CUDA device")
+except Exception as e:
+    skip(f"no usable GPU or cucore ({str(e).splitlines()[0]})")
+try:
+    import cuda.compute as ccc
+except Exception as e:  # the peer is optional: carried as a wheel (scripts/carry-wheels)
+    ccc = None
+    print(f"bench_compute.py: cuda.compute is not importable ({e}); comparing with CuPy and PyTorch only")
+try:
+    import torch
+except ImportError:
+    torch = None
+
+rows = []
+
+
+def report(name, ours_ms, peer, peer_ms, goal=0.0):
+    ratio = ours_ms / peer_ms if peer_ms else 0.0
+    print(f"{name:<44} cucore {ours_ms:9.3f} ms   {peer:<16} {peer_ms:9.3f} ms   ratio {ratio:.3f}")
+    rows.append({"name": name, "unit": "ms", "cucore": ours_ms, "peer": peer, "peer_value": peer_ms,
+                 "ratio": ratio, "goal_ratio": goal})
+
+
+def gpu_ms(fn, reps):
+    start, stop = cp.cuda.Event(), cp.cuda.Event()
+    start.record()
+    for _ in range(reps):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cp.cuda.get_elapsed_time(start, stop) / reps
+
+
+def compare(name, reps, cases):
+    """cases: {label: fn}; the first is cucore. Alternating samples, medians."""
+    for fn in cases.values():
+        fn()
+    times = {k: [] for k in cases}
+    for i in range(SAMPLES):
+        order = list(cases) if i % 2 else list(reversed(cases))
+        for k in order:
+            times[k].append(gpu_ms(cases[k], reps))
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ours = med.pop("cucore")
+    for peer, ms in med.items():
+        report(f"py compute: {name}", ours, peer, ms, 1.0 if peer.startswith("cuda.compute") else 0.0)
+
+
+def temp(nbytes):
+    return cp.empty(max(int(nbytes), 1), np.uint8)
+
+
+def main():
+    ccc_name = "cuda.compute"
+    if ccc is not None:
+        try:
+            from importlib.metadata import version
+
+            ccc_name = f"cuda.compute {version('cuda-cccl')}"
+        except Exception:
+            pass
+    a = cp.random.randint(0, 1024, N, dtype=np.int32)
+    out1 = cp.empty(1, np.int32)
+    init = np.array([0], np.int32)
+
+    # reduce
+    r = cuc.make_reduce_into(d_in=a, d_out=out1, op=cuc.OpKind.PLUS, h_init=init)
+    t = temp(r(temp_storage=None, d_in=a, d_out=out1, num_items=N, h_init=init))
+    cases = {"cucore": lambda: r(temp_storage=t, d_in=a, d_out=out1, num_items=N, h_init=init),
+             "CuPy": lambda: cp.sum(a, out=out1[0])}
+    if ccc is not None:
+        rc = ccc.make_reduce_into(d_in=a, d_out=out1, op=ccc.OpKind.PLUS, h_init=init)
+        tc = temp(rc(temp_storage=None, d_in=a, d_out=out1, num_items=N, op=ccc.OpKind.PLUS, h_init=init))
+        cases[ccc_name] = lambda: rc(temp_storage=tc, d_in=a, d_out=out1, num_items=N, op=ccc.OpKind.PLUS, h_init=init)
+    if torch is not None:
+        ta = torch.as_tensor(a, device="cuda")
+        cases["PyTorch"] = lambda: torch.sum(ta)
+    compare("reduce sum int32 2^28", 20, cases)
+
+    # inclusive scan
+    b = cp.empty(N, np.int32)
+    s = cuc.make_inclusive_scan(d_in=a, d_out=b, op=cuc.OpKind.PLUS)
+    ts = temp(s(temp_storage=None, d_in=a, d_out=b, num_items=N))
+    cases = {"cucore": lambda: s(temp_storage=ts, d_in=a, d_out=b, num_items=N),
+             "CuPy": lambda: cp.cumsum(a, out=b)}
+    if ccc is not None:
+        sc = ccc.make_inclusive_scan(d_in=a, d_out=b, op=ccc.OpKind.PLUS, init_value=None)
+        tsc = temp(sc(temp_storage=None, d_in=a, d_out=b, op=ccc.OpKind.PLUS, init_value=None, num_items=N))
+        cases[ccc_name] = lambda: sc(temp_storage=tsc, d_in=a, d_out=b, op=ccc.OpKind.PLUS, init_value=None,
+                                     num_items=N)
+    if torch is not None:
+        tb = torch.as_tensor(b, device="cuda")
+        cases["PyTorch"] = lambda: torch.cumsum(ta, 0, out=tb)
+    compare("inclusive scan int32 2^28", 10, cases)
+    del b, ts
+
+    # radix sort pairs
+    k = cp.random.randint(0, 1 << 31, N, dtype=np.int64).astype(np.uint32)
+    v = cp.arange(N, dtype=np.uint32)
+    ko, vo = cp.empty_like(k), cp.empty_like(v)
+    rs = cuc.make_radix_sort(d_in_keys=k, d_out_keys=ko, d_in_values=v, d_out_values=vo, order=cuc.SortOrder.ASCENDING)
+    tr = temp(rs(temp_storage=None, d_in_keys=k, d_out_keys=ko, d_in_values=v, d_out_values=vo, num_items=N))
+    cases = {"cucore": lambda: rs(temp_storage=tr, d_in_keys=k, d_out_keys=ko, d_in_values=v, d_out_values=vo,
+                                  num_items=N)}
+    if ccc is not None:
+        rsc = ccc.make_radix_sort(d_in_keys=k, d_out_keys=ko, d_in_values=v, d_out_values=vo,
+                                  order=ccc.SortOrder.ASCENDING)
+        trc = temp(rsc(temp_storage=None, d_in_keys=k, d_out_keys=ko, d_in_values=v, d_out_values=vo, num_items=N))
+        cases[ccc_name] = lambda: rsc(temp_storage=trc, d_in_keys=k, d_out_keys=ko, d_in_values=v, d_out_values=vo,
+                                      num_items=N)
+
+    def cupy_pairs():
+        idx = cp.argsort(k)
+        cp.take(k, idx, out=ko)
+        cp.take(v, idx, out=vo)
+
+    cases["CuPy"] = cupy_pairs
+    if torch is not None:
+        tk = torch.as_tensor(k.view(np.int32), device="cuda")
+        cases["PyTorch"] = lambda: torch.sort(tk)
+    compare("radix sort pairs u32 2^28", 2, cases)
+    del k, v, ko, vo, tr
+
+    # histogram, 256 even bins
+    hsamp = cp.random.randint(0, 1 << 20, N, dtype=np.int32)
+    hist = cp.empty(256, np.int32)
+    lv, lo, hi = np.array([257], np.int32), np.array([0], np.int32), np.array([1 << 20], np.int32)
+    h = cuc.make_histogram_even(d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
+                                h_upper_level=hi, num_samples=N)
+    th = temp(h(temp_storage=None, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
+                h_upper_level=hi, num_samples=N))
+    cases = {"cucore": lambda: h(temp_storage=th, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv,
+                                 h_lower_level=lo, h_upper_level=hi, num_samples=N),
+             "CuPy": lambda: cp.histogram(hsamp, bins=256, range=(0, 1 << 20))}
+    if ccc is not None:
+        hc = ccc.make_histogram_even(d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
+                                     h_upper_level=hi, num_samples=N)
+        thc = temp(hc(temp_storage=None, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv,
+                      h_lower_level=lo, h_upper_level=hi, num_samples=N))
+        cases[ccc_name] = lambda: hc(temp_storage=thc, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv,
+                                     h_lower_level=lo, h_upper_level=hi, num_samples=N)
+    if torch is not None:
+        tf = torch.as_tensor(hsamp, device="cuda").float()
+        cases["PyTorch"] = lambda: torch.histc(tf, bins=256, min=0, max=1 << 20)
+    compare("histogram even 256 bins int32 2^28", 20, cases)
+    del hsamp
+
+    # SAXPY
+    x = cp.random.random(N, dtype=np.float32)
+    y = cp.random.random(N, dtype=np.float32)
+    z = cp.empty_like(x)
+    t2 = cuc.make_binary_transform(d_in1=x, d_in2=y, d_out=z,
+                                   op=cuc.CppOp("[](float a, float b) { return 2.0f * a + b; }"))
+    cases = {"cucore": lambda: t2(d_in1=x, d_in2=y, d_out=z, num_items=N),
+             "CuPy": lambda: cp.add(2.0 * x, y, out=z)}
+    if ccc is not None:
+        try:
+            from cuda.compute.op import RawOp
+
+            dev = cucore.Device(0)
+            arch = f"sm_{dev.compute_capability.major}{dev.compute_capability.minor}"
+            lto = cucore.Program(SAXPY_RAW, "c++", cucore.ProgramOptions(arch=arch, relocatable_device_code=True))
+            raw = RawOp(ltoir=bytes(lto.compile("ltoir").code), name="cucore_bench_saxpy")
+            tc2 = ccc.make_binary_transform(d_in1=x, d_in2=y, d_out=z, op=raw)
+            cases[ccc_name] = lambda: tc2(d_in1=x, d_in2=y, d_out=z, op=raw, num_items=N)
+        except Exception as e:
+            print(f"bench_compute.py: cuda.compute SAXPY skipped ({str(e).splitlines()[0]})")
+    if torch is not None:
+        tx, ty, tz = (torch.as_tensor(q, device="cuda") for q in (x, y, z))
+        cases["PyTorch"] = lambda: torch.add(ty, tx, alpha=2, out=tz)
+    compare("SAXPY float 2^28", 10, cases)
+
+
+CHILD = r'''
+import sys, time
+import numpy as np, cupy as cp
+which = sys.argv[1]
+d_in = cp.arange(1000, dtype=np.int32); d_out = cp.empty(1, np.int32); cp.cuda.Device().synchronize()
+if which == "cucore":
+    import cucore.compute as m
+    t0 = time.perf_counter()
+    r = m.make_reduce_into(d_in=d_in, d_out=d_out, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
+else:
+    import cuda.compute as m
+    t0 = time.perf_counter()
+    r = m.make_reduce_into(d_in=d_in, d_out=d_out, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
+n = r(temp_storage=None, d_in=d_in, d_out=d_out, num_items=1000, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
+tmp = cp.empty(max(n, 1), np.uint8)
+r(temp_storage=tmp, d_in=d_in, d_out=d_out, num_items=1000, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
+cp.cuda.Device().synchronize()
+assert int(d_out.get()[0]) == 499500
+print(f"{(time.perf_counter() - t0) * 1e3:.3f}")
+'''
+
+
+def child_ms(which, env):
+    r = subprocess.run([sys.executable, "-c", CHILD, which], env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        print(f"bench_compute.py: {which} build child failed: {r.stderr.strip().splitlines()[-1:]}")
+        return None
+    return float(r.stdout.strip().splitlines()[-1])
+
+
+def build_times():
+    with tempfile.TemporaryDirectory() as d:
+        env = dict(os.environ, CUCORE_PROGRAM_CACHE_DIR=d)
+        cold = child_ms("cucore", env)
+        warm = [child_ms("cucore", env) for _ in range(3)]
+    peer = [child_ms("cuda.compute", dict(os.environ)) for _ in range(2)] if ccc is not None else []
+    peer = [p for p in peer if p is not None]
+    warm = [w for w in warm if w is not None]
+    if cold is not None and peer:
+        report("py compute: first call, cold build (reduce)", cold, "cuda.compute", statistics.median(peer))
+    if warm:
+        ms = statistics.median(warm)
+        print(f"{'py compute: first call, warm disk cache':<44} cucore {ms:9.3f} ms   (goal <= 5 ms)")
+        rows.append({"name": "py compute: first call, warm disk cache (fresh process)", "unit": "ms", "cucore": ms,
+                     "goal": 5.0})
+        if peer:
+            report("py compute: first call, second process (reduce)", ms, "cuda.compute", statistics.median(peer))
+
+
+if __name__ == "__main__":
+    main()
+    build_times()
+    out = os.environ.get("CUCORE_BENCH_JSON")
+    if out:
+        with open(out, "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")

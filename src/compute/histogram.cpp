@@ -1,0 +1,297 @@
+// Histograms with even bins: CUB's DeviceHistogramInitKernel /
+// DeviceHistogramSweepKernel, dispatched as DispatchHistogram::DispatchEven does
+// (CUB 3.0), with its bin-scaling transform computed on the host.
+#include <cucore/compute/histogram.hpp>
+
+#include <algorithm>
+#include <climits>
+#include <cstring>
+
+#include "compute/common.hpp"
+#include "compute/iterator_node.hpp"
+
+namespace cucore::compute {
+
+namespace detail {
+
+namespace {
+enum HistogramTuning { kBlock, kPixels, kScaleSize, kPassThruSize, kQueueSize, kCount };
+constexpr int kMaxPrivatizedBins = 256;  // DispatchHistogram::MAX_PRIVATIZED_SMEM_BINS
+
+// The C++ common type of two built-in arithmetic types (usual arithmetic conversions).
+Type common_type(const Type& a, const Type& b) {
+  if (a.is_floating() || b.is_floating()) {
+    if (a.kind() == TypeKind::float64 || b.kind() == TypeKind::float64) return Type::float64();
+    return Type::float32();
+  }
+  auto promote = [](const Type& t) { return t.size() < 4 ? Type::int32() : t; };
+  const Type x = promote(a), y = promote(b);
+  if (x == y) return x;
+  if (x.is_signed_integral() == y.is_signed_integral()) return x.size() >= y.size() ? x : y;
+  const Type& s = x.is_signed_integral() ? x : y;
+  const Type& u = x.is_signed_integral() ? y : x;
+  if (u.size() >= s.size()) return u;
+  return s;  // a wider signed type holds every value of the unsigned one
+}
+
+template <typename T>
+T load(const Value& v, const Type& as) {
+  // Converts the value's bytes (of its own built-in type) to T.
+  const auto* p = v.bytes().data();
+  auto get = [&](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    return static_cast<T>(x);
+  };
+  (void)as;
+  switch (v.type().kind()) {
+    case TypeKind::int8: return get(std::int8_t{});
+    case TypeKind::int16: return get(std::int16_t{});
+    case TypeKind::int32: return get(std::int32_t{});
+    case TypeKind::int64: return get(std::int64_t{});
+    case TypeKind::uint8: return get(std::uint8_t{});
+    case TypeKind::uint16: return get(std::uint16_t{});
+    case TypeKind::uint32: return get(std::uint32_t{});
+    case TypeKind::uint64: return get(std::uint64_t{});
+    case TypeKind::float32: return get(float{});
+    case TypeKind::float64: return get(double{});
+    default: throw std::invalid_argument("HistogramEven: levels must be integers, float32 or float64");
+  }
+}
+
+// DispatchHistogram::ScaleTransform for CommonT = T: {max, min, scale}, the
+// scale being bins and range for integers, the reciprocal bin width for floats.
+template <typename T>
+std::vector<std::byte> scale_transform(int num_levels, const Value& upper, const Value& lower, std::size_t sample_size) {
+  T st[4] = {};
+  st[0] = load<T>(upper, upper.type());
+  st[1] = load<T>(lower, lower.type());
+  if constexpr (std::is_floating_point_v<T>) {
+    st[2] = static_cast<T>(static_cast<T>(num_levels - 1) / static_cast<T>(st[0] - st[1]));
+  } else {
+    // MayOverflow: (max - min) * bins must fit the integer arithmetic type.
+    const bool narrow = sample_size + sizeof(T) <= 4;
+    const std::uint64_t limit = narrow ? 0xffffffffULL : ~0ULL;
+    const std::uint64_t diff = static_cast<std::uint64_t>(st[0]) - static_cast<std::uint64_t>(st[1]);
+    const std::uint64_t range = narrow ? static_cast<std::uint32_t>(diff) : diff;
+    if (range > limit / static_cast<std::uint64_t>(num_levels - 1))
+      throw std::invalid_argument("HistogramEven: (upper - lower) x " + std::to_string(num_levels - 1) +
+                                  " bins overflows the " + (narrow ? "32" : "64") + "-bit arithmetic of the bin index");
+    st[2] = static_cast<T>(num_levels - 1);
+    st[3] = static_cast<T>(st[0] - st[1]);
+  }
+  std::vector<std::byte> out(sizeof st);
+  std::memcpy(out.data(), st, sizeof st);
+  return out;
+}
+
+std::vector<std::byte> scale_transform(const Type& common, int num_levels, const Value& upper, const Value& lower,
+                                       std::size_t sample_size) {
+  switch (common.kind()) {
+    case TypeKind::int32: return scale_transform<std::int32_t>(num_levels, upper, lower, sample_size);
+    case TypeKind::int64: return scale_transform<std::int64_t>(num_levels, upper, lower, sample_size);
+    case TypeKind::uint32: return scale_transform<std::uint32_t>(num_levels, upper, lower, sample_size);
+    case TypeKind::uint64: return scale_transform<std::uint64_t>(num_levels, upper, lower, sample_size);
+    case TypeKind::float32: return scale_transform<float>(num_levels, upper, lower, sample_size);
+    case TypeKind::float64: return scale_transform<double>(num_levels, upper, lower, sample_size);
+    default: throw std::invalid_argument("HistogramEven: unsupported sample/level types");
+  }
+}
+
+bool supported_sample(const Type& t) {
+  return (t.is_integral() && t.kind() != TypeKind::boolean) || t.kind() == TypeKind::float32 ||
+         t.kind() == TypeKind::float64;
+}
+}  // namespace
+
+struct HistogramImpl {
+  Iterator samples;
+  Type counter, level, common;
+  Variants variants;
+
+  HistogramImpl(const Iterator& samples_, const Type& counter_, const Type& level_, int num_levels,
+                const BuildOptions& o)
+      : samples(samples_), counter(counter_), level(level_), common(Type::int32()),
+        variants([this](const VariantKey& k) { return generate(k); }, o.cache) {
+    if (!supported_sample(samples.value_type()))
+      throw std::invalid_argument("HistogramEven: samples must be integers, float32 or float64, not " +
+                                  samples.value_type().describe());
+    if (!supported_sample(level))
+      throw std::invalid_argument("HistogramEven: levels must be integers, float32 or float64, not " + level.describe());
+    if (!counter.is_integral() || counter.kind() == TypeKind::boolean || counter.size() < 4)
+      throw std::invalid_argument("HistogramEven: counters must be 32- or 64-bit integers, not " + counter.describe());
+    check_levels(num_levels);
+    common = common_type(level, samples.value_type());
+    variants.get({resolve_arch(o), false, flavor(num_levels)});
+  }
+
+  static void check_levels(int num_levels) {
+    if (num_levels < 2)
+      throw std::invalid_argument("HistogramEven: num_levels is " + std::to_string(num_levels) +
+                                  ": at least 2 levels make one bin");
+  }
+  bool byte_samples() const { return samples.value_type().size() == 1; }
+  // The privatized shared-memory bins the sweep kernel is built with.
+  int flavor(int num_levels) const {
+    return byte_samples() || num_levels - 1 <= kMaxPrivatizedBins ? kMaxPrivatizedBins : 0;
+  }
+
+  TuSource generate(const VariantKey& k) const {
+    TuBuilder b("histogram_even");
+    // CUB 3.0 defines the histogram kernels and bin transforms in
+    // dispatch_histogram.cuh, which NVRTC cannot compile (host headers). The
+    // kernels below are those kernels' bodies over CUB's AgentHistogram, and
+    // the transforms do DispatchHistogram's ScaleTransform / PassThruTransform
+    // arithmetic with the same layout.
+    b.include("<cub/device/dispatch/tuning/tuning_histogram.cuh>");
+    b.include("<cub/grid/grid_queue.cuh>");
+    const std::string s = b.input_iterator(samples), c = b.type(counter), l = b.type(level), ct = b.type(common);
+    b.type(samples.value_type());
+    const bool integral = !common.is_floating();
+    const bool narrow = samples.value_type().size() + common.size() <= 4;
+    b.body("using cucore_samples = " + s + ";\n" + layout_check("cucore_samples", samples, "samples") +
+           "using cucore_counter = " + c + ";\nusing cucore_level = " + l + ";\nusing cucore_offset = " +
+           (k.wide ? "long long" : "int") +
+           ";\nusing cucore_sample = cub::detail::it_value_t<cucore_samples>;\n"
+           "using cucore_common = " + ct + ";\n"
+           "static_assert(::cuda::std::is_same_v<::cuda::std::common_type_t<cucore_level, cucore_sample>, cucore_common>, "
+           "\"cucore: the host's common sample/level type differs from C++'s\");\n"
+           "struct cucore_scale {\n"
+           "  cucore_common max, min, scale0, scale1;  // scale0/1: bins and range, or the reciprocal bin width\n"
+           "  template <cub::CacheLoadModifier>\n"
+           "  __device__ void BinSelect(cucore_sample sample, int& bin, bool valid) {\n"
+           "    const cucore_common c = static_cast<cucore_common>(sample);\n"
+           "    if (valid && c >= min && c < max) bin = " +
+           (integral ? std::string("static_cast<int>((static_cast<") + (narrow ? "::cuda::std::uint32_t" : "::cuda::std::uint64_t") +
+                           ">(c - min) * static_cast<" + (narrow ? "::cuda::std::uint32_t" : "::cuda::std::uint64_t") +
+                           ">(scale0)) / static_cast<" + (narrow ? "::cuda::std::uint32_t" : "::cuda::std::uint64_t") +
+                           ">(scale1));\n"
+                     : std::string("static_cast<int>((c - min) * scale0);\n")) +
+           "  }\n};\n"
+           "struct cucore_pass_thru {\n"
+           "  template <cub::CacheLoadModifier, typename S>\n"
+           "  __device__ void BinSelect(S sample, int& bin, bool valid) { if (valid) bin = static_cast<int>(sample); }\n"
+           "};\n"
+           "using cucore_policy = cub::detail::histogram::policy_hub<cucore_sample, cucore_counter, 1, 1, true>::MaxPolicy;\n"
+           "using cucore_active = cucore_policy::ActivePolicy;\n");
+    const bool byte = byte_samples();
+    const std::string priv = byte ? "cucore_pass_thru" : "cucore_scale";
+    const std::string out = byte ? "cucore_scale" : "cucore_pass_thru";
+    b.body("__global__ void cucore_histogram_init(::cuda::std::array<int, 1> num_output_bins,\n"
+           "    ::cuda::std::array<cucore_counter*, 1> d_output_histograms, cub::GridQueue<int> tile_queue) {\n"
+           "  if (threadIdx.x == 0 && blockIdx.x == 0) tile_queue.ResetDrain();\n"
+           "  const int output_bin = blockIdx.x * blockDim.x + threadIdx.x;\n"
+           "  if (output_bin < num_output_bins[0]) d_output_histograms[0][output_bin] = 0;\n"
+           "}\n"
+           "__global__ __launch_bounds__(int(cucore_active::AgentHistogramPolicyT::BLOCK_THREADS))\n"
+           "void cucore_histogram_sweep(cucore_samples d_samples, ::cuda::std::array<int, 1> num_output_bins,\n"
+           "    ::cuda::std::array<int, 1> num_privatized_bins, ::cuda::std::array<cucore_counter*, 1> d_output_histograms,\n"
+           "    ::cuda::std::array<cucore_counter*, 1> d_privatized_histograms,\n"
+           "    ::cuda::std::array<" + out + ", 1> output_decode_op, ::cuda::std::array<" + priv + ", 1> privatized_decode_op,\n"
+           "    cucore_offset num_row_pixels, cucore_offset num_rows, cucore_offset row_stride_samples, int tiles_per_row,\n"
+           "    cub::GridQueue<int> tile_queue) {\n"
+           "  using agent_t = cub::detail::histogram::AgentHistogram<cucore_active::AgentHistogramPolicyT, " +
+           std::to_string(k.flavor) + ", 1, 1, cucore_samples, cucore_counter, " + priv + ", " + out +
+           ", cucore_offset>;\n"
+           "  __shared__ typename agent_t::TempStorage temp_storage;\n"
+           "  agent_t agent(temp_storage, d_samples, num_output_bins.data(), num_privatized_bins.data(),\n"
+           "                d_output_histograms.data(), d_privatized_histograms.data(), output_decode_op.data(),\n"
+           "                privatized_decode_op.data());\n"
+           "  agent.InitBinCounters();\n"
+           "  agent.ConsumeTiles(num_row_pixels, num_rows, row_stride_samples, tiles_per_row, tile_queue);\n"
+           "  agent.StoreOutput();\n"
+           "}\n");
+    b.tuning({"cucore_active::AgentHistogramPolicyT::BLOCK_THREADS",
+              "cucore_active::AgentHistogramPolicyT::PIXELS_PER_THREAD", "sizeof(cucore_scale)",
+              "sizeof(cucore_pass_thru)", "sizeof(cub::GridQueue<int>)"});
+    b.kernel("cucore_histogram_init");
+    b.kernel("cucore_histogram_sweep");
+    return b.finish();
+  }
+
+  template <typename OffsetT>
+  std::size_t dispatch(const Variant& v, const DeviceFacts& dev, void* temp, std::size_t temp_bytes,
+                       const Iterator& samples_, CUdeviceptr histogram, int num_levels, const Value& lower,
+                       const Value& upper, std::uint64_t n, StreamRef stream) const {
+    const std::vector<std::byte> scale =
+        scale_transform(common, num_levels, upper, lower, samples.value_type().size());
+    if (v.tuning(kScaleSize) != static_cast<long long>(scale.size()) || v.tuning(kQueueSize) != sizeof(void*))
+      throw std::logic_error("HistogramEven: CUB's ScaleTransform or GridQueue layout differs from cucore's mirror");
+    const std::vector<std::byte> pass_thru(static_cast<std::size_t>(v.tuning(kPassThruSize)));
+    const int block = v.itune(kBlock), pixels = v.itune(kPixels);
+    const int occupancy = v.occupancy(dev.ordinal, 1, block, 0) * dev.sm_count;
+    const int num_privatized_levels = byte_samples() ? 257 : num_levels;
+    const int tiles_per_row = static_cast<int>(ceil_div(n, static_cast<std::uint64_t>(block) * pixels));
+    const int blocks_per_row = std::min(occupancy, tiles_per_row);
+    const int blocks_per_col = blocks_per_row > 0 ? std::min(occupancy / blocks_per_row, 1) : 0;
+    const int num_blocks = blocks_per_row * blocks_per_col;
+    const std::size_t sizes[2] = {static_cast<std::size_t>(num_blocks) * (num_privatized_levels - 1) * counter.size(),
+                                  2 * sizeof(int)};
+    void* parts[2];
+    const std::size_t needed = alias_temporaries(temp, temp_bytes, sizes, parts, "HistogramEven");
+    if (!temp) return needed;
+    const int num_bins = num_levels - 1, num_privatized_bins = num_privatized_levels - 1;
+    Args init;
+    init.add(num_bins).add(histogram).add(parts[1]);
+    launch_kernel(stream, v.kernel(0), static_cast<int>(ceil_div(num_bins, 256)), 256, 0, init);
+    if (blocks_per_row == 0 || blocks_per_col == 0) return temp_bytes;
+    const auto& out_op = byte_samples() ? scale : pass_thru;
+    const auto& priv_op = byte_samples() ? pass_thru : scale;
+    Args a;
+    add_iterator(a, samples_);
+    a.add(num_bins).add(num_privatized_bins).add(histogram).add(parts[0]);
+    a.bytes(out_op, common.alignment()).bytes(priv_op, common.alignment());
+    a.add(static_cast<OffsetT>(n)).add(static_cast<OffsetT>(1)).add(static_cast<OffsetT>(n)).add(tiles_per_row);
+    a.add(parts[1]);
+    launch_kernel(stream, v.kernel(1), Dim3(blocks_per_row, blocks_per_col), block, 0, a);
+    return temp_bytes;
+  }
+
+  std::size_t run(void* temp, std::size_t temp_bytes, const Iterator& samples_, CUdeviceptr histogram, int num_levels,
+                  const Value& lower, const Value& upper, std::uint64_t n, StreamRef stream) const {
+    check_iterator("HistogramEven", "samples", samples, samples_);
+    check_levels(num_levels);
+    check_value("HistogramEven", "lower", level, lower);
+    check_value("HistogramEven", "upper", level, upper);
+    if (histogram == 0) throw std::invalid_argument("HistogramEven: the histogram array is null");
+    const DeviceFacts& dev = call_device(stream);
+    // CUB narrows offsets to int when the samples' bytes fit.
+    const bool wide = n * samples.value_type().size() >= static_cast<std::uint64_t>(INT_MAX);
+    const Variant& v = variants.get({dev.arch, wide, flavor(num_levels)});
+    return wide ? dispatch<long long>(v, dev, temp, temp_bytes, samples_, histogram, num_levels, lower, upper, n, stream)
+                : dispatch<int>(v, dev, temp, temp_bytes, samples_, histogram, num_levels, lower, upper, n, stream);
+  }
+};
+
+}  // namespace detail
+
+HistogramEven::HistogramEven(const Iterator& samples, const Type& counter_type, const Type& level_type,
+                             int num_levels, const BuildOptions& options)
+    : impl_(std::make_shared<detail::HistogramImpl>(samples, counter_type, level_type, num_levels, options)) {}
+
+std::size_t HistogramEven::operator()(void* temp, std::size_t temp_bytes, const Iterator& samples,
+                                      CUdeviceptr histogram, int num_levels, const Value& lower, const Value& upper,
+                                      std::uint64_t num_samples, StreamRef stream) const {
+  return impl_->run(temp, temp_bytes, samples, histogram, num_levels, lower, upper, num_samples, stream);
+}
+
+void HistogramEven::operator()(const Iterator& samples, CUdeviceptr histogram, int num_levels, const Value& lower,
+                               const Value& upper, std::uint64_t num_samples, StreamRef stream,
+                               const MemoryResource& mr) const {
+  detail::with_temp_storage(stream, mr, [&](void* temp, std::size_t bytes) {
+    return impl_->run(temp, bytes, samples, histogram, num_levels, lower, upper, num_samples, stream);
+  });
+}
+
+void histogram_even(StreamRef stream, const Iterator& samples, const Type& counter_type, CUdeviceptr histogram,
+                    int num_levels, const Value& lower, const Value& upper, std::uint64_t num_samples,
+                    const CallOptions& options) {
+  const std::string key = "histogram_even|" + samples.signature() + "|" + type_signature(counter_type) + "|" +
+                          type_signature(lower.type()) + "|" + options.build.arch + "|" +
+                          std::to_string(reinterpret_cast<std::uintptr_t>(options.build.cache));
+  auto obj = std::static_pointer_cast<const HistogramEven>(detail::cached_build(key, [&] {
+    return std::make_shared<const HistogramEven>(samples, counter_type, lower.type(), num_levels, options.build);
+  }));
+  (*obj)(samples, histogram, num_levels, lower, upper, num_samples, stream, options.memory_resource);
+}
+
+}  // namespace cucore::compute

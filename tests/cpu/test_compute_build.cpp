@@ -1,0 +1,212 @@
+// cucore::compute on a machine without a GPU: every algorithm's generated
+// translation unit compiles with NVRTC for sm_90 (for real) across the type
+// families; builds are keyed by operator, type, iterator and architecture; the
+// tuning table is read back from the cubin; bad input fails before compiling.
+#include <cucore/compute.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/program.hpp>
+#include <cucore/program_cache.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "compute/codegen.hpp"
+#include "compute/engine.hpp"
+
+using namespace cucore;
+using namespace cucore::compute;
+
+namespace {
+
+// One cache for the suite, so each distinct build compiles once.
+InMemoryProgramCache& cache() {
+  static InMemoryProgramCache c;
+  return c;
+}
+BuildOptions sm90() { return BuildOptions{.arch = "sm_90", .cache = &cache()}; }
+
+template <typename T>
+Iterator ptr() {
+  return Iterator::pointer(static_cast<const T*>(nullptr));
+}
+
+struct Pair {
+  int key;
+  float weight;
+};
+Type pair_type() {
+  return Type::user<Pair>("Pair", "struct Pair { int key; float weight; };");
+}
+
+// Entries added to the suite's cache by `fn`.
+std::size_t added(const std::function<void()>& fn) {
+  const std::size_t before = cache().entry_count();
+  fn();
+  return cache().entry_count() - before;
+}
+
+}  // namespace
+
+TEST(ComputeBuild, ReduceKeysDifferByOperatorTypeIteratorAndArch) {
+  auto plus_i32 = [] { Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(), {.build = sm90()}); };
+  EXPECT_EQ(added(plus_i32), 1u);
+  EXPECT_EQ(added(plus_i32), 0u) << "an identical build must hit the cache";
+  EXPECT_EQ(added([] { Reduce(ptr<int>(), ptr<int>(), OpKind::maximum, Type::int32(), {.build = sm90()}); }), 1u)
+      << "another operator";
+  EXPECT_EQ(added([] {
+              Reduce(Iterator::pointer(Type::float16(), 0), Iterator::pointer(Type::float16(), 0), OpKind::plus,
+                     Type::float16(), {.build = sm90()});
+            }),
+            1u)
+      << "another type (float16)";
+  EXPECT_EQ(added([] { Reduce(Iterator::counting(Value(5)), ptr<int>(), OpKind::plus, Type::int32(), {.build = sm90()}); }),
+            1u)
+      << "another iterator";
+  EXPECT_EQ(added([] {
+              Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(),
+                     {.build = {.arch = "sm_80", .cache = &cache()}});
+            }),
+            1u)
+      << "another architecture";
+}
+
+TEST(ComputeBuild, ReduceUserStructWithSourceOperatorAndGpuToGpuDeterminism) {
+  const Type pair = pair_type();
+  EXPECT_NO_THROW(Reduce(Iterator::pointer(pair, 0), Iterator::pointer(pair, 0),
+                         Op::source("heavier", "__device__ Pair heavier(Pair a, Pair b) { return a.weight < b.weight ? b : a; }"),
+                         pair, {.determinism = Determinism::gpu_to_gpu, .build = sm90()}));
+}
+
+TEST(ComputeBuild, ScansCompile) {
+  EXPECT_NO_THROW(InclusiveScan(ptr<double>(), ptr<double>(), OpKind::plus, std::nullopt, sm90()));
+  EXPECT_NO_THROW(ExclusiveScan(ptr<std::int8_t>(), ptr<std::int64_t>(), Op::source("[](long long a, long long b) { return a + b; }"),
+                                Type::int64(), sm90()));
+}
+
+TEST(ComputeBuild, TransformsOverIteratorsCompile) {
+  // bfloat16 out of a zip of a reversed pointer and a transformed counting iterator.
+  const Iterator zipped = Iterator::zip(
+      {Iterator::reverse(ptr<float>(), 100),
+       Iterator::transform(Iterator::counting(Value(std::int64_t{7})), Op::source("[](long long i) { return i % 3; }"),
+                           Type::int32())});
+  EXPECT_NO_THROW(UnaryTransform(zipped, Iterator::pointer(Type::bfloat16(), 0),
+                                 Op::source("[](auto z) { return __float2bfloat16(z.f0 * z.f1); }"), sm90()));
+  EXPECT_NO_THROW(BinaryTransform(ptr<float>(), Iterator::constant(Value(2.0)), Iterator::discard(Type::float64()),
+                                  OpKind::multiplies, sm90()));
+}
+
+TEST(ComputeBuild, RadixSortsCompile) {
+  EXPECT_NO_THROW(RadixSort(Type::float32(), Type::uint32(), SortOrder::ascending, sm90()));
+  EXPECT_NO_THROW(RadixSort(Type::float16(), std::nullopt, SortOrder::descending, sm90()));
+}
+
+TEST(ComputeBuild, HistogramsCompile) {
+  EXPECT_NO_THROW(HistogramEven(ptr<float>(), Type::int32(), Type::float32(), 257, sm90()));
+  EXPECT_NO_THROW(HistogramEven(ptr<std::uint8_t>(), Type::uint32(), Type::int32(), 17, sm90()));
+}
+
+TEST(ComputeBuild, LtoIrOperatorIsLinkedWithNvJitLink) {
+  // The operator comes as LTO-IR (compiled here by NVRTC), in cuda.compute's RawOp ABI.
+  const std::string op_src = R"(extern "C" __device__ void absmax(void* a, void* b, void* out) {
+    int x = *static_cast<int*>(a), y = *static_cast<int*>(b);
+    x = x < 0 ? -x : x; y = y < 0 ? -y : y;
+    *static_cast<int*>(out) = x < y ? y : x;
+  })";
+  ObjectCode ltoir = Program(op_src, "c++", {.arch = "sm_90", .relocatable_device_code = true}).compile("ltoir");
+  std::vector<std::byte> bytes(ltoir.code().begin(), ltoir.code().end());
+  const Op op = Op::ltoir("absmax", bytes);
+  EXPECT_EQ(added([&] { Reduce(ptr<int>(), ptr<int>(), op, Type::int32(), {.build = sm90()}); }), 1u);
+  // The same symbol from another LTO-IR module is another build.
+  std::string other = op_src;
+  other.replace(other.find("x < y ? y : x"), 13, "x < y ? x : y");
+  ObjectCode ltoir2 = Program(other, "c++", {.arch = "sm_90", .relocatable_device_code = true}).compile("ltoir");
+  const Op op2 = Op::ltoir("absmax", std::vector<std::byte>(ltoir2.code().begin(), ltoir2.code().end()));
+  EXPECT_EQ(added([&] { Reduce(ptr<int>(), ptr<int>(), op2, Type::int32(), {.build = sm90()}); }), 1u);
+}
+
+TEST(ComputeBuild, OperatorThatDoesNotCompileReportsTheLog) {
+  try {
+    Reduce(ptr<int>(), ptr<int>(), Op::source("[](int a, int b) { return a + undefined_name; }"), Type::int32(),
+           {.build = sm90()});
+    FAIL() << "no CompileError";
+  } catch (const CompileError& e) {
+    EXPECT_NE(e.log().find("undefined_name"), std::string::npos) << e.log();
+  }
+}
+
+TEST(ComputeBuild, MismatchedTypesFailBeforeCompiling) {
+  const std::size_t before = cache().entry_count();
+  const Type pair = pair_type();
+  EXPECT_THROW(Reduce(ptr<int>(), Iterator::pointer(pair, 0), OpKind::plus, Type::int32(), {.build = sm90()}),
+               std::invalid_argument);
+  EXPECT_THROW(Reduce(ptr<int>(), Iterator::counting(Value(1)), OpKind::plus, Type::int32(), {.build = sm90()}),
+               std::invalid_argument)
+      << "a counting iterator is not writable";
+  EXPECT_THROW(RadixSort(pair, std::nullopt, SortOrder::ascending, sm90()), std::invalid_argument);
+  EXPECT_THROW(HistogramEven(Iterator::pointer(pair, 0), Type::int32(), Type::int32(), 10, sm90()),
+               std::invalid_argument);
+  EXPECT_THROW(HistogramEven(ptr<int>(), Type::float32(), Type::int32(), 10, sm90()), std::invalid_argument);
+  EXPECT_THROW(HistogramEven(ptr<int>(), Type::int32(), Type::int32(), 1, sm90()), std::invalid_argument);
+  EXPECT_THROW(Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(), {.build = {.arch = "90"}}),
+               std::invalid_argument);
+  EXPECT_EQ(cache().entry_count(), before) << "nothing may be compiled for invalid input";
+}
+
+TEST(ComputeBuild, DescriptionsValidateTheirInput) {
+  EXPECT_THROW(Type::user("not an identifier", "", 4, 4), std::invalid_argument);
+  EXPECT_THROW(Type::user("S", "struct S { char c[3]; };", 3, 2), std::invalid_argument);
+  const std::int32_t four = 4;
+  EXPECT_THROW(Value(Type::int64(), std::as_bytes(std::span(&four, 1))), std::invalid_argument);
+  EXPECT_THROW(Op::source("  "), std::invalid_argument);
+  EXPECT_THROW(Op::ltoir("f", {}), std::invalid_argument);
+  EXPECT_THROW(Iterator::counting(Value(true)), std::invalid_argument);
+  EXPECT_THROW(Iterator::zip({ptr<int>()}), std::invalid_argument);
+  EXPECT_THROW(Iterator::constant(Value(1)).with_pointer(0), std::invalid_argument);
+  EXPECT_THROW(Iterator::counting(Value(1)).pointer_value(), std::invalid_argument);
+}
+
+TEST(ComputeBuild, IteratorStateIsLaidOutAsTheGeneratedStruct) {
+  const Iterator p = ptr<double>().with_pointer(0x1000);
+  EXPECT_EQ(p.pointer_value(), 0x1000u);
+  const Iterator r = Iterator::reverse(Iterator::pointer(Type::int16(), 0x2000), 10);
+  ASSERT_EQ(r.state().size(), 16u);  // {const short* it; long long last;}
+  long long last;
+  std::memcpy(&last, r.state().data() + 8, 8);
+  EXPECT_EQ(last, 9);
+  const Iterator z = Iterator::zip({Iterator::counting(Value(std::int8_t{3})), ptr<double>()});
+  ASSERT_EQ(z.state().size(), 16u);  // {counting<int8_t> (1 byte), pad, const double*}
+  EXPECT_EQ(z.state_alignment(), 8u);
+  EXPECT_EQ(static_cast<int>(z.state()[0]), 3);
+  EXPECT_EQ(z.value_type().size(), 16u);  // {int8_t f0; double f1;}
+  EXPECT_EQ(r.with_pointer(0x3000).signature(), r.signature());
+  EXPECT_NE(Iterator::counting(Value(1)).signature(), Iterator::counting(Value(1u)).signature());
+}
+
+TEST(ComputeBuild, TuningTableIsReadBackFromTheCubin) {
+  compute::detail::TuBuilder b("tuning_test");
+  b.tuning({"7", "-3", "1LL << 40"});
+  b.kernel("cucore_dummy");
+  b.body("__global__ void cucore_dummy() {}\n");
+  const compute::detail::TuSource tu = b.finish();
+  const compute::detail::CompiledCode c = compute::detail::compile_tu(tu, "sm_90", &cache());
+  ASSERT_EQ(c.tuning.size(), 3u);
+  EXPECT_EQ(c.tuning[0], 7);
+  EXPECT_EQ(c.tuning[1], -3);
+  EXPECT_EQ(c.tuning[2], 1LL << 40);
+  // Damaged or foreign cubins are refused with a message, never read out of bounds.
+  auto bytes = c.code.code();
+  EXPECT_THROW(compute::detail::read_tuning(bytes, 4), std::runtime_error);
+  EXPECT_THROW(compute::detail::read_tuning(bytes.first(40), 3), std::runtime_error);
+  std::vector<std::byte> mangled(bytes.begin(), bytes.end());
+  for (std::size_t i = 0; i + 13 <= mangled.size(); ++i)
+    if (std::memcmp(mangled.data() + i, "cucore_tuning", 13) == 0) mangled[i] = std::byte{'X'};
+  EXPECT_THROW(compute::detail::read_tuning(mangled, 3), std::runtime_error);
+}
+
+TEST(ComputeBuild, CcclVersionComesFromTheHeaders) {
+  const std::string v = cccl_version();
+  EXPECT_EQ(std::count(v.begin(), v.end(), '.'), 2) << v;
+  EXPECT_NE(v.find_first_of("0123456789"), std::string::npos) << v;
+}
