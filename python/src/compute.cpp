@@ -103,8 +103,8 @@ void bind_compute(nb::module_& parent) {
            nb::arg("arch") = nb::none())
       .def("__call__",
            [](const cc::Reduce& r, Ptr temp, std::size_t bytes, const cc::Iterator& in, const cc::Iterator& out,
-              std::uint64_t n, const cc::Value& init, nb::handle stream) {
-             StreamRef s = stream_arg_or_default(stream);
+              std::uint64_t n, const cc::Value& init, std::optional<nb::handle> stream) {
+             StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
              nb::gil_scoped_release release;
              return r(vp(temp), bytes, in, out, n, init, s);
            });
@@ -119,8 +119,8 @@ void bind_compute(nb::module_& parent) {
            nb::arg("d_in"), nb::arg("d_out"), nb::arg("op"), nb::arg("init_type").none(), nb::arg("arch") = nb::none())
       .def("__call__",
            [](const cc::InclusiveScan& r, Ptr temp, std::size_t bytes, const cc::Iterator& in, const cc::Iterator& out,
-              std::uint64_t n, std::optional<cc::Value> init, nb::handle stream) {
-             StreamRef s = stream_arg_or_default(stream);
+              std::uint64_t n, std::optional<cc::Value> init, std::optional<nb::handle> stream) {
+             StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
              nb::gil_scoped_release release;
              return r(vp(temp), bytes, in, out, n, init, s);
            },
@@ -137,8 +137,8 @@ void bind_compute(nb::module_& parent) {
            nb::arg("d_in"), nb::arg("d_out"), nb::arg("op"), nb::arg("init_type"), nb::arg("arch") = nb::none())
       .def("__call__",
            [](const cc::ExclusiveScan& r, Ptr temp, std::size_t bytes, const cc::Iterator& in, const cc::Iterator& out,
-              std::uint64_t n, const cc::Value& init, nb::handle stream) {
-             StreamRef s = stream_arg_or_default(stream);
+              std::uint64_t n, const cc::Value& init, std::optional<nb::handle> stream) {
+             StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
              nb::gil_scoped_release release;
              return r(vp(temp), bytes, in, out, n, init, s);
            });
@@ -152,8 +152,8 @@ void bind_compute(nb::module_& parent) {
            },
            nb::arg("d_in"), nb::arg("d_out"), nb::arg("op"), nb::arg("arch") = nb::none())
       .def("__call__", [](const cc::UnaryTransform& r, const cc::Iterator& in, const cc::Iterator& out,
-                          std::uint64_t n, nb::handle stream) {
-        StreamRef s = stream_arg_or_default(stream);
+                          std::uint64_t n, std::optional<nb::handle> stream) {
+        StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
         nb::gil_scoped_release release;
         r(in, out, n, s);
       });
@@ -167,8 +167,8 @@ void bind_compute(nb::module_& parent) {
            },
            nb::arg("d_in1"), nb::arg("d_in2"), nb::arg("d_out"), nb::arg("op"), nb::arg("arch") = nb::none())
       .def("__call__", [](const cc::BinaryTransform& r, const cc::Iterator& in1, const cc::Iterator& in2,
-                          const cc::Iterator& out, std::uint64_t n, nb::handle stream) {
-        StreamRef s = stream_arg_or_default(stream);
+                          const cc::Iterator& out, std::uint64_t n, std::optional<nb::handle> stream) {
+        StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
         nb::gil_scoped_release release;
         r(in1, in2, out, n, s);
       });
@@ -185,8 +185,8 @@ void bind_compute(nb::module_& parent) {
       // Returns (temp bytes, selector): the selector is the double-buffer form's result buffer.
       .def("__call__",
            [](const cc::RadixSort& r, Ptr temp, std::size_t bytes, Ptr k0, Ptr k1, Ptr v0, Ptr v1, std::uint64_t n,
-              int begin_bit, int end_bit, bool double_buffer, int selector, nb::handle stream) {
-             StreamRef s = stream_arg_or_default(stream);
+              int begin_bit, int end_bit, bool double_buffer, int selector, std::optional<nb::handle> stream) {
+             StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
              nb::gil_scoped_release release;
              if (!double_buffer)
                return std::make_pair(r(vp(temp), bytes, k0, k1, v0, v1, n, begin_bit, end_bit, s), 0);
@@ -196,8 +196,8 @@ void bind_compute(nb::module_& parent) {
            })
       // The same with temporary storage from the device's pool; returns the selector.
       .def("run", [](const cc::RadixSort& r, Ptr k0, Ptr k1, Ptr v0, Ptr v1, std::uint64_t n, int begin_bit,
-                     int end_bit, bool double_buffer, int selector, nb::handle stream) {
-        StreamRef s = stream_arg_or_default(stream);
+                     int end_bit, bool double_buffer, int selector, std::optional<nb::handle> stream) {
+        StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
         nb::gil_scoped_release release;
         if (!double_buffer) {
           r(k0, k1, v0, v1, n, s, begin_bit, end_bit);
@@ -219,8 +219,8 @@ void bind_compute(nb::module_& parent) {
            nb::arg("arch") = nb::none())
       .def("__call__", [](const cc::HistogramEven& r, Ptr temp, std::size_t bytes, const cc::Iterator& samples,
                           Ptr histogram, int num_levels, const cc::Value& lower, const cc::Value& upper,
-                          std::uint64_t n, nb::handle stream) {
-        StreamRef s = stream_arg_or_default(stream);
+                          std::uint64_t n, std::optional<nb::handle> stream) {
+        StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
         nb::gil_scoped_release release;
         return r(vp(temp), bytes, samples, histogram, num_levels, lower, upper, n, s);
       });
@@ -228,41 +228,41 @@ void bind_compute(nb::module_& parent) {
   // One-shot forms: the per-process cache of built objects (single flight) and
   // temporary storage from the device's pool on the stream.
   m.def("reduce", [](const cc::Iterator& in, const cc::Iterator& out, std::uint64_t n, const cc::Op& op,
-                     const cc::Value& init, int determinism, nb::handle stream) {
-    StreamRef s = stream_arg_or_default(stream);
+                     const cc::Value& init, int determinism, std::optional<nb::handle> stream) {
+    StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
     nb::gil_scoped_release release;
     cc::reduce(s, in, out, n, op, init, {}, static_cast<cc::Determinism>(determinism));
   });
   m.def("inclusive_scan",
         [](const cc::Iterator& in, const cc::Iterator& out, std::uint64_t n, const cc::Op& op,
-           std::optional<cc::Value> init, nb::handle stream) {
-          StreamRef s = stream_arg_or_default(stream);
+           std::optional<cc::Value> init, std::optional<nb::handle> stream) {
+          StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
           nb::gil_scoped_release release;
           cc::inclusive_scan(s, in, out, n, op, init);
         },
         nb::arg("d_in"), nb::arg("d_out"), nb::arg("n"), nb::arg("op"), nb::arg("init").none(),
         nb::arg("stream").none());
   m.def("exclusive_scan", [](const cc::Iterator& in, const cc::Iterator& out, std::uint64_t n, const cc::Op& op,
-                             const cc::Value& init, nb::handle stream) {
-    StreamRef s = stream_arg_or_default(stream);
+                             const cc::Value& init, std::optional<nb::handle> stream) {
+    StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
     nb::gil_scoped_release release;
     cc::exclusive_scan(s, in, out, n, op, init);
   });
   m.def("unary_transform", [](const cc::Iterator& in, const cc::Iterator& out, std::uint64_t n, const cc::Op& op,
-                              nb::handle stream) {
-    StreamRef s = stream_arg_or_default(stream);
+                              std::optional<nb::handle> stream) {
+    StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
     nb::gil_scoped_release release;
     cc::unary_transform(s, in, out, n, op);
   });
   m.def("binary_transform", [](const cc::Iterator& in1, const cc::Iterator& in2, const cc::Iterator& out,
-                               std::uint64_t n, const cc::Op& op, nb::handle stream) {
-    StreamRef s = stream_arg_or_default(stream);
+                               std::uint64_t n, const cc::Op& op, std::optional<nb::handle> stream) {
+    StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
     nb::gil_scoped_release release;
     cc::binary_transform(s, in1, in2, out, n, op);
   });
   m.def("histogram_even", [](const cc::Iterator& samples, const cc::Type& counter, Ptr histogram, int num_levels,
-                             const cc::Value& lower, const cc::Value& upper, std::uint64_t n, nb::handle stream) {
-    StreamRef s = stream_arg_or_default(stream);
+                             const cc::Value& lower, const cc::Value& upper, std::uint64_t n, std::optional<nb::handle> stream) {
+    StreamRef s = stream_arg_or_default(stream.value_or(nb::handle()));
     nb::gil_scoped_release release;
     cc::histogram_even(s, samples, counter, histogram, num_levels, lower, upper, n);
   });

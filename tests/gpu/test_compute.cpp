@@ -244,7 +244,7 @@ TEST_F(Compute, TransformsAndIterators) {
   auto got = download<double>(out, n);
   for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], double(x[n - 1 - i]) * int(i % 3)) << i;
   // Reduce over a constant iterator, output through a reverse iterator.
-  Buffer r = alloc<std::int64_t>(3);
+  Buffer r = alloc<std::int64_t>(1);
   reduce(*stream_, Iterator::constant(Value(std::int64_t{3})), Iterator::reverse(it<std::int64_t>(r), 1), 1000,
          OpKind::plus, Value(std::int64_t{1}));
   EXPECT_EQ(download<std::int64_t>(r, 1)[0], 3001);
