@@ -1,4 +1,5 @@
-// `cucore doctor` runs on any machine and reports consistently with the library.
+// `cucore doctor` runs on any machine and prints libcucore's report
+// (pathfinder::doctor) as is.
 #include <cucore/device.hpp>
 #include <cucore/pathfinder.hpp>
 
@@ -39,6 +40,16 @@ TEST(CliDoctor, JsonReportMatchesTheLibrary) {
     else EXPECT_FALSE(c["searched"].empty()) << names[i];
   }
   EXPECT_FALSE(j["verdict"].get<std::string>().empty());
+  // NVML: available exactly when the pathfinder finds it, with its version.
+  auto nvml = cucore::pathfinder::find("nvml");
+  ASSERT_TRUE(j["nvml"].is_object()) << j.dump(2);
+  EXPECT_EQ(j["nvml"]["available"].get<bool>(), nvml.found);
+  if (nvml.found) {
+    EXPECT_EQ(j["nvml"]["version"], nvml.version);
+    EXPECT_FALSE(j["nvml"]["driver_version"].get<std::string>().empty());
+  } else {
+    EXPECT_NE(j["nvml"]["error"].get<std::string>().find("libnvidia-ml.so.1"), std::string::npos) << j["nvml"];
+  }
   int count = 0;
   try {
     count = cucore::Device::count();
@@ -64,4 +75,16 @@ TEST(CliDoctor, HumanReportEndsWithTheVerdict) {
   EXPECT_EQ(out.find('\n', last_line_start), out.size() - 1);  // it is the last line
   EXPECT_NE(out.find("Components"), std::string::npos);
   EXPECT_NE(out.find("nvrtc"), std::string::npos);
+  EXPECT_NE(out.find("\nNVML (system monitoring)\n"), std::string::npos);
+}
+
+// One wording: the CLI prints the library's report, byte for byte (the Python
+// module's `python -m cucore doctor` is held to the same in tests/python).
+TEST(CliDoctor, PrintsTheLibrarysReportAsIs) {
+  int status = -1;
+  auto report = cucore::pathfinder::doctor();
+  EXPECT_EQ(run(std::string(CUCORE_CLI_PATH) + " doctor", &status), report.text());
+  EXPECT_EQ(WEXITSTATUS(status), report.exit_status);
+  EXPECT_EQ(run(std::string(CUCORE_CLI_PATH) + " doctor --json", &status), report.json());
+  EXPECT_EQ(nlohmann::json::parse(report.json())["verdict"], report.verdict);
 }
