@@ -18,14 +18,17 @@ namespace {
 
 namespace sys = cucore::system;
 
-nb::module_& system_module(const char* name) {
-  // Imported on first use, never while _core itself is being imported.
+// The package's Python modules, imported on first use (never while _core
+// itself is being imported) and kept for the process.
+nb::object typing_enum(const char* cls, nb::handle value) {
   static nb::module_* typing = new nb::module_(nb::module_::import_("cucore.system.typing"));
-  static nb::module_* exceptions = new nb::module_(nb::module_::import_("cucore.system.exceptions"));
-  return std::string(name) == "typing" ? *typing : *exceptions;
+  return typing->attr(cls)(value);
 }
 
-nb::object typing_enum(const char* cls, nb::handle value) { return system_module("typing").attr(cls)(value); }
+nb::object exceptions_attr(const char* name) {
+  static nb::module_* exceptions = new nb::module_(nb::module_::import_("cucore.system.exceptions"));
+  return exceptions->attr(name);
+}
 
 // The string value of a StrEnum member or a plain str.
 std::string enum_arg(nb::handle v, const char* what) {
@@ -95,8 +98,7 @@ nb::list enum_list(const char* cls, const std::vector<std::string>& names) {
 
 // Raises cucore.system.<cls>(message), e.g. the class cuda.core raises for a bad device index.
 [[noreturn]] void raise_nvml_class(const char* cls, const std::string& message) {
-  nb::object type = system_module("exceptions").attr(cls);
-  PyErr_SetString(type.ptr(), message.c_str());
+  PyErr_SetString(exceptions_attr(cls).ptr(), message.c_str());
   throw nb::python_error();
 }
 
@@ -111,14 +113,12 @@ struct MigInfo {
   sys::Device device;
 };
 
-nb::object py_device(const sys::Device& d) { return nb::cast(d); }
-
 bool translate_system(const std::exception_ptr& p) {
   try {
     std::rethrow_exception(p);
   } catch (const cucore::NvmlError& e) {
     nb::gil_scoped_acquire gil;
-    nb::object type = system_module("exceptions").attr("_exception_for_code")(e.code());
+    nb::object type = exceptions_attr("_exception_for_code")(e.code());
     nb::object inst = type(e.what());
     inst.attr("code") = e.code();
     inst.attr("name") = e.name();
@@ -129,7 +129,7 @@ bool translate_system(const std::exception_ptr& p) {
     if (e.component() != "nvml") return false;
     // Both cucore.system.LibraryNotFoundError (cuda.core's) and cucore.LibraryNotFoundError.
     nb::gil_scoped_acquire gil;
-    nb::object type = system_module("exceptions").attr("LibraryNotFoundError");
+    nb::object type = exceptions_attr("LibraryNotFoundError");
     nb::object inst = type(e.what());
     inst.attr("component") = e.component();
     inst.attr("searched") = nb::cast(e.searched());
@@ -280,9 +280,10 @@ void bind_device_class(nb::module_& s) {
             };
             try {
               if (!index.is_none()) {
-                if (PyBool_Check(index.ptr()) || !PyLong_Check(index.ptr()))
+                if (PyBool_Check(index.ptr()) || !PyIndex_Check(index.ptr()))
                   raise_type_error("index must be an int, got " + nb::cast<std::string>(nb::repr(index)));
-                long long i = nb::cast<long long>(index);
+                long long i = PyLong_AsLongLong(nb::steal(PyNumber_Index(index.ptr())).ptr());
+                if (i == -1 && PyErr_Occurred()) throw nb::python_error();
                 if (i < 0 || i > 0xffffffffLL)
                   throw std::out_of_range("system::Device(" + std::to_string(i) + "): no such device");
                 nb::gil_scoped_release r;

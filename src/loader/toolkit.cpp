@@ -166,7 +166,7 @@ void bind_nvml(NvmlState& s) {
 #define X(name, required, params)                                                      \
   t.name = reinterpret_cast<nvml::PFN_##name>(symbol(lib.handle, #name));               \
   if ((required) && !t.name)                                                           \
-    throw FeatureUnavailableError(std::string(#name) + " in " + lib.info.path, "an NVIDIA driver of release 550 or newer");
+    throw FeatureUnavailableError(std::string(#name) + " in " + lib.info.path, "a newer NVIDIA driver");
   CUCORE_NVML_FUNCTIONS(X)
   CUCORE_NVML_LEGACY_FUNCTIONS(X)
 #undef X

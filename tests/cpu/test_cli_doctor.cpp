@@ -5,30 +5,17 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
-#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-namespace {
-std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  *status = pclose(p);
-  return out;
-}
-}  // namespace
+#include "common/run_command.hpp"
+
+using cucore::test::run_command;
 
 TEST(CliDoctor, JsonReportMatchesTheLibrary) {
-  int status = -1;
-  std::string out = run(std::string(CUCORE_CLI_PATH) + " doctor --json", &status);
-  auto j = nlohmann::json::parse(out);
+  auto cli = run_command(std::string(CUCORE_CLI_PATH) + " doctor --json");
+  auto j = nlohmann::json::parse(cli.out);
   auto names = cucore::pathfinder::component_names();
   ASSERT_EQ(j["components"].size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
@@ -59,7 +46,7 @@ TEST(CliDoctor, JsonReportMatchesTheLibrary) {
   EXPECT_EQ(j["devices"].size(), static_cast<size_t>(count));
   if (count == 0) {
     EXPECT_EQ(j["verdict"].get<std::string>().rfind("compile-only", 0), 0u) << j["verdict"];
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(cli.status, 0);
   } else {
     EXPECT_EQ(j["verdict"].get<std::string>().rfind("ready", 0), 0u) << j["verdict"];
     EXPECT_EQ(j["devices"][0]["arch"], "sm_" + cucore::Device(0).arch());
@@ -67,8 +54,7 @@ TEST(CliDoctor, JsonReportMatchesTheLibrary) {
 }
 
 TEST(CliDoctor, HumanReportEndsWithTheVerdict) {
-  int status = -1;
-  std::string out = run(std::string(CUCORE_CLI_PATH) + " doctor", &status);
+  std::string out = run_command(std::string(CUCORE_CLI_PATH) + " doctor").out;
   ASSERT_FALSE(out.empty());
   auto last_line_start = out.rfind("verdict: ");
   ASSERT_NE(last_line_start, std::string::npos);
@@ -81,10 +67,10 @@ TEST(CliDoctor, HumanReportEndsWithTheVerdict) {
 // One wording: the CLI prints the library's report, byte for byte (the Python
 // module's `python -m cucore doctor` is held to the same in tests/python).
 TEST(CliDoctor, PrintsTheLibrarysReportAsIs) {
-  int status = -1;
   auto report = cucore::pathfinder::doctor();
-  EXPECT_EQ(run(std::string(CUCORE_CLI_PATH) + " doctor", &status), report.text());
-  EXPECT_EQ(WEXITSTATUS(status), report.exit_status);
-  EXPECT_EQ(run(std::string(CUCORE_CLI_PATH) + " doctor --json", &status), report.json());
+  auto text = run_command(std::string(CUCORE_CLI_PATH) + " doctor");
+  EXPECT_EQ(text.out, report.text());
+  EXPECT_EQ(text.status, report.exit_status);
+  EXPECT_EQ(run_command(std::string(CUCORE_CLI_PATH) + " doctor --json").out, report.json());
   EXPECT_EQ(nlohmann::json::parse(report.json())["verdict"], report.verdict);
 }

@@ -6,31 +6,17 @@
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <sstream>
 #include <string>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
+#include "common/run_command.hpp"
+
 namespace {
 
-struct CliRun {
-  std::string out;
-  int status = -1;
-};
-
-CliRun run(const std::string& args) {
-  CliRun r;
-  FILE* p = popen((std::string(CUCORE_CLI_PATH) + " " + args + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+cucore::test::CommandResult run(const std::string& args) {
+  return cucore::test::run_command(std::string(CUCORE_CLI_PATH) + " " + args + " 2>&1");
 }
 
 // Whether NVML loads here; the reason when it does not.
@@ -44,7 +30,7 @@ std::string nvml_unavailable_reason() {
 }
 
 TEST(CliSmi, TableShowsEveryDeviceOrSaysWhatIsMissing) {
-  CliRun r = run("smi");
+  auto r = run("smi");
   std::string why = nvml_unavailable_reason();
   if (why.empty()) {
     ASSERT_EQ(r.status, 0) << r.out;
@@ -61,7 +47,7 @@ TEST(CliSmi, TableShowsEveryDeviceOrSaysWhatIsMissing) {
 }
 
 TEST(CliSmi, JsonIsOneDocumentEvenForTheError) {
-  CliRun r = run("smi --json");
+  auto r = run("smi --json");
   nlohmann::json j = nlohmann::json::parse(r.out);  // throws (fails) when not one JSON document
   if (nvml_unavailable_reason().empty()) {
     ASSERT_EQ(r.status, 0) << r.out;
@@ -91,7 +77,7 @@ TEST(CliSmi, JsonIsOneDocumentEvenForTheError) {
 
 TEST(CliSmi, WatchPrintsAJsonLinePerRefreshUntilInterrupted) {
   // SIGINT after 1.5 s; --preserve-status keeps smi's own exit status.
-  CliRun r = run("smi --json --watch 0.25 & pid=$!; sleep 1.5; kill -INT $pid 2>/dev/null; wait $pid");
+  auto r = run("smi --json --watch 0.25 & pid=$!; sleep 1.5; kill -INT $pid 2>/dev/null; wait $pid");
   if (nvml_unavailable_reason().empty()) {
     EXPECT_EQ(r.status, 0) << r.out;
     std::istringstream lines(r.out);
@@ -113,7 +99,7 @@ TEST(CliSmi, WatchPrintsAJsonLinePerRefreshUntilInterrupted) {
 
 TEST(CliSmi, RejectsANonPositiveInterval) {
   for (const char* bad : {"0", "-1", "soon"}) {
-    CliRun r = run(std::string("smi --watch ") + bad);
+    auto r = run(std::string("smi --watch ") + bad);
     EXPECT_NE(r.status, 0) << bad;
     EXPECT_NE(r.out.find("--watch"), std::string::npos) << r.out;
   }

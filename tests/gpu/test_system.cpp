@@ -21,7 +21,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstddef>
@@ -35,22 +34,12 @@
 #include <vector>
 
 #include "common/gpu.hpp"
+#include "common/run_command.hpp"
 #include "loader/toolkit.hpp"
 
 namespace {
 
 namespace sys = cucore::system;
-
-std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  *status = pclose(p);
-  return out;
-}
 
 std::string trim(std::string s) {
   s.erase(0, s.find_first_not_of(" \t"));
@@ -62,14 +51,13 @@ std::string trim(std::string s) {
 std::vector<std::vector<std::string>> nvidia_smi(const std::vector<std::string>& fields) {
   std::string q;
   for (const auto& f : fields) q += (q.empty() ? "" : ",") + f;
-  int status = -1;
-  std::string out = run("nvidia-smi --query-gpu=" + q + " --format=csv,noheader,nounits 2>&1", &status);
+  auto smi = cucore::test::run_command("nvidia-smi --query-gpu=" + q + " --format=csv,noheader,nounits 2>&1");
   std::vector<std::vector<std::string>> rows;
-  if (status != 0) {
-    ADD_FAILURE() << "nvidia-smi failed (" << status << "): " << out;
+  if (smi.status != 0) {
+    ADD_FAILURE() << "nvidia-smi failed (" << smi.status << "): " << smi.out;
     return rows;
   }
-  std::istringstream lines(out);
+  std::istringstream lines(smi.out);
   std::string line;
   while (std::getline(lines, line)) {
     std::vector<std::string> row;
@@ -165,7 +153,7 @@ TEST(SystemGpu, OwnProcessIsListedWithTheMemoryItHolds) {
   ASSERT_TRUE(mine->used_gpu_memory) << "NVML reports no memory figure for this process";
   EXPECT_GE(*mine->used_gpu_memory, size);
   std::string name = sys::get_process_name(static_cast<unsigned>(getpid()));
-  EXPECT_NE(name.find("cucore_gpu_tests"), std::string::npos) << name;
+  EXPECT_NE(name.find("cucore_gpu_test"), std::string::npos) << name;  // comm is cut at 15 characters
 }
 
 // Spins until `ns` nanoseconds of the GPU's global timer have passed.
