@@ -122,6 +122,7 @@ pathfinder::ComponentInfo nvjitlink_component_info() {
     return std::to_string(t.major) + "." + std::to_string(t.minor);
   });
 }
+
 // ---- NVML --------------------------------------------------------------------
 
 std::atomic<const NvmlTable*> g_nvml{nullptr};
