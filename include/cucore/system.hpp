@@ -112,7 +112,8 @@ struct EngineUtilization {  // encoder / decoder
 struct ProcessInfo {
   unsigned int pid = 0;
   std::optional<std::uint64_t> used_gpu_memory;  // bytes; empty where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE)
-  unsigned int gpu_instance_id = 0, compute_instance_id = 0;  // MIG only
+  // The MIG instances it runs in; empty outside MIG (NVML reports 0xFFFFFFFF).
+  std::optional<unsigned int> gpu_instance_id, compute_instance_id;
 };
 
 class Device;

@@ -170,8 +170,9 @@ void bind_values(nb::module_& s) {
       .def_ro("pid", &sys::ProcessInfo::pid)
       .def_ro("used_gpu_memory", &sys::ProcessInfo::used_gpu_memory,
               "GPU memory the process uses (bytes); None where NVML cannot tell.")
-      .def_ro("gpu_instance_id", &sys::ProcessInfo::gpu_instance_id)
-      .def_ro("compute_instance_id", &sys::ProcessInfo::compute_instance_id)
+      .def_ro("gpu_instance_id", &sys::ProcessInfo::gpu_instance_id, "The MIG GPU instance; None outside MIG.")
+      .def_ro("compute_instance_id", &sys::ProcessInfo::compute_instance_id,
+              "The MIG compute instance; None outside MIG.")
       .def("__repr__", [](const sys::ProcessInfo& p) {
         return "ProcessInfo(pid=" + std::to_string(p.pid) + ", used_gpu_memory=" +
                (p.used_gpu_memory ? std::to_string(*p.used_gpu_memory) : std::string("None")) + ")";

@@ -39,6 +39,7 @@ constexpr unsigned kDeviceSerialBufferSize = 30;
 constexpr unsigned kDevicePciBusIdBufferSize = 32;
 constexpr unsigned kNvlinkMaxLinks = 18;                               // NVML_NVLINK_MAX_LINKS
 constexpr unsigned long long kValueNotAvailable = ~0ULL;               // NVML_VALUE_NOT_AVAILABLE
+constexpr unsigned kInstanceIdNone = 0xFFFFFFFFu;                      // a process's MIG ids outside MIG
 constexpr unsigned kFieldNvlinkLinkCount = 91;                         // NVML_FI_DEV_NVLINK_LINK_COUNT
 
 struct Memory_v2 {  // nvmlMemory_v2_t

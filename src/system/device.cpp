@@ -522,8 +522,8 @@ std::optional<std::vector<ProcessInfo>> Device::compute_running_processes() cons
     ProcessInfo info;
     info.pid = p.pid;
     if (p.usedGpuMemory != nvml::kValueNotAvailable) info.used_gpu_memory = p.usedGpuMemory;
-    info.gpu_instance_id = p.gpuInstanceId;
-    info.compute_instance_id = p.computeInstanceId;
+    if (p.gpuInstanceId != nvml::kInstanceIdNone) info.gpu_instance_id = p.gpuInstanceId;
+    if (p.computeInstanceId != nvml::kInstanceIdNone) info.compute_instance_id = p.computeInstanceId;
     out.push_back(info);
   }
   return out;

@@ -528,7 +528,8 @@ TEST_F(SystemFake, ProcessListGrowsUntilOneCallFitsIt) {
   g.procs.clear();
   unsigned n = 17 + static_cast<unsigned>(rng() % 200);
   for (unsigned k = 0; k < n; ++k)
-    g.procs.push_back({1000 + k * 3, k % 9 == 8 ? nvml::kValueNotAvailable : (k + 1) * (1ULL << 21), k % 4, k % 3});
+    g.procs.push_back({1000 + k * 3, k % 9 == 8 ? nvml::kValueNotAvailable : (k + 1) * (1ULL << 21),
+                       k % 5 == 0 ? nvml::kInstanceIdNone : k % 4, k % 5 == 0 ? nvml::kInstanceIdNone : k % 3});
   FakeNvml::process_list_growth = 5;
   auto procs = sys::Device(0).compute_running_processes();
   ASSERT_TRUE(procs);
@@ -541,8 +542,13 @@ TEST_F(SystemFake, ProcessListGrowsUntilOneCallFitsIt) {
       EXPECT_FALSE((*procs)[k].used_gpu_memory) << k;
     else
       EXPECT_EQ((*procs)[k].used_gpu_memory, want.usedGpuMemory) << k;
-    EXPECT_EQ((*procs)[k].gpu_instance_id, want.gpuInstanceId);
-    EXPECT_EQ((*procs)[k].compute_instance_id, want.computeInstanceId);
+    if (want.gpuInstanceId == nvml::kInstanceIdNone) {  // not in MIG
+      EXPECT_FALSE((*procs)[k].gpu_instance_id) << k;
+      EXPECT_FALSE((*procs)[k].compute_instance_id) << k;
+    } else {
+      EXPECT_EQ((*procs)[k].gpu_instance_id, want.gpuInstanceId);
+      EXPECT_EQ((*procs)[k].compute_instance_id, want.computeInstanceId);
+    }
   }
 }
 
