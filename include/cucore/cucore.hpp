@@ -16,3 +16,4 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/system.hpp>

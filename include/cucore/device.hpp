@@ -22,6 +22,9 @@ struct EventOptions;
 namespace detail {
 struct DeviceState;
 }
+namespace system {
+class Device;
+}
 
 struct ComputeCapability {
   int major = 0;
@@ -111,6 +114,8 @@ class Device {
   Event create_event() const;
   DeviceMemoryResource memory_resource() const;  // the device's default pool
   bool can_access_peer(const Device& peer) const;
+  // The same GPU as NVML sees it (system.hpp), found by UUID.
+  system::Device to_system_device() const;
 
   friend bool operator==(const Device& a, const Device& b) noexcept { return a.ordinal_ == b.ordinal_; }
 

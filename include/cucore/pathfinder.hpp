@@ -3,6 +3,7 @@
 // the driver, NVRTC, nvJitLink, NVML, and the toolkit's headers. Finding never
 // throws; loading a component that was not found throws LibraryNotFoundError
 // carrying the same search trail.
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -37,5 +38,42 @@ void set_python_site_packages(std::vector<std::string> dirs);
 // holding the CCCL headers (cuda/std, cub, thrust), if found.
 std::optional<std::string> cuda_include_dir();
 std::optional<std::string> cccl_include_dir();
+
+// ---- the doctor: what this machine offers cucore -----------------------------
+// One report, printed as is by `cucore doctor` and `python -m cucore doctor`.
+
+struct DoctorDevice {  // a CUDA device, as the driver reports it
+  int ordinal = 0;
+  std::string name, arch, uuid, pci_bus_id;  // arch "sm_90", uuid "GPU-..."
+  int multiprocessor_count = 0, max_threads_per_block = 0, warp_size = 0, max_shared_memory_per_block = 0,
+      max_shared_memory_per_block_optin = 0, l2_cache_size = 0, memory_clock_rate_khz = 0,
+      global_memory_bus_width = 0;
+  std::size_t total_memory = 0;
+  bool cooperative_launch = false, cluster_launch = false, memory_pools_supported = false;
+};
+
+struct DoctorNvml {  // system monitoring (cucore::system)
+  bool available = false;
+  std::string version, driver_version;  // "13.580.159.04", "580.159.04"
+  int device_count = 0;
+  std::string error;  // why NVML is unusable, when it is
+};
+
+struct DoctorReport {
+  std::vector<ComponentInfo> components;  // report()
+  int device_count = 0;
+  std::string device_error;  // why there are no devices (no driver, ...), when there are none
+  std::vector<DoctorDevice> devices;
+  DoctorNvml nvml;
+  bool can_compile = false, can_link = false;
+  std::string verdict;  // one line: "ready: ...", "compile-only: ...", "not usable: ..."
+  int exit_status = 0;  // 0 when cucore can do its work here (compile at least)
+
+  std::string text() const;  // the report for people, the verdict its last line
+  std::string json() const;  // the same facts as one JSON document
+};
+
+// Never throws for what it finds missing; that is what it reports.
+DoctorReport doctor();
 
 }  // namespace cucore::pathfinder

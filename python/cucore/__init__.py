@@ -59,12 +59,13 @@ from cucore._options import (
 )
 
 # Optional features appear here as libcucore gains them (green contexts: SMResource,
-# SMResourceOptions, ContextOptions; NVML: cucore.system; graphs: cucore.graph).
-for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResources", "system", "graph", "checkpoint"):
+# SMResourceOptions, ContextOptions; graphs: cucore.graph).
+for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResources", "graph", "checkpoint"):
     if hasattr(_core, _name):
         globals()[_name] = getattr(_core, _name)
 
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
+from cucore import system  # noqa: E402  (NVML monitoring, as cuda.core.system)
 
 
 def __getattr__(name):  # cucore.compute (the parallel algorithms) loads on first use
@@ -121,5 +122,6 @@ __all__ = [
     "Stream",
     "StreamOptions",
     "launch",
+    "system",
     "utils",
 ]

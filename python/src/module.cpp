@@ -144,6 +144,11 @@ void bind_misc(nb::module_& m) {
 
 }  // namespace cucore::python
 
+namespace cucore::python {
+void bind_system(nb::module_& m);  // python/src/system.cpp
+void bind_doctor(nb::module_& m);  // python/src/doctor.cpp
+}  // namespace cucore::python
+
 NB_MODULE(_core, m) {
   using namespace cucore::python;
   m.doc() = "cucore's C++ core (libcucore) bound with nanobind; use the `cucore` package.";
@@ -160,4 +165,6 @@ NB_MODULE(_core, m) {
   bind_launch(m);
   bind_view(m);
   bind_compute(m);
+  bind_system(m);
+  bind_doctor(m);
 }

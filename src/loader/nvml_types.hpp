@@ -1,6 +1,10 @@
 #pragma once
-// The NVML types and entry points cucore uses, declared here because nvml.h is
-// not on every machine that builds cucore. Values match NVML's ABI.
+// The NVML types, constants and entry points cucore uses, declared here because
+// nvml.h is not on every machine that builds cucore. Layouts, values and
+// signatures follow NVML's ABI (nvml.h of CUDA 12.9-13.x, driver R580);
+// tests/gpu/test_system.cpp checks each of them against the real nvml.h on the
+// GPU machine. Versioned structs carry their version as NVML_STRUCT_VERSION
+// does: sizeof(struct) | (version << 24).
 #include <cstdint>
 
 namespace cucore::detail::nvml {
@@ -8,50 +12,213 @@ namespace cucore::detail::nvml {
 using Return = int;  // nvmlReturn_t
 constexpr Return SUCCESS = 0;
 constexpr Return ERROR_UNINITIALIZED = 1;
+constexpr Return ERROR_INVALID_ARGUMENT = 2;
 constexpr Return ERROR_NOT_SUPPORTED = 3;
+constexpr Return ERROR_NO_PERMISSION = 4;
+constexpr Return ERROR_NOT_FOUND = 6;
 constexpr Return ERROR_INSUFFICIENT_SIZE = 7;
-using Device = struct nvmlDevice_st*;
+constexpr Return ERROR_DRIVER_NOT_LOADED = 9;
+constexpr Return ERROR_TIMEOUT = 10;
+constexpr Return ERROR_LIBRARY_NOT_FOUND = 12;
+constexpr Return ERROR_FUNCTION_NOT_FOUND = 13;
+constexpr Return ERROR_GPU_IS_LOST = 15;
+constexpr Return ERROR_ARGUMENT_VERSION_MISMATCH = 25;
+constexpr Return ERROR_UNKNOWN = 999;
 
-struct Memory {  // nvmlMemory_t
-  unsigned long long total, free, used;
+using Device = struct nvmlDevice_st*;      // nvmlDevice_t
+using EventSet = struct nvmlEventSet_st*;  // nvmlEventSet_t
+
+constexpr unsigned struct_version(unsigned size, unsigned version) { return size | (version << 24U); }
+
+// Buffer sizes (NVML_*_BUFFER_SIZE).
+constexpr unsigned kSystemDriverVersionBufferSize = 80;
+constexpr unsigned kSystemNvmlVersionBufferSize = 80;
+constexpr unsigned kDeviceNameV2BufferSize = 96;
+constexpr unsigned kDeviceUuidV2BufferSize = 96;
+constexpr unsigned kDeviceSerialBufferSize = 30;
+constexpr unsigned kDevicePciBusIdBufferSize = 32;
+constexpr unsigned kNvlinkMaxLinks = 18;                               // NVML_NVLINK_MAX_LINKS
+constexpr unsigned long long kValueNotAvailable = ~0ULL;               // NVML_VALUE_NOT_AVAILABLE
+constexpr unsigned kInstanceIdNone = 0xFFFFFFFFu;                      // a process's MIG ids outside MIG
+constexpr unsigned kFieldNvlinkLinkCount = 91;                         // NVML_FI_DEV_NVLINK_LINK_COUNT
+
+struct Memory_v2 {  // nvmlMemory_v2_t
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
 };
+constexpr unsigned kMemory_v2 = struct_version(sizeof(Memory_v2), 2);  // nvmlMemory_v2
+
+struct BAR1Memory {  // nvmlBAR1Memory_t
+  unsigned long long bar1Total, bar1Free, bar1Used;
+};
+
 struct Utilization {  // nvmlUtilization_t
   unsigned int gpu, memory;
 };
-struct ProcessInfo {  // nvmlProcessInfo_t (v2 layout)
+
+struct ProcessInfo {  // nvmlProcessInfo_t (the layout nvmlDeviceGetComputeRunningProcesses_v3 fills)
   unsigned int pid;
   unsigned long long usedGpuMemory;
   unsigned int gpuInstanceId, computeInstanceId;
 };
 
-using PFN_init = Return (*)();
-using PFN_shutdown = Return (*)();
-using PFN_error_string = const char* (*)(Return);
-using PFN_system_get_driver_version = Return (*)(char*, unsigned int);
-using PFN_system_get_nvml_version = Return (*)(char*, unsigned int);
-using PFN_system_get_cuda_driver_version = Return (*)(int*);
-using PFN_device_get_count = Return (*)(unsigned int*);
-using PFN_device_get_handle_by_index = Return (*)(unsigned int, Device*);
-using PFN_device_get_name = Return (*)(Device, char*, unsigned int);
-using PFN_device_get_uuid = Return (*)(Device, char*, unsigned int);
-using PFN_device_get_utilization_rates = Return (*)(Device, Utilization*);
-using PFN_device_get_memory_info = Return (*)(Device, Memory*);
-using PFN_device_get_temperature = Return (*)(Device, int, unsigned int*);
-using PFN_device_get_power_usage = Return (*)(Device, unsigned int*);
-using PFN_device_get_mig_mode = Return (*)(Device, unsigned int*, unsigned int*);
-using PFN_device_get_compute_running_processes = Return (*)(Device, unsigned int*, ProcessInfo*);
+struct PciInfo {  // nvmlPciInfo_t
+  char busIdLegacy[16];
+  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
+  char busId[kDevicePciBusIdBufferSize];
+};
+
+struct PciInfoExt_v1 {  // nvmlPciInfoExt_v1_t
+  unsigned int version, domain, bus, device, pciDeviceId, pciSubSystemId, baseClass, subClass;
+  char busId[kDevicePciBusIdBufferSize];
+};
+constexpr unsigned kPciInfoExt_v1 = struct_version(sizeof(PciInfoExt_v1), 1);  // nvmlPciInfoExt_v1
+
+struct SystemDriverBranchInfo_v1 {  // nvmlSystemDriverBranchInfo_v1_t
+  unsigned int version;
+  char branch[kSystemDriverVersionBufferSize];
+};
+constexpr unsigned kSystemDriverBranchInfo_v1 = struct_version(sizeof(SystemDriverBranchInfo_v1), 1);
+
+struct Temperature_v1 {  // nvmlTemperature_v1_t
+  unsigned int version;
+  int sensorType;  // nvmlTemperatureSensors_t
+  int temperature;
+};
+constexpr unsigned kTemperature_v1 = struct_version(sizeof(Temperature_v1), 1);  // nvmlTemperature_v1
+
+struct MarginTemperature_v1 {  // nvmlMarginTemperature_v1_t
+  unsigned int version;
+  int marginTemperature;
+};
+constexpr unsigned kMarginTemperature_v1 = struct_version(sizeof(MarginTemperature_v1), 1);
+
+struct EventData {  // nvmlEventData_t
+  Device device;
+  unsigned long long eventType, eventData;
+  unsigned int gpuInstanceId, computeInstanceId;
+};
+
+union Value {  // nvmlValue_t
+  double dVal;
+  int siVal;
+  unsigned int uiVal;
+  unsigned long ulVal;
+  unsigned long long ullVal;
+  signed long long sllVal;
+  unsigned short usVal;
+};
+
+struct FieldValue {  // nvmlFieldValue_t
+  unsigned int fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType;  // nvmlValueType_t
+  Return nvmlReturn;
+  Value value;
+};
+enum ValueType : int {  // nvmlValueType_t
+  VALUE_TYPE_DOUBLE = 0, VALUE_TYPE_UNSIGNED_INT = 1, VALUE_TYPE_UNSIGNED_LONG = 2,
+  VALUE_TYPE_UNSIGNED_LONG_LONG = 3, VALUE_TYPE_SIGNED_LONG_LONG = 4, VALUE_TYPE_SIGNED_INT = 5,
+  VALUE_TYPE_UNSIGNED_SHORT = 6,
+};
+
+// Enumerations passed by value (C enums: int-sized).
+constexpr int kFeatureEnabled = 1;          // NVML_FEATURE_ENABLED
+constexpr int kTemperatureGpu = 0;          // NVML_TEMPERATURE_GPU
+constexpr int kPstateUnknown = 32;          // NVML_PSTATE_UNKNOWN
+constexpr int kPcieUtilTxBytes = 0;         // NVML_PCIE_UTIL_TX_BYTES
+constexpr int kPcieUtilRxBytes = 1;         // NVML_PCIE_UTIL_RX_BYTES
+constexpr int kMaxPstates = 16;             // NVML_MAX_GPU_PERF_PSTATES
 
 }  // namespace cucore::detail::nvml
 
-// (member, exported symbol)
-#define CUCORE_NVML_FUNCTIONS(X)                                                                         \
-  X(init, "nvmlInit_v2") X(shutdown, "nvmlShutdown") X(error_string, "nvmlErrorString")                  \
-  X(system_get_driver_version, "nvmlSystemGetDriverVersion")                                             \
-  X(system_get_nvml_version, "nvmlSystemGetNVMLVersion")                                                 \
-  X(system_get_cuda_driver_version, "nvmlSystemGetCudaDriverVersion_v2")                                 \
-  X(device_get_count, "nvmlDeviceGetCount_v2") X(device_get_handle_by_index, "nvmlDeviceGetHandleByIndex_v2") \
-  X(device_get_name, "nvmlDeviceGetName") X(device_get_uuid, "nvmlDeviceGetUUID")                        \
-  X(device_get_utilization_rates, "nvmlDeviceGetUtilizationRates")                                       \
-  X(device_get_memory_info, "nvmlDeviceGetMemoryInfo") X(device_get_temperature, "nvmlDeviceGetTemperature") \
-  X(device_get_power_usage, "nvmlDeviceGetPowerUsage") X(device_get_mig_mode, "nvmlDeviceGetMigMode")    \
-  X(device_get_compute_running_processes, "nvmlDeviceGetComputeRunningProcesses_v3")
+// The entry points: X(symbol, required, (parameters)). Required ones must exist
+// for NVML to count as usable; the others are null when this NVML lacks them,
+// and calling one then throws NvmlError(NVML_ERROR_FUNCTION_NOT_FOUND).
+#define CUCORE_NVML_FUNCTIONS(X)                                                                                  \
+  X(nvmlInit_v2, true, ())                                                                                        \
+  X(nvmlSystemGetDriverVersion, true, (char*, unsigned int))                                                      \
+  X(nvmlSystemGetNVMLVersion, true, (char*, unsigned int))                                                        \
+  X(nvmlSystemGetCudaDriverVersion_v2, false, (int*))                                                             \
+  X(nvmlSystemGetProcessName, false, (unsigned int, char*, unsigned int))                                         \
+  X(nvmlSystemGetDriverBranch, false, (nvml::SystemDriverBranchInfo_v1*, unsigned int))                           \
+  X(nvmlDeviceGetCount_v2, true, (unsigned int*))                                                                 \
+  X(nvmlDeviceGetHandleByIndex_v2, true, (unsigned int, nvml::Device*))                                           \
+  X(nvmlDeviceGetHandleByUUID, false, (const char*, nvml::Device*))                                               \
+  X(nvmlDeviceGetHandleByPciBusId_v2, false, (const char*, nvml::Device*))                                        \
+  X(nvmlDeviceGetIndex, false, (nvml::Device, unsigned int*))                                                     \
+  X(nvmlDeviceGetName, true, (nvml::Device, char*, unsigned int))                                                 \
+  X(nvmlDeviceGetBrand, false, (nvml::Device, int*))                                                              \
+  X(nvmlDeviceGetUUID, true, (nvml::Device, char*, unsigned int))                                                 \
+  X(nvmlDeviceGetSerial, false, (nvml::Device, char*, unsigned int))                                              \
+  X(nvmlDeviceGetModuleId, false, (nvml::Device, unsigned int*))                                                  \
+  X(nvmlDeviceGetMinorNumber, false, (nvml::Device, unsigned int*))                                               \
+  X(nvmlDeviceGetNumaNodeId, false, (nvml::Device, unsigned int*))                                                \
+  X(nvmlDeviceGetArchitecture, false, (nvml::Device, unsigned int*))                                              \
+  X(nvmlDeviceGetCudaComputeCapability, false, (nvml::Device, int*, int*))                                        \
+  X(nvmlDeviceGetPersistenceMode, false, (nvml::Device, int*))                                                    \
+  X(nvmlDeviceGetPciInfoExt, false, (nvml::Device, nvml::PciInfoExt_v1*))                                         \
+  X(nvmlDeviceGetMaxPcieLinkGeneration, false, (nvml::Device, unsigned int*))                                     \
+  X(nvmlDeviceGetGpuMaxPcieLinkGeneration, false, (nvml::Device, unsigned int*))                                  \
+  X(nvmlDeviceGetMaxPcieLinkWidth, false, (nvml::Device, unsigned int*))                                          \
+  X(nvmlDeviceGetCurrPcieLinkGeneration, false, (nvml::Device, unsigned int*))                                    \
+  X(nvmlDeviceGetCurrPcieLinkWidth, false, (nvml::Device, unsigned int*))                                         \
+  X(nvmlDeviceGetPcieThroughput, false, (nvml::Device, int, unsigned int*))                                       \
+  X(nvmlDeviceGetPcieReplayCounter, false, (nvml::Device, unsigned int*))                                         \
+  X(nvmlDeviceGetMigMode, false, (nvml::Device, unsigned int*, unsigned int*))                                    \
+  X(nvmlDeviceIsMigDeviceHandle, false, (nvml::Device, unsigned int*))                                            \
+  X(nvmlDeviceGetMaxMigDeviceCount, false, (nvml::Device, unsigned int*))                                         \
+  X(nvmlDeviceGetMigDeviceHandleByIndex, false, (nvml::Device, unsigned int, nvml::Device*))                      \
+  X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, false, (nvml::Device, nvml::Device*))                           \
+  X(nvmlDeviceGetClockInfo, false, (nvml::Device, int, unsigned int*))                                            \
+  X(nvmlDeviceGetMaxClockInfo, false, (nvml::Device, int, unsigned int*))                                         \
+  X(nvmlDeviceGetClock, false, (nvml::Device, int, int, unsigned int*))                                           \
+  X(nvmlDeviceGetMaxCustomerBoostClock, false, (nvml::Device, int, unsigned int*))                                \
+  X(nvmlDeviceGetPerformanceState, false, (nvml::Device, int*))                                                   \
+  X(nvmlDeviceGetSupportedPerformanceStates, false, (nvml::Device, int*, unsigned int))                           \
+  X(nvmlDeviceGetCurrentClocksEventReasons, false, (nvml::Device, unsigned long long*))                           \
+  X(nvmlDeviceGetSupportedClocksEventReasons, false, (nvml::Device, unsigned long long*))                         \
+  X(nvmlDeviceGetTemperatureV, false, (nvml::Device, nvml::Temperature_v1*))                                      \
+  X(nvmlDeviceGetTemperatureThreshold, false, (nvml::Device, int, unsigned int*))                                 \
+  X(nvmlDeviceGetMarginTemperature, false, (nvml::Device, nvml::MarginTemperature_v1*))                           \
+  X(nvmlDeviceGetNumFans, false, (nvml::Device, unsigned int*))                                                   \
+  X(nvmlDeviceGetFanSpeed_v2, false, (nvml::Device, unsigned int, unsigned int*))                                 \
+  X(nvmlDeviceGetPowerUsage, false, (nvml::Device, unsigned int*))                                                \
+  X(nvmlDeviceGetPowerManagementLimit, false, (nvml::Device, unsigned int*))                                      \
+  X(nvmlDeviceGetPowerManagementDefaultLimit, false, (nvml::Device, unsigned int*))                               \
+  X(nvmlDeviceGetPowerManagementLimitConstraints, false, (nvml::Device, unsigned int*, unsigned int*))            \
+  X(nvmlDeviceGetEnforcedPowerLimit, false, (nvml::Device, unsigned int*))                                        \
+  X(nvmlDeviceGetTotalEnergyConsumption, false, (nvml::Device, unsigned long long*))                              \
+  X(nvmlDeviceGetMemoryInfo_v2, false, (nvml::Device, nvml::Memory_v2*))                                          \
+  X(nvmlDeviceGetBAR1MemoryInfo, false, (nvml::Device, nvml::BAR1Memory*))                                        \
+  X(nvmlDeviceGetUtilizationRates, false, (nvml::Device, nvml::Utilization*))                                     \
+  X(nvmlDeviceGetEncoderUtilization, false, (nvml::Device, unsigned int*, unsigned int*))                         \
+  X(nvmlDeviceGetDecoderUtilization, false, (nvml::Device, unsigned int*, unsigned int*))                         \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, false, (nvml::Device, unsigned int*, nvml::ProcessInfo*))            \
+  X(nvmlDeviceGetEccMode, false, (nvml::Device, int*, int*))                                                      \
+  X(nvmlDeviceGetTotalEccErrors, false, (nvml::Device, int, int, unsigned long long*))                            \
+  X(nvmlDeviceGetFieldValues, false, (nvml::Device, int, nvml::FieldValue*))                                      \
+  X(nvmlDeviceGetNvLinkState, false, (nvml::Device, unsigned int, int*))                                          \
+  X(nvmlDeviceGetNvLinkVersion, false, (nvml::Device, unsigned int, unsigned int*))                               \
+  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, false, (nvml::Device, unsigned int, nvml::PciInfo*))                     \
+  X(nvmlDeviceGetTopologyCommonAncestor, false, (nvml::Device, nvml::Device, int*))                               \
+  X(nvmlDeviceGetP2PStatus, false, (nvml::Device, nvml::Device, int, int*))                                       \
+  X(nvmlDeviceGetSupportedEventTypes, false, (nvml::Device, unsigned long long*))                                 \
+  X(nvmlEventSetCreate, false, (nvml::EventSet*))                                                                 \
+  X(nvmlDeviceRegisterEvents, false, (nvml::Device, unsigned long long, nvml::EventSet))                          \
+  X(nvmlEventSetWait_v2, false, (nvml::EventSet, nvml::EventData*, unsigned int))                                 \
+  X(nvmlEventSetFree, false, (nvml::EventSet))
+
+// Older entry points some nvml.h releases no longer declare; used only when the
+// newer one above is missing.
+#define CUCORE_NVML_LEGACY_FUNCTIONS(X)                                 \
+  X(nvmlDeviceGetTemperature, false, (nvml::Device, int, unsigned int*)) \
+  X(nvmlDeviceGetApplicationsClock, false, (nvml::Device, int, unsigned int*))
+
+namespace cucore::detail::nvml {
+#define X(name, required, params) using PFN_##name = Return(*) params;
+CUCORE_NVML_FUNCTIONS(X)
+CUCORE_NVML_LEGACY_FUNCTIONS(X)
+#undef X
+using PFN_nvmlErrorString = const char* (*)(Return);
+}  // namespace cucore::detail::nvml

@@ -1,9 +1,13 @@
 #include "loader/toolkit.hpp"
 
+#include <pthread.h>
+
 #include <cucore/errors.hpp>
+#include <cucore/system.hpp>
 
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
 
 #include "loader/library.hpp"
@@ -17,8 +21,6 @@ const LibrarySpec kNvrtcSpec{
 const LibrarySpec kNvJitLinkSpec{
     "nvjitlink", {"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"}, "CUCORE_NVJITLINK_PATH", true,
     "install the CUDA toolkit, or `pip install nvidia-nvjitlink`, or set CUCORE_NVJITLINK_PATH"};
-const LibrarySpec kNvmlSpec{"nvml", {"libnvidia-ml.so.1"}, nullptr, false,
-                            "NVML comes with the NVIDIA driver; a machine without a GPU has none"};
 
 // One lazily loaded library and its table; the outcome (table or failure) is
 // kept for the process.
@@ -53,10 +55,6 @@ Lazy<NvrtcTable>& nvrtc_lazy() {
 }
 Lazy<NvJitLinkTable>& nvjitlink_lazy() {
   static Lazy<NvJitLinkTable> l;
-  return l;
-}
-Lazy<NvmlTable>& nvml_lazy() {
-  static Lazy<NvmlTable> l;
   return l;
 }
 
@@ -100,20 +98,10 @@ void fill_nvjitlink(const LoadedLibrary& lib, NvJitLinkTable& t) {
   t.nvJitLinkVersion(&t.major, &t.minor);
 }
 
-void fill_nvml(const LoadedLibrary& lib, NvmlTable& t) {
-#define X(name, sym) bind(t.name, lib, sym);
-  CUCORE_NVML_FUNCTIONS(X)
-#undef X
-  if (nvml::Return r = t.init(); r != nvml::SUCCESS)
-    throw Error(std::string("nvmlInit_v2 failed: ") + (t.error_string ? t.error_string(r) : "") + " (" +
-                std::to_string(r) + ")");
-}
-
 }  // namespace
 
 const NvrtcTable& nvrtc() { return nvrtc_lazy().get(kNvrtcSpec, fill_nvrtc); }
 const NvJitLinkTable& nvjitlink() { return nvjitlink_lazy().get(kNvJitLinkSpec, fill_nvjitlink); }
-const NvmlTable& nvml_lib() { return nvml_lazy().get(kNvmlSpec, fill_nvml); }
 
 bool nvjitlink_available() noexcept {
   try {
@@ -134,12 +122,141 @@ pathfinder::ComponentInfo nvjitlink_component_info() {
     return std::to_string(t.major) + "." + std::to_string(t.minor);
   });
 }
+
+// ---- NVML --------------------------------------------------------------------
+
+std::atomic<const NvmlTable*> g_nvml{nullptr};
+std::atomic<nvml::PFN_nvmlErrorString> g_nvml_error_string{nullptr};
+
+namespace {
+
+constexpr const char* kNvmlHint = "NVML comes with the NVIDIA driver; a machine without a GPU has none";
+
+struct NvmlState {
+  std::mutex mutex;
+  std::vector<std::string> sonames{"libnvidia-ml.so.1"};
+  bool searched = false;
+  LoadedLibrary lib;  // the search's outcome, kept for the pathfinder
+  bool bound = false;
+  NvmlTable table;
+  bool initialized = false;  // nvmlInit_v2 succeeded in this process
+  std::exception_ptr failure;
+  const NvmlTable* testing = nullptr;
+};
+
+// Leaked on purpose: NVML stays usable from other static destructors at exit.
+NvmlState& nvml_state() {
+  static NvmlState* s = new NvmlState;
+  return *s;
+}
+
+// A forked child initializes NVML again on its next use, as cuda.core does.
+// The child has one thread, so resetting the mutex (which a thread of the
+// parent may have held at fork) is safe.
+void nvml_after_fork_in_child() {
+  NvmlState& s = nvml_state();
+  new (&s.mutex) std::mutex;
+  s.initialized = false;
+  s.failure = nullptr;
+  g_nvml.store(nullptr, std::memory_order_release);
+}
+
+void bind_nvml(NvmlState& s) {
+  const LoadedLibrary& lib = s.lib;
+  NvmlTable& t = s.table;
+#define X(name, required, params)                                                      \
+  t.name = reinterpret_cast<nvml::PFN_##name>(symbol(lib.handle, #name));               \
+  if ((required) && !t.name)                                                           \
+    throw FeatureUnavailableError(std::string(#name) + " in " + lib.info.path, "a newer NVIDIA driver");
+  CUCORE_NVML_FUNCTIONS(X)
+  CUCORE_NVML_LEGACY_FUNCTIONS(X)
+#undef X
+  t.nvmlErrorString = reinterpret_cast<nvml::PFN_nvmlErrorString>(symbol(lib.handle, "nvmlErrorString"));
+  g_nvml_error_string.store(t.nvmlErrorString, std::memory_order_release);
+  s.bound = true;
+}
+
+}  // namespace
+
+const NvmlTable& load_nvml() {
+  NvmlState& s = nvml_state();
+  std::lock_guard lock(s.mutex);
+  if (s.testing) {
+    g_nvml.store(s.testing, std::memory_order_release);
+    return *s.testing;
+  }
+  if (s.failure) std::rethrow_exception(s.failure);
+  try {
+    if (!s.searched) {
+      s.lib = load_library(LibrarySpec{"nvml", s.sonames, nullptr, false, kNvmlHint});
+      s.searched = true;
+    }
+    if (!s.lib.handle) throw LibraryNotFoundError("nvml", s.lib.info.searched, kNvmlHint);
+    if (!s.bound) bind_nvml(s);
+    if (!s.initialized) {
+      if (nvml::Return r = s.table.nvmlInit_v2(); r != nvml::SUCCESS) throw NvmlError(r, "nvmlInit_v2");
+      s.initialized = true;
+      static std::once_flag fork_handler;
+      std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, nvml_after_fork_in_child); });
+    }
+  } catch (...) {
+    s.failure = std::current_exception();
+    throw;
+  }
+  g_nvml.store(&s.table, std::memory_order_release);
+  return s.table;
+}
+
+void set_nvml_table_for_testing(const NvmlTable* table) {
+  NvmlState& s = nvml_state();
+  std::lock_guard lock(s.mutex);
+  s.testing = table;
+  s.failure = nullptr;
+  g_nvml_error_string.store(table ? table->nvmlErrorString : s.table.nvmlErrorString, std::memory_order_release);
+  g_nvml.store(nullptr, std::memory_order_release);
+}
+
+void set_nvml_library_for_testing(std::vector<std::string> sonames) {
+  NvmlState& s = nvml_state();
+  std::lock_guard lock(s.mutex);
+  s.sonames = sonames.empty() ? std::vector<std::string>{"libnvidia-ml.so.1"} : std::move(sonames);
+  s.searched = false;
+  s.failure = nullptr;
+  // A library already bound stays loaded (dlclose would strand handles); the
+  // next search decides whether it is used again.
+  s.lib = LoadedLibrary{};
+  s.bound = false;
+  g_nvml.store(nullptr, std::memory_order_release);
+}
+
 pathfinder::ComponentInfo nvml_component_info() {
-  return info_of<NvmlTable>(nvml_lazy(), kNvmlSpec, fill_nvml, [](const NvmlTable& t) {
-    char buf[96] = {};
-    if (t.system_get_nvml_version(buf, sizeof buf) != nvml::SUCCESS) return std::string();
-    return std::string(buf);
-  });
+  NvmlState& s = nvml_state();
+  std::string version, problem;
+  try {
+    const NvmlTable& t = nvml_table();
+    char buf[nvml::kSystemNvmlVersionBufferSize] = {};
+    if (t.nvmlSystemGetNVMLVersion(buf, sizeof buf) == nvml::SUCCESS) version = buf;
+  } catch (const std::exception& e) {
+    problem = e.what();
+  }
+  std::lock_guard lock(s.mutex);
+  pathfinder::ComponentInfo info = s.lib.info;
+  info.name = "nvml";
+  info.hint = kNvmlHint;
+  info.version = version;
+  if (s.testing) {
+    info.found = true;
+    info.found_by = "a table substituted for testing";
+  } else if (!problem.empty() && info.found) {  // loaded but unusable (nvmlInit failed, too old)
+    info.found = false;
+    info.searched.push_back("unusable: " + problem);
+  }
+  return info;
+}
+
+const char* nvml_error_string(int code) noexcept {
+  if (auto f = g_nvml_error_string.load(std::memory_order_acquire)) return f(code);
+  return nullptr;
 }
 
 void check_nvrtc(nvrtcResult r, const char* call) {

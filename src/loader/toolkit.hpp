@@ -6,7 +6,9 @@
 
 #include <cucore/pathfinder.hpp>
 
+#include <atomic>
 #include <string>
+#include <vector>
 
 #include "loader/nvml_types.hpp"
 
@@ -37,17 +39,48 @@ struct NvJitLinkTable {
   unsigned major = 0, minor = 0;
 };
 
+// NVML's entry points (nvml_types.hpp). Unlike NVRTC and nvJitLink, NVML is
+// reached through an atomic pointer, like the driver: queries are a hot path
+// (monitoring loops), and tests substitute the whole table.
 struct NvmlTable {
-#define X(name, sym) nvml::PFN_##name name = nullptr;
+#define X(name, required, params) nvml::PFN_##name name = nullptr;
   CUCORE_NVML_FUNCTIONS(X)
+  CUCORE_NVML_LEGACY_FUNCTIONS(X)
 #undef X
+  nvml::PFN_nvmlErrorString nvmlErrorString = nullptr;
 };
+
+extern std::atomic<const NvmlTable*> g_nvml;
+
+// Slow path: loads libnvidia-ml.so.1 (once), binds the table and calls
+// nvmlInit_v2 (once per process, again in a forked child). Throws
+// LibraryNotFoundError with every place searched when NVML is missing, or
+// NvmlError when nvmlInit fails; the failure is remembered and rethrown.
+// cucore never calls nvmlShutdown: NVML's reference count ends with the
+// process, and a shutdown at exit could race threads still querying.
+const NvmlTable& load_nvml();
+
+inline const NvmlTable& nvml_table() {
+  const NvmlTable* t = g_nvml.load(std::memory_order_acquire);
+  if (t) [[likely]]
+    return *t;
+  return load_nvml();
+}
+
+// Test seams: route NVML calls through `table` (nullptr: back to the real
+// library, searched again on next use); search other sonames than
+// libnvidia-ml.so.1 (empty: the default). Both forget a remembered failure.
+void set_nvml_table_for_testing(const NvmlTable* table);
+void set_nvml_library_for_testing(std::vector<std::string> sonames);
+
+// nvmlErrorString of the bound library (or substituted table); nullptr when
+// none is bound yet.
+const char* nvml_error_string(int code) noexcept;
 
 // Each throws LibraryNotFoundError (with every place searched) when the library
 // is missing; the result is cached for the process.
 const NvrtcTable& nvrtc();
 const NvJitLinkTable& nvjitlink();
-const NvmlTable& nvml_lib();  // nvmlInit has been called
 
 // Whether nvJitLink can be loaded (the linker falls back to the driver's).
 bool nvjitlink_available() noexcept;

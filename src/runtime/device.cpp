@@ -5,6 +5,7 @@
 #include <cucore/event.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/system.hpp>
 
 #include <cstdio>
 #include <stdexcept>
@@ -208,5 +209,7 @@ bool Device::can_access_peer(const Device& peer) const {
   detail::check(detail::driver().cuDeviceCanAccessPeer(&v, state_->device, peer.state_->device), "cuDeviceCanAccessPeer");
   return v != 0;
 }
+
+system::Device Device::to_system_device() const { return system::Device::from_uuid(uuid_string()); }
 
 }  // namespace cucore

@@ -1,33 +1,21 @@
-// `cucore doctor` runs on any machine and reports consistently with the library.
+// `cucore doctor` runs on any machine and prints libcucore's report
+// (pathfinder::doctor) as is.
 #include <cucore/device.hpp>
 #include <cucore/pathfinder.hpp>
 
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
-#include <memory>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
-namespace {
-std::string run(const std::string& cmd, int* status) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) out.append(buf.data(), n);
-  *status = pclose(p);
-  return out;
-}
-}  // namespace
+#include "common/run_command.hpp"
+
+using cucore::test::run_command;
 
 TEST(CliDoctor, JsonReportMatchesTheLibrary) {
-  int status = -1;
-  std::string out = run(std::string(CUCORE_CLI_PATH) + " doctor --json", &status);
-  auto j = nlohmann::json::parse(out);
+  auto cli = run_command(std::string(CUCORE_CLI_PATH) + " doctor --json");
+  auto j = nlohmann::json::parse(cli.out);
   auto names = cucore::pathfinder::component_names();
   ASSERT_EQ(j["components"].size(), names.size());
   for (size_t i = 0; i < names.size(); ++i) {
@@ -39,6 +27,16 @@ TEST(CliDoctor, JsonReportMatchesTheLibrary) {
     else EXPECT_FALSE(c["searched"].empty()) << names[i];
   }
   EXPECT_FALSE(j["verdict"].get<std::string>().empty());
+  // NVML: available exactly when the pathfinder finds it, with its version.
+  auto nvml = cucore::pathfinder::find("nvml");
+  ASSERT_TRUE(j["nvml"].is_object()) << j.dump(2);
+  EXPECT_EQ(j["nvml"]["available"].get<bool>(), nvml.found);
+  if (nvml.found) {
+    EXPECT_EQ(j["nvml"]["version"], nvml.version);
+    EXPECT_FALSE(j["nvml"]["driver_version"].get<std::string>().empty());
+  } else {
+    EXPECT_NE(j["nvml"]["error"].get<std::string>().find("libnvidia-ml.so.1"), std::string::npos) << j["nvml"];
+  }
   int count = 0;
   try {
     count = cucore::Device::count();
@@ -48,7 +46,7 @@ TEST(CliDoctor, JsonReportMatchesTheLibrary) {
   EXPECT_EQ(j["devices"].size(), static_cast<size_t>(count));
   if (count == 0) {
     EXPECT_EQ(j["verdict"].get<std::string>().rfind("compile-only", 0), 0u) << j["verdict"];
-    EXPECT_EQ(WEXITSTATUS(status), 0);
+    EXPECT_EQ(cli.status, 0);
   } else {
     EXPECT_EQ(j["verdict"].get<std::string>().rfind("ready", 0), 0u) << j["verdict"];
     EXPECT_EQ(j["devices"][0]["arch"], "sm_" + cucore::Device(0).arch());
@@ -56,12 +54,23 @@ TEST(CliDoctor, JsonReportMatchesTheLibrary) {
 }
 
 TEST(CliDoctor, HumanReportEndsWithTheVerdict) {
-  int status = -1;
-  std::string out = run(std::string(CUCORE_CLI_PATH) + " doctor", &status);
+  std::string out = run_command(std::string(CUCORE_CLI_PATH) + " doctor").out;
   ASSERT_FALSE(out.empty());
   auto last_line_start = out.rfind("verdict: ");
   ASSERT_NE(last_line_start, std::string::npos);
   EXPECT_EQ(out.find('\n', last_line_start), out.size() - 1);  // it is the last line
   EXPECT_NE(out.find("Components"), std::string::npos);
   EXPECT_NE(out.find("nvrtc"), std::string::npos);
+  EXPECT_NE(out.find("\nNVML (system monitoring)\n"), std::string::npos);
+}
+
+// One wording: the CLI prints the library's report, byte for byte (the Python
+// module's `python -m cucore doctor` is held to the same in tests/python).
+TEST(CliDoctor, PrintsTheLibrarysReportAsIs) {
+  auto report = cucore::pathfinder::doctor();
+  auto text = run_command(std::string(CUCORE_CLI_PATH) + " doctor");
+  EXPECT_EQ(text.out, report.text());
+  EXPECT_EQ(text.status, report.exit_status);
+  EXPECT_EQ(run_command(std::string(CUCORE_CLI_PATH) + " doctor --json").out, report.json());
+  EXPECT_EQ(nlohmann::json::parse(report.json())["verdict"], report.verdict);
 }

@@ -1,0 +1,351 @@
+#pragma once
+// System monitoring through NVML, as cuda.core.system: the driver's versions,
+// each GPU's identity, clocks, temperatures, power, memory, utilization, PCIe,
+// NVLink, MIG, running processes, throttle reasons, ECC errors and events.
+//
+// NVML (libnvidia-ml.so.1, part of the driver) is loaded and initialized on
+// first use; without it every call throws LibraryNotFoundError listing where it
+// looked. A value the GPU does not report (NVML_ERROR_NOT_SUPPORTED, e.g. fans
+// on a passively cooled H200) is an empty optional; any other NVML failure is
+// an NvmlError carrying NVML's return code. Calls are thread-safe.
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace cucore {
+
+// An NVML call failed: NVML's return code, its name and text, and the call.
+class NvmlError : public Error {
+ public:
+  NvmlError(int code, std::string call);
+  int code() const noexcept { return code_; }                                  // nvmlReturn_t
+  const std::string& name() const noexcept { return name_; }                   // "NVML_ERROR_NO_PERMISSION"
+  const std::string& description() const noexcept { return description_; }    // nvmlErrorString's text
+  const std::string& call() const noexcept { return call_; }                   // "nvmlDeviceGetPowerUsage"
+
+ private:
+  int code_;
+  std::string name_, description_, call_;
+};
+
+namespace system {
+
+// ---- the machine ------------------------------------------------------------
+
+int get_num_devices();
+// The CUDA version the driver supports: (13, 0).
+std::pair<int, int> get_user_mode_driver_version();
+// The kernel-mode driver's version: {580, 159, 4}; driver_version() as text: "580.159.04".
+std::vector<int> get_kernel_mode_driver_version();
+std::string driver_version();
+// NVML's version: {13, 580, 159, 4}; nvml_version() as text: "13.580.159.04".
+std::vector<int> get_nvml_version();
+std::string nvml_version();
+std::string get_driver_branch();  // "r580_00"
+std::string get_process_name(unsigned int pid);
+
+// ---- enumerations (the values are NVML's) ------------------------------------
+
+enum class DeviceArch : unsigned {
+  kepler = 2, maxwell = 3, pascal = 4, volta = 5, turing = 6, ampere = 7, ada = 8, hopper = 9, blackwell = 10,
+  unknown = 0xffffffff,
+};
+enum class ClockType : int { graphics = 0, sm = 1, memory = 2, video = 3 };
+enum class ClockId : int { current = 0, customer_boost_max = 3 };
+enum class TemperatureThresholds : int {
+  shutdown = 0, slowdown = 1, mem_max = 2, gpu_max = 3, acoustic_min = 4, acoustic_curr = 5, acoustic_max = 6,
+  gps_curr = 7,
+};
+enum class GpuTopologyLevel : int { internal = 0, single = 10, multiple = 20, hostbridge = 30, node = 40, system = 50 };
+enum class GpuP2PCapsIndex : int { read = 0, write = 1, nvlink = 2, atomics = 3, pci = 4, prop = 4, unknown = 5 };
+enum class GpuP2PStatus : int {
+  ok = 0, chipset_not_supported = 1, gpu_not_supported = 2, ioh_topology_not_supported = 3, disabled_by_regkey = 4,
+  not_supported = 5, unknown = 6,
+};
+enum class MemoryErrorType : int { corrected = 0, uncorrected = 1 };
+enum class EccCounterType : int { volatile_ecc = 0, aggregate_ecc = 1 };  // since the driver loaded; lifetime
+
+// Bits of current/supported_clock_event_reasons (nvmlClocksEventReason*).
+namespace clocks_event_reasons {
+constexpr std::uint64_t gpu_idle = 0x1, applications_clocks_setting = 0x2, sw_power_cap = 0x4, hw_slowdown = 0x8,
+                        sync_boost = 0x10, sw_thermal_slowdown = 0x20, hw_thermal_slowdown = 0x40,
+                        hw_power_brake_slowdown = 0x80, display_clock_setting = 0x100;
+}
+// Bits of register_events / supported_event_types (nvmlEventType*).
+namespace event_types {
+constexpr std::uint64_t single_bit_ecc_error = 0x1, double_bit_ecc_error = 0x2, pstate = 0x4,
+                        xid_critical_error = 0x8, clock = 0x10, power_source_change = 0x80,
+                        mig_config_change = 0x100, single_bit_ecc_error_storm = 0x200,
+                        dram_retirement_event = 0x400, dram_retirement_failure = 0x800,
+                        non_fatal_poison_error = 0x1000, fatal_poison_error = 0x2000,
+                        gpu_unavailable_error = 0x4000, gpu_recovery_action = 0x8000;
+}
+
+// The names of the bits set in a mask, lowest first ("gpu_idle", "sw_power_cap";
+// "xid_critical_error"): the values of cuda.core.system's ClocksEventReasons and
+// EventType. Bits cucore does not know are left out.
+std::vector<std::string> clock_event_reason_names(std::uint64_t reasons);
+std::vector<std::string> event_type_names(std::uint64_t types);
+// The bit of an event type name; std::invalid_argument listing the names when unknown.
+std::uint64_t event_type_bit(std::string_view name);
+
+// ---- values -------------------------------------------------------------------
+
+struct MemoryInfo {  // bytes; total = reserved + used + free
+  std::uint64_t total = 0, used = 0, free = 0, reserved = 0;
+};
+struct BAR1MemoryInfo {  // bytes
+  std::uint64_t total = 0, used = 0, free = 0;
+};
+struct Utilization {  // percent of the last sample period
+  unsigned int gpu = 0, memory = 0;
+};
+struct EngineUtilization {  // encoder / decoder
+  unsigned int percent = 0, sampling_period_us = 0;
+};
+struct ProcessInfo {
+  unsigned int pid = 0;
+  std::optional<std::uint64_t> used_gpu_memory;  // bytes; empty where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE)
+  // The MIG instances it runs in; empty outside MIG (NVML reports 0xFFFFFFFF).
+  std::optional<unsigned int> gpu_instance_id, compute_instance_id;
+};
+
+class Device;
+
+// A device's PCI identity (read once) and its PCIe link (read on each call).
+class PciInfo {
+ public:
+  const std::string& bus_id() const noexcept { return bus_id_; }  // "00000000:3B:00.0"
+  unsigned int domain() const noexcept { return domain_; }
+  unsigned int bus() const noexcept { return bus_; }
+  unsigned int device() const noexcept { return device_; }
+  unsigned int vendor_id() const noexcept { return vendor_id_; }
+  unsigned int device_id() const noexcept { return device_id_; }
+  unsigned int subsystem_id() const noexcept { return subsystem_id_; }
+  unsigned int base_class() const noexcept { return base_class_; }
+  unsigned int sub_class() const noexcept { return sub_class_; }
+  // PCIe link: generation and width the device and system allow, the GPU's own
+  // maximum generation, the current ones, throughput over a 20 ms window (KB/s)
+  // and the replay counter.
+  std::optional<unsigned int> link_generation() const;
+  std::optional<unsigned int> max_link_generation() const;
+  std::optional<unsigned int> max_link_width() const;
+  std::optional<unsigned int> current_link_generation() const;
+  std::optional<unsigned int> current_link_width() const;
+  std::optional<unsigned int> tx_throughput() const;
+  std::optional<unsigned int> rx_throughput() const;
+  std::optional<unsigned int> replay_counter() const;
+
+ private:
+  friend class Device;
+  void* handle_ = nullptr;
+  std::string bus_id_;
+  unsigned int domain_ = 0, bus_ = 0, device_ = 0, vendor_id_ = 0, device_id_ = 0, subsystem_id_ = 0,
+               base_class_ = 0, sub_class_ = 0;
+};
+
+// One clock domain of a device (MHz).
+class ClockInfo {
+ public:
+  std::optional<unsigned int> get_current_mhz(ClockId id = ClockId::current) const;
+  std::optional<unsigned int> get_max_mhz() const;
+  std::optional<unsigned int> get_max_customer_boost_mhz() const;
+  std::optional<unsigned int> get_application_mhz() const;  // the applications clock target
+
+ private:
+  friend class Device;
+  ClockInfo(void* h, ClockType t) : handle_(h), type_(t) {}
+  void* handle_;
+  ClockType type_;
+};
+
+// Temperatures in degrees Celsius.
+class Temperature {
+ public:
+  std::optional<unsigned int> get_sensor() const;  // the GPU's sensor
+  std::optional<unsigned int> get_threshold(TemperatureThresholds threshold) const;
+  std::optional<int> margin() const;  // distance to the nearest slowdown threshold
+
+ private:
+  friend class Device;
+  explicit Temperature(void* h) : handle_(h) {}
+  void* handle_;
+};
+
+class NvlinkInfo {
+ public:
+  unsigned int link() const noexcept { return link_; }
+  std::optional<bool> state() const;                     // active
+  std::optional<std::pair<int, int>> version() const;    // (4, 0)
+  std::optional<std::string> remote_pci_bus_id() const;  // the device at the other end
+
+ private:
+  friend class Device;
+  NvlinkInfo(void* h, unsigned int link) : handle_(h), link_(link) {}
+  void* handle_;
+  unsigned int link_;
+};
+
+struct EventData;
+
+// Events registered on one device (move-only; frees NVML's event set).
+class DeviceEvents {
+ public:
+  DeviceEvents(DeviceEvents&& o) noexcept;
+  DeviceEvents& operator=(DeviceEvents&& o) noexcept;
+  DeviceEvents(const DeviceEvents&) = delete;
+  DeviceEvents& operator=(const DeviceEvents&) = delete;
+  ~DeviceEvents();
+  // Waits up to `timeout_ms` (0: forever) for the next event; empty on timeout.
+  std::optional<EventData> wait(unsigned int timeout_ms = 0) const;
+
+ private:
+  friend class Device;
+  explicit DeviceEvents(void* set) : set_(set) {}
+  void* set_;
+};
+
+// A GPU as NVML sees it. A cheap value over NVML's device handle, valid for
+// the process. NVML's index order need not be CUDA's: map with
+// to_cuda_device() / cucore::Device::to_system_device() (by UUID).
+class Device {
+ public:
+  // Throws std::out_of_range naming the device count when `index` is not a device.
+  explicit Device(unsigned int index);
+  // "GPU-8c3..." (the "GPU-" prefix may be left out, as CUDA prints UUIDs) or
+  // a PCI bus id "0000:3B:00.0"; an unknown device is std::out_of_range, a
+  // malformed string std::invalid_argument.
+  static Device from_uuid(std::string_view uuid);
+  static Device from_pci_bus_id(std::string_view pci_bus_id);
+  // Adopts an nvmlDevice_t (e.g. from pynvml); not checked.
+  static Device from_handle(void* nvml_device) noexcept { return Device(nvml_device, Adopt{}); }
+  static int get_device_count();
+  static std::vector<Device> get_all_devices();
+
+  void* handle() const noexcept { return handle_; }  // nvmlDevice_t
+  friend bool operator==(const Device& a, const Device& b) noexcept { return a.handle_ == b.handle_; }
+
+  // Identity.
+  unsigned int index() const;
+  std::string name() const;
+  std::string brand() const;  // "Tesla", "NVIDIA", ...; "Unknown"
+  std::string uuid() const;   // "GPU-..." ("MIG-..." for a MIG device)
+  std::string uuid_without_prefix() const;
+  std::string pci_bus_id() const;
+  PciInfo pci_info() const;
+  DeviceArch arch() const;
+  ComputeCapability cuda_compute_capability() const;
+  std::optional<std::string> serial() const;
+  std::optional<unsigned int> module_id() const;
+  std::optional<unsigned int> minor_number() const;
+  std::optional<int> numa_node_id() const;  // -1 when the GPU is not a NUMA node
+  std::optional<bool> is_persistence_mode_enabled() const;
+  cucore::Device to_cuda_device() const;  // throws cucore::Error when CUDA has no device of this UUID
+
+  // MIG.
+  std::optional<bool> mig_mode() const;          // current
+  std::optional<bool> mig_pending_mode() const;  // after the next reset
+  bool is_mig_device() const;
+  unsigned int mig_device_count() const;  // the most MIG devices this GPU can hold; 0 without MIG
+  std::vector<Device> mig_devices() const;
+  Device mig_device(unsigned int index) const;  // std::out_of_range when no MIG device is at `index`
+  Device mig_parent() const;  // for a MIG device, its GPU
+
+  // Clocks and performance.
+  ClockInfo get_clock(ClockType type) const { return ClockInfo(handle_, type); }
+  std::optional<int> performance_state() const;  // 0 (P0) .. 15
+  std::optional<std::vector<int>> supported_pstates() const;
+  std::optional<std::uint64_t> current_clock_event_reasons() const;  // clocks_event_reasons bits
+  std::optional<std::uint64_t> supported_clock_event_reasons() const;
+
+  // Thermals and cooling.
+  Temperature temperature() const { return Temperature(handle_); }
+  std::optional<unsigned int> num_fans() const;
+  std::optional<unsigned int> fan_speed(unsigned int fan = 0) const;  // percent of the maximum
+
+  // Power (milliwatts) and energy (millijoules since the driver loaded).
+  std::optional<unsigned int> power_usage_mw() const;
+  std::optional<unsigned int> power_management_limit_mw() const;
+  std::optional<unsigned int> power_management_default_limit_mw() const;
+  std::optional<std::pair<unsigned int, unsigned int>> power_management_limit_constraints_mw() const;
+  std::optional<unsigned int> enforced_power_limit_mw() const;
+  std::optional<std::uint64_t> total_energy_consumption_mj() const;
+
+  // Memory and utilization.
+  std::optional<MemoryInfo> memory_info() const;
+  std::optional<BAR1MemoryInfo> bar1_memory_info() const;
+  std::optional<Utilization> utilization() const;
+  std::optional<EngineUtilization> encoder_utilization() const;
+  std::optional<EngineUtilization> decoder_utilization() const;
+
+  // NVLink: links the device has (0 without NVLink); link >= the count is
+  // std::out_of_range.
+  unsigned int get_nvlink_count() const;
+  NvlinkInfo get_nvlink(unsigned int link) const;
+  std::vector<NvlinkInfo> get_nvlinks() const;
+
+  // Processes with a compute context on the device.
+  std::optional<std::vector<ProcessInfo>> compute_running_processes() const;
+
+  // ECC: (current, pending) mode, and error counts.
+  std::optional<std::pair<bool, bool>> ecc_mode() const;
+  std::optional<std::uint64_t> get_total_ecc_errors(MemoryErrorType error, EccCounterType counter) const;
+
+  // Events (XID errors, ...): event_types bits. register_events throws
+  // NvmlError (NVML_ERROR_NOT_SUPPORTED) when the device supports none of them.
+  std::optional<std::uint64_t> supported_event_types() const;
+  DeviceEvents register_events(std::uint64_t event_types) const;
+
+ private:
+  struct Adopt {};
+  Device(void* h, Adopt) noexcept : handle_(h) {}
+  void* handle_ = nullptr;
+};
+
+struct EventData {
+  Device device;
+  std::uint64_t event_type = 0;  // one event_types bit
+  std::uint64_t event_data = 0;  // the XID for xid_critical_error
+  unsigned int gpu_instance_id = 0, compute_instance_id = 0;
+};
+
+GpuTopologyLevel get_topology_common_ancestor(const Device& a, const Device& b);
+GpuP2PStatus get_p2p_status(const Device& a, const Device& b, GpuP2PCapsIndex index);
+
+// ---- one sample of everything `cucore smi` shows ----------------------------
+
+struct ProcessSample {
+  ProcessInfo info;
+  std::string name;  // empty when NVML cannot tell
+};
+struct DeviceSample {
+  unsigned int index = 0;
+  std::string name, uuid, pci_bus_id;
+  std::optional<unsigned int> temperature_c, fan_percent, power_usage_mw, power_limit_mw;
+  std::optional<int> performance_state;
+  std::optional<MemoryInfo> memory;
+  std::optional<Utilization> utilization;
+  std::optional<unsigned int> sm_clock_mhz, memory_clock_mhz, max_sm_clock_mhz, max_memory_clock_mhz;
+  std::optional<bool> mig_mode, mig_pending_mode;
+  std::optional<std::uint64_t> clock_event_reasons;
+  std::vector<ProcessSample> processes;
+  std::vector<std::string> errors;  // fields that failed (their values are empty)
+};
+struct Sample {
+  std::string driver_version, nvml_version;
+  std::pair<int, int> cuda_version{0, 0};
+  std::vector<DeviceSample> devices;
+};
+// Every field of every device; a field whose query fails is left empty and
+// the failure recorded in DeviceSample::errors. Throws only when NVML itself
+// is unusable.
+Sample sample();
+
+}  // namespace system
+}  // namespace cucore

@@ -1,0 +1,161 @@
+"""The enumerations of cucore.system, with cuda.core.system.typing's names and values.
+
+String enumerations (ClockType, EventType, ...) accept their member or its
+string value wherever an argument takes them: get_clock("sm") equals
+get_clock(ClockType.SM). DeviceArch is an IntEnum of NVML's architecture
+numbers, ordered (Kepler < ... < Blackwell).
+"""
+import enum
+
+try:
+    from enum import StrEnum as _StrEnum
+except ImportError:  # Python < 3.11
+
+    class _StrEnum(str, enum.Enum):
+        def __str__(self):
+            return str(self.value)
+
+
+__all__ = [
+    "ClockId",
+    "ClockType",
+    "ClocksEventReasons",
+    "DeviceArch",
+    "EccCounterType",
+    "EventType",
+    "GpuP2PCapsIndex",
+    "GpuP2PStatus",
+    "GpuTopologyLevel",
+    "MemoryErrorType",
+    "TemperatureThresholds",
+]
+
+
+class ClockId(_StrEnum):
+    """Which value of a clock: its current one, or the OEM-defined maximum."""
+
+    CURRENT = "current"
+    CUSTOMER_BOOST_MAX = "customer_boost_max"
+
+
+class ClockType(_StrEnum):
+    """Clock domains. All speeds are in MHz."""
+
+    GRAPHICS = "graphics"
+    SM = "sm"
+    MEMORY = "memory"
+    VIDEO = "video"
+
+
+class ClocksEventReasons(_StrEnum):
+    """Why clocks are what they are (throttle reasons)."""
+
+    NONE = "none"
+    GPU_IDLE = "gpu_idle"
+    APPLICATIONS_CLOCKS_SETTING = "applications_clocks_setting"
+    SW_POWER_CAP = "sw_power_cap"
+    HW_SLOWDOWN = "hw_slowdown"
+    SYNC_BOOST = "sync_boost"
+    SW_THERMAL_SLOWDOWN = "sw_thermal_slowdown"
+    HW_THERMAL_SLOWDOWN = "hw_thermal_slowdown"
+    HW_POWER_BRAKE_SLOWDOWN = "hw_power_brake_slowdown"
+    DISPLAY_CLOCK_SETTING = "display_clock_setting"
+    BOARD_LIMIT = "board_limit"
+    RELIABILITY = "reliability"
+
+
+class EventType(_StrEnum):
+    """Event types a DeviceEvents can wait on."""
+
+    NONE = "none"
+    SINGLE_BIT_ECC_ERROR = "single_bit_ecc_error"
+    DOUBLE_BIT_ECC_ERROR = "double_bit_ecc_error"
+    PSTATE = "pstate"
+    XID_CRITICAL_ERROR = "xid_critical_error"
+    CLOCK = "clock"
+    POWER_SOURCE_CHANGE = "power_source_change"
+    MIG_CONFIG_CHANGE = "mig_config_change"
+    SINGLE_BIT_ECC_ERROR_STORM = "single_bit_ecc_error_storm"
+    DRAM_RETIREMENT_EVENT = "dram_retirement_event"
+    DRAM_RETIREMENT_FAILURE = "dram_retirement_failure"
+    NON_FATAL_POISON_ERROR = "non_fatal_poison_error"
+    FATAL_POISON_ERROR = "fatal_poison_error"
+    GPU_UNAVAILABLE_ERROR = "gpu_unavailable_error"
+    GPU_RECOVERY_ACTION = "gpu_recovery_action"
+
+
+class GpuP2PCapsIndex(_StrEnum):
+    """The peer-to-peer capability asked about by get_p2p_status."""
+
+    READ = "read"
+    WRITE = "write"
+    NVLINK = "nvlink"
+    ATOMICS = "atomics"
+    PCI = "pci"
+    PROP = "prop"
+    UNKNOWN = "unknown"
+
+
+class GpuP2PStatus(_StrEnum):
+    """Peer-to-peer status between two GPUs."""
+
+    OK = "ok"
+    CHIPSET_NOT_SUPPORTED = "chipset not supported"
+    GPU_NOT_SUPPORTED = "GPU not supported"
+    IOH_TOPOLOGY_NOT_SUPPORTED = "IOH topology not supported"
+    DISABLED_BY_REGKEY = "disabled by regkey"
+    NOT_SUPPORTED = "not supported"
+    UNKNOWN = "unknown"
+
+
+class GpuTopologyLevel(_StrEnum):
+    """How two GPUs are connected, nearest first."""
+
+    INTERNAL = "internal"
+    SINGLE = "single"
+    MULTIPLE = "multiple"
+    HOSTBRIDGE = "hostbridge"
+    NODE = "node"
+    SYSTEM = "system"
+
+
+class TemperatureThresholds(_StrEnum):
+    """Temperature thresholds of Temperature.get_threshold."""
+
+    SHUTDOWN = "shutdown"
+    SLOWDOWN = "slowdown"
+    MEM_MAX = "mem_max"
+    GPU_MAX = "gpu_max"
+    ACOUSTIC_MIN = "acoustic_min"
+    ACOUSTIC_CURR = "acoustic_curr"
+    ACOUSTIC_MAX = "acoustic_max"
+    GPS_CURR = "gps_curr"
+
+
+class MemoryErrorType(_StrEnum):
+    """ECC errors counted by Device.get_total_ecc_errors (cucore)."""
+
+    CORRECTED = "corrected"
+    UNCORRECTED = "uncorrected"
+
+
+class EccCounterType(_StrEnum):
+    """Since the driver loaded (volatile) or over the board's life (aggregate) (cucore)."""
+
+    VOLATILE = "volatile"
+    AGGREGATE = "aggregate"
+
+
+class DeviceArch(enum.IntEnum):
+    """Device architecture (NVML's numbers; ordered)."""
+
+    KEPLER = 2
+    MAXWELL = 3
+    PASCAL = 4
+    VOLTA = 5
+    TURING = 6
+    AMPERE = 7
+    ADA = 8
+    HOPPER = 9
+    BLACKWELL = 10
+    UNKNOWN = 0xFFFFFFFF

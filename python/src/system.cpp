@@ -1,0 +1,522 @@
+// cucore._core._system: cucore::system bound with cuda.core.system's names and
+// shapes; the package cucore.system (python/cucore/system/) re-exports it with
+// the enums (typing.py) and the exception classes (exceptions.py).
+//
+// Enumerations cross as cuda.core's: arguments accept the enum or its string
+// value; results are built from cucore.system.typing. NVML failures raise the
+// cuda.core.system exception class of their return code; NOT_SUPPORTED values
+// are None.
+#include <cucore/system.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "common.hpp"
+
+namespace cucore::python {
+namespace {
+
+namespace sys = cucore::system;
+
+// The package's Python modules, imported on first use (never while _core
+// itself is being imported) and kept for the process.
+nb::object typing_enum(const char* cls, nb::handle value) {
+  static nb::module_* typing = new nb::module_(nb::module_::import_("cucore.system.typing"));
+  return typing->attr(cls)(value);
+}
+
+nb::object exceptions_attr(const char* name) {
+  static nb::module_* exceptions = new nb::module_(nb::module_::import_("cucore.system.exceptions"));
+  return exceptions->attr(name);
+}
+
+// The string value of a StrEnum member or a plain str.
+std::string enum_arg(nb::handle v, const char* what) {
+  if (!PyUnicode_Check(v.ptr()))
+    raise_type_error(std::string(what) + " must be a str or a cucore.system.typing enum member, got " +
+                     nb::cast<std::string>(nb::repr(v)));
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(v.ptr(), &n);
+  if (!s) throw nb::python_error();
+  return std::string(s, static_cast<std::size_t>(n));
+}
+
+template <typename E, std::size_t N>
+E parse_enum(nb::handle v, const char* what, const std::pair<const char*, E> (&table)[N]) {
+  std::string s = enum_arg(v, what);
+  std::string known;
+  for (const auto& [name, e] : table) {
+    if (s == name) return e;
+    known += (known.empty() ? "" : ", ") + std::string(name);
+  }
+  raise_value_error("Invalid " + std::string(what) + ": '" + s + "'. Must be one of: " + known);
+}
+
+template <typename E, std::size_t N>
+const char* enum_name(E e, const std::pair<const char*, E> (&table)[N]) {
+  for (const auto& [name, value] : table)
+    if (value == e) return name;
+  return "unknown";
+}
+
+constexpr std::pair<const char*, sys::ClockType> kClockTypes[] = {
+    {"graphics", sys::ClockType::graphics}, {"sm", sys::ClockType::sm},
+    {"memory", sys::ClockType::memory},     {"video", sys::ClockType::video}};
+constexpr std::pair<const char*, sys::ClockId> kClockIds[] = {{"current", sys::ClockId::current},
+                                                              {"customer_boost_max", sys::ClockId::customer_boost_max}};
+constexpr std::pair<const char*, sys::TemperatureThresholds> kThresholds[] = {
+    {"shutdown", sys::TemperatureThresholds::shutdown},         {"slowdown", sys::TemperatureThresholds::slowdown},
+    {"mem_max", sys::TemperatureThresholds::mem_max},           {"gpu_max", sys::TemperatureThresholds::gpu_max},
+    {"acoustic_min", sys::TemperatureThresholds::acoustic_min}, {"acoustic_curr", sys::TemperatureThresholds::acoustic_curr},
+    {"acoustic_max", sys::TemperatureThresholds::acoustic_max}, {"gps_curr", sys::TemperatureThresholds::gps_curr}};
+constexpr std::pair<const char*, sys::GpuTopologyLevel> kTopologyLevels[] = {
+    {"internal", sys::GpuTopologyLevel::internal},     {"single", sys::GpuTopologyLevel::single},
+    {"multiple", sys::GpuTopologyLevel::multiple},     {"hostbridge", sys::GpuTopologyLevel::hostbridge},
+    {"node", sys::GpuTopologyLevel::node},             {"system", sys::GpuTopologyLevel::system}};
+constexpr std::pair<const char*, sys::GpuP2PCapsIndex> kP2PCaps[] = {
+    {"read", sys::GpuP2PCapsIndex::read}, {"write", sys::GpuP2PCapsIndex::write},
+    {"nvlink", sys::GpuP2PCapsIndex::nvlink}, {"atomics", sys::GpuP2PCapsIndex::atomics},
+    {"pci", sys::GpuP2PCapsIndex::pci}, {"prop", sys::GpuP2PCapsIndex::prop}, {"unknown", sys::GpuP2PCapsIndex::unknown}};
+constexpr std::pair<const char*, sys::GpuP2PStatus> kP2PStatus[] = {
+    {"ok", sys::GpuP2PStatus::ok},
+    {"chipset not supported", sys::GpuP2PStatus::chipset_not_supported},
+    {"GPU not supported", sys::GpuP2PStatus::gpu_not_supported},
+    {"IOH topology not supported", sys::GpuP2PStatus::ioh_topology_not_supported},
+    {"disabled by regkey", sys::GpuP2PStatus::disabled_by_regkey},
+    {"not supported", sys::GpuP2PStatus::not_supported},
+    {"unknown", sys::GpuP2PStatus::unknown}};
+constexpr std::pair<const char*, sys::MemoryErrorType> kMemoryErrorTypes[] = {
+    {"corrected", sys::MemoryErrorType::corrected}, {"uncorrected", sys::MemoryErrorType::uncorrected}};
+constexpr std::pair<const char*, sys::EccCounterType> kEccCounterTypes[] = {
+    {"volatile", sys::EccCounterType::volatile_ecc}, {"aggregate", sys::EccCounterType::aggregate_ecc}};
+
+nb::list enum_list(const char* cls, const std::vector<std::string>& names) {
+  nb::list out;
+  for (const auto& n : names) out.append(typing_enum(cls, nb::str(n.c_str())));
+  return out;
+}
+
+// Raises cucore.system.<cls>(message), e.g. the class cuda.core raises for a bad device index.
+[[noreturn]] void raise_nvml_class(const char* cls, const std::string& message) {
+  PyErr_SetString(exceptions_attr(cls).ptr(), message.c_str());
+  throw nb::python_error();
+}
+
+// A fan of a device, as cuda.core's FanInfo.
+struct FanInfo {
+  sys::Device device;
+  unsigned int fan;
+};
+
+// The MIG accessor, as cuda.core's MigInfo.
+struct MigInfo {
+  sys::Device device;
+};
+
+bool translate_system(const std::exception_ptr& p) {
+  try {
+    std::rethrow_exception(p);
+  } catch (const cucore::NvmlError& e) {
+    nb::gil_scoped_acquire gil;
+    nb::object type = exceptions_attr("_exception_for_code")(e.code());
+    nb::object inst = type(e.what());
+    inst.attr("code") = e.code();
+    inst.attr("name") = e.name();
+    inst.attr("description") = e.description();
+    inst.attr("call") = e.call();
+    PyErr_SetObject(type.ptr(), inst.ptr());
+  } catch (const cucore::LibraryNotFoundError& e) {
+    if (e.component() != "nvml") return false;
+    // Both cucore.system.LibraryNotFoundError (cuda.core's) and cucore.LibraryNotFoundError.
+    nb::gil_scoped_acquire gil;
+    nb::object type = exceptions_attr("LibraryNotFoundError");
+    nb::object inst = type(e.what());
+    inst.attr("component") = e.component();
+    inst.attr("searched") = nb::cast(e.searched());
+    inst.attr("code") = 12;  // NVML_ERROR_LIBRARY_NOT_FOUND
+    PyErr_SetObject(type.ptr(), inst.ptr());
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+
+using release = nb::call_guard<nb::gil_scoped_release>;
+
+void bind_values(nb::module_& s) {
+  nb::class_<sys::MemoryInfo>(s, "MemoryInfo", "Memory allocation information for a device (bytes).")
+      .def_ro("free", &sys::MemoryInfo::free, "Unallocated device memory (bytes).")
+      .def_ro("total", &sys::MemoryInfo::total, "Total physical device memory (bytes).")
+      .def_ro("used", &sys::MemoryInfo::used, "Allocated device memory (bytes).")
+      .def_ro("reserved", &sys::MemoryInfo::reserved, "Memory reserved for the driver and firmware (bytes).")
+      .def("__repr__", [](const sys::MemoryInfo& m) {
+        return "MemoryInfo(total=" + std::to_string(m.total) + ", used=" + std::to_string(m.used) +
+               ", free=" + std::to_string(m.free) + ", reserved=" + std::to_string(m.reserved) + ")";
+      });
+  nb::class_<sys::BAR1MemoryInfo>(s, "BAR1MemoryInfo", "BAR1 memory allocation information for a device (bytes).")
+      .def_ro("free", &sys::BAR1MemoryInfo::free)
+      .def_ro("total", &sys::BAR1MemoryInfo::total)
+      .def_ro("used", &sys::BAR1MemoryInfo::used);
+  nb::class_<sys::Utilization>(s, "Utilization", "Utilization rates (percent of the last sample period).")
+      .def_ro("gpu", &sys::Utilization::gpu, "Percent of time one or more kernels ran on the GPU.")
+      .def_ro("memory", &sys::Utilization::memory, "Percent of time device memory was read or written.")
+      .def("__repr__", [](const sys::Utilization& u) {
+        return "Utilization(gpu=" + std::to_string(u.gpu) + ", memory=" + std::to_string(u.memory) + ")";
+      });
+  nb::class_<sys::EngineUtilization>(s, "EngineUtilization", "Encoder or decoder utilization (cucore).")
+      .def_ro("percent", &sys::EngineUtilization::percent)
+      .def_ro("sampling_period_us", &sys::EngineUtilization::sampling_period_us);
+  nb::class_<sys::ProcessInfo>(s, "ProcessInfo", "A process with a compute context on the device.")
+      .def_ro("pid", &sys::ProcessInfo::pid)
+      .def_ro("used_gpu_memory", &sys::ProcessInfo::used_gpu_memory,
+              "GPU memory the process uses (bytes); None where NVML cannot tell.")
+      .def_ro("gpu_instance_id", &sys::ProcessInfo::gpu_instance_id, "The MIG GPU instance; None outside MIG.")
+      .def_ro("compute_instance_id", &sys::ProcessInfo::compute_instance_id,
+              "The MIG compute instance; None outside MIG.")
+      .def("__repr__", [](const sys::ProcessInfo& p) {
+        return "ProcessInfo(pid=" + std::to_string(p.pid) + ", used_gpu_memory=" +
+               (p.used_gpu_memory ? std::to_string(*p.used_gpu_memory) : std::string("None")) + ")";
+      });
+
+  nb::class_<sys::PciInfo>(s, "PciInfo", "PCI information about a GPU device.")
+      .def_prop_ro("bus_id", &sys::PciInfo::bus_id, "The domain:bus:device.function PCI identifier.")
+      .def_prop_ro("domain", &sys::PciInfo::domain)
+      .def_prop_ro("bus", &sys::PciInfo::bus)
+      .def_prop_ro("device", &sys::PciInfo::device)
+      .def_prop_ro("vendor_id", &sys::PciInfo::vendor_id)
+      .def_prop_ro("device_id", &sys::PciInfo::device_id)
+      .def_prop_ro("subsystem_id", &sys::PciInfo::subsystem_id)
+      .def_prop_ro("base_class", &sys::PciInfo::base_class)
+      .def_prop_ro("sub_class", &sys::PciInfo::sub_class)
+      .def_prop_ro("link_generation", &sys::PciInfo::link_generation, release())
+      .def_prop_ro("max_link_generation", &sys::PciInfo::max_link_generation, release())
+      .def_prop_ro("max_link_width", &sys::PciInfo::max_link_width, release())
+      .def_prop_ro("current_link_generation", &sys::PciInfo::current_link_generation, release())
+      .def_prop_ro("current_link_width", &sys::PciInfo::current_link_width, release())
+      .def_prop_ro("tx_throughput", &sys::PciInfo::tx_throughput, release(), "PCIe transmit throughput (KB/s).")
+      .def_prop_ro("rx_throughput", &sys::PciInfo::rx_throughput, release(), "PCIe receive throughput (KB/s).")
+      .def_prop_ro("replay_counter", &sys::PciInfo::replay_counter, release());
+
+  nb::class_<sys::ClockInfo>(s, "ClockInfo", "One clock domain of a device (MHz).")
+      .def("get_current_mhz",
+           [](const sys::ClockInfo& c, nb::handle clock_id) {
+             sys::ClockId id = parse_enum(clock_id, "clock id", kClockIds);
+             nb::gil_scoped_release r;
+             return c.get_current_mhz(id);
+           },
+           nb::arg("clock_id") = "current")
+      .def("get_max_mhz", &sys::ClockInfo::get_max_mhz, release())
+      .def("get_max_customer_boost_mhz", &sys::ClockInfo::get_max_customer_boost_mhz, release())
+      .def("get_application_mhz", &sys::ClockInfo::get_application_mhz, release(),
+           "The applications clock target (cucore).");
+
+  nb::class_<sys::Temperature>(s, "Temperature", "Temperatures of a device (degrees Celsius).")
+      .def("get_sensor", &sys::Temperature::get_sensor, release())
+      .def("get_threshold",
+           [](const sys::Temperature& t, nb::handle threshold) {
+             sys::TemperatureThresholds th = parse_enum(threshold, "temperature threshold", kThresholds);
+             nb::gil_scoped_release r;
+             return t.get_threshold(th);
+           },
+           nb::arg("threshold_type"))
+      .def_prop_ro("margin", &sys::Temperature::margin, release());
+
+  nb::class_<sys::NvlinkInfo>(s, "NvlinkInfo", "NVLink information for a device.")
+      .def_prop_ro("version", &sys::NvlinkInfo::version, release(), "The NVLink version as (major, minor).")
+      .def_prop_ro("state", &sys::NvlinkInfo::state, release(), "True if the link is active.")
+      .def_prop_ro("remote_pci_bus_id", &sys::NvlinkInfo::remote_pci_bus_id, release(),
+                   "The PCI bus id of the device at the other end (cucore).")
+      .def_prop_ro("link", &sys::NvlinkInfo::link);
+  nb::handle(s.attr("NvlinkInfo")).attr("max_links") = 18;  // NVML_NVLINK_MAX_LINKS
+
+  nb::class_<FanInfo>(s, "FanInfo", "One fan of a device.")
+      .def_prop_ro("speed", [](const FanInfo& f) { return f.device.fan_speed(f.fan); }, release(),
+                   "Intended fan speed, percent of the maximum.");
+
+  nb::class_<sys::EventData>(s, "EventData", "One event on a device.")
+      .def_prop_ro("device", [](const sys::EventData& e) { return e.device; })
+      .def_prop_ro("event_type",
+                   [](const sys::EventData& e) {
+                     auto names = sys::event_type_names(e.event_type);
+                     return names.empty() ? nb::object(nb::int_(e.event_type))
+                                          : typing_enum("EventType", nb::str(names.front().c_str()));
+                   })
+      .def_prop_ro("event_data",
+                   [](const sys::EventData& e) {
+                     if (e.event_type != sys::event_types::xid_critical_error)
+                       raise_value_error("event_data is the XID of xid_critical_error events only");
+                     return e.event_data;
+                   })
+      .def_prop_ro("gpu_instance_id", [](const sys::EventData& e) { return e.gpu_instance_id; })
+      .def_prop_ro("compute_instance_id", [](const sys::EventData& e) { return e.compute_instance_id; });
+
+  nb::class_<sys::DeviceEvents>(s, "DeviceEvents", "Events registered on a device; wait() for the next.")
+      .def("wait",
+           [](const sys::DeviceEvents& ev, unsigned int timeout_ms) {
+             std::optional<sys::EventData> d;
+             {
+               nb::gil_scoped_release r;
+               d = ev.wait(timeout_ms);
+             }
+             if (!d)
+               raise_nvml_class("TimeoutError", "no event within " + std::to_string(timeout_ms) + " ms");
+             return *d;
+           },
+           nb::arg("timeout_ms") = 0, "Waits for the next event (0: forever); TimeoutError when none comes.");
+}
+
+void bind_device_class(nb::module_& s) {
+  auto cls = nb::class_<sys::Device>(s, "Device",
+                                     "A GPU as NVML sees it (cuda.core.system.Device). Give exactly one of index, "
+                                     "uuid or pci_bus_id.");
+  cls.def("__init__",
+          [](sys::Device* self, nb::handle index, nb::handle uuid, nb::handle pci_bus_id) {
+            int given = !index.is_none() + !uuid.is_none() + !pci_bus_id.is_none();
+            if (given > 1) raise_value_error("Handle requires only one of `index`, `uuid`, or `pci_bus_id`.");
+            if (given == 0) raise_value_error("Handle requires either a device `index`, `uuid`, or `pci_bus_id`.");
+            auto text = [](nb::handle v, const char* what) {
+              if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
+              if (!PyUnicode_Check(v.ptr())) raise_type_error(std::string(what) + " must be str or bytes");
+              return nb::cast<std::string>(v);
+            };
+            try {
+              if (!index.is_none()) {
+                if (PyBool_Check(index.ptr()) || !PyIndex_Check(index.ptr()))
+                  raise_type_error("index must be an int, got " + nb::cast<std::string>(nb::repr(index)));
+                long long i = PyLong_AsLongLong(nb::steal(PyNumber_Index(index.ptr())).ptr());
+                if (i == -1 && PyErr_Occurred()) throw nb::python_error();
+                if (i < 0 || i > 0xffffffffLL)
+                  throw std::out_of_range("system::Device(" + std::to_string(i) + "): no such device");
+                nb::gil_scoped_release r;
+                new (self) sys::Device(static_cast<unsigned int>(i));
+              } else if (!uuid.is_none()) {
+                std::string u = text(uuid, "uuid");
+                nb::gil_scoped_release r;
+                new (self) sys::Device(sys::Device::from_uuid(u));
+              } else {
+                std::string p = text(pci_bus_id, "pci_bus_id");
+                nb::gil_scoped_release r;
+                new (self) sys::Device(sys::Device::from_pci_bus_id(p));
+              }
+            } catch (const std::out_of_range& e) {
+              // cuda.core: NVML's InvalidArgumentError for an index, NotFoundError for a key.
+              raise_nvml_class(index.is_none() ? "NotFoundError" : "InvalidArgumentError", e.what());
+            } catch (const std::invalid_argument& e) {
+              raise_nvml_class("InvalidArgumentError", e.what());
+            }
+          },
+          nb::arg("index") = nb::none(), nb::kw_only(), nb::arg("uuid") = nb::none(),
+          nb::arg("pci_bus_id") = nb::none())
+      .def_static("get_device_count", &sys::Device::get_device_count, release())
+      .def_static("get_all_devices", &sys::Device::get_all_devices, release())
+      .def_prop_ro("handle", [](const sys::Device& d) { return reinterpret_cast<std::uintptr_t>(d.handle()); },
+                   "The nvmlDevice_t as an int.")
+      .def_prop_ro("index", &sys::Device::index, release())
+      .def_prop_ro("name", &sys::Device::name, release())
+      .def_prop_ro("brand", &sys::Device::brand, release())
+      .def_prop_ro("uuid", &sys::Device::uuid, release())
+      .def_prop_ro("uuid_without_prefix", &sys::Device::uuid_without_prefix, release())
+      .def_prop_ro("pci_bus_id", &sys::Device::pci_bus_id, release())
+      .def_prop_ro("pci_info", &sys::Device::pci_info, release())
+      .def_prop_ro("arch",
+                   [](const sys::Device& d) {
+                     sys::DeviceArch a;
+                     {
+                       nb::gil_scoped_release r;
+                       a = d.arch();
+                     }
+                     return typing_enum("DeviceArch", nb::int_(static_cast<unsigned int>(a)));
+                   })
+      .def_prop_ro("cuda_compute_capability",
+                   [](const sys::Device& d) {
+                     ComputeCapability cc = d.cuda_compute_capability();
+                     return std::make_tuple(cc.major, cc.minor);
+                   })
+      .def_prop_ro("serial", &sys::Device::serial, release())
+      .def_prop_ro("module_id", &sys::Device::module_id, release())
+      .def_prop_ro("minor_number", &sys::Device::minor_number, release())
+      .def_prop_ro("numa_node_id", &sys::Device::numa_node_id, release())
+      .def_prop_ro("is_persistence_mode_enabled", &sys::Device::is_persistence_mode_enabled, release())
+      .def("to_cuda_device",
+           [](const sys::Device& d) {
+             int ordinal;
+             {
+               nb::gil_scoped_release r;
+               ordinal = d.to_cuda_device().ordinal();
+             }
+             return device_object(ordinal);
+           },
+           "The cucore.Device (CUDA) of this GPU, found by UUID.")
+      .def_prop_ro("mig", [](const sys::Device& d) { return MigInfo{d}; })
+      .def("get_clock",
+           [](const sys::Device& d, nb::handle clock_type) {
+             return d.get_clock(parse_enum(clock_type, "clock type", kClockTypes));
+           },
+           nb::arg("clock_type"))
+      .def_prop_ro("performance_state", &sys::Device::performance_state, release())
+      .def_prop_ro("supported_pstates", &sys::Device::supported_pstates, release())
+      .def_prop_ro("current_clock_event_reasons",
+                   [](const sys::Device& d) -> nb::object {
+                     auto r = d.current_clock_event_reasons();
+                     if (!r) return nb::none();
+                     return enum_list("ClocksEventReasons", sys::clock_event_reason_names(*r));
+                   })
+      .def_prop_ro("supported_clock_event_reasons",
+                   [](const sys::Device& d) -> nb::object {
+                     auto r = d.supported_clock_event_reasons();
+                     if (!r) return nb::none();
+                     return enum_list("ClocksEventReasons", sys::clock_event_reason_names(*r));
+                   })
+      .def_prop_ro("temperature", &sys::Device::temperature)
+      .def_prop_ro("num_fans", &sys::Device::num_fans, release())
+      .def("get_fan",
+           [](const sys::Device& d, unsigned int fan) {
+             auto n = d.num_fans();
+             if (n && fan >= *n)
+               raise_value_error("Fan index " + std::to_string(fan) + " is out of range [0, " + std::to_string(*n) + ")");
+             return FanInfo{d, fan};
+           },
+           nb::arg("fan") = 0)
+      .def_prop_ro("power_usage_mw", &sys::Device::power_usage_mw, release(), "Power draw in milliwatts (cucore).")
+      .def_prop_ro("power_management_limit_mw", &sys::Device::power_management_limit_mw, release())
+      .def_prop_ro("power_management_default_limit_mw", &sys::Device::power_management_default_limit_mw, release())
+      .def_prop_ro("power_management_limit_constraints_mw", &sys::Device::power_management_limit_constraints_mw,
+                   release())
+      .def_prop_ro("enforced_power_limit_mw", &sys::Device::enforced_power_limit_mw, release())
+      .def_prop_ro("total_energy_consumption_mj", &sys::Device::total_energy_consumption_mj, release())
+      .def_prop_ro("memory_info", &sys::Device::memory_info, release())
+      .def_prop_ro("bar1_memory_info", &sys::Device::bar1_memory_info, release())
+      .def_prop_ro("utilization", &sys::Device::utilization, release())
+      .def_prop_ro("encoder_utilization", &sys::Device::encoder_utilization, release())
+      .def_prop_ro("decoder_utilization", &sys::Device::decoder_utilization, release())
+      .def("get_nvlink_count", &sys::Device::get_nvlink_count, release())
+      .def("get_nvlink",
+           [](const sys::Device& d, unsigned int link) {
+             try {
+               return d.get_nvlink(link);
+             } catch (const std::out_of_range& e) {
+               raise_value_error(e.what());  // cuda.core: ValueError
+             }
+           },
+           nb::arg("link"))
+      .def("get_nvlinks", &sys::Device::get_nvlinks, release())
+      .def_prop_ro("compute_running_processes", &sys::Device::compute_running_processes, release())
+      .def_prop_ro("ecc_mode", &sys::Device::ecc_mode, release(), "(current, pending) ECC mode (cucore).")
+      .def("get_total_ecc_errors",
+           [](const sys::Device& d, nb::handle error_type, nb::handle counter_type) {
+             auto e = parse_enum(error_type, "memory error type", kMemoryErrorTypes);
+             auto c = parse_enum(counter_type, "ECC counter type", kEccCounterTypes);
+             nb::gil_scoped_release r;
+             return d.get_total_ecc_errors(e, c);
+           },
+           nb::arg("error_type"), nb::arg("counter_type"))
+      .def("get_supported_event_types",
+           [](const sys::Device& d) -> nb::object {
+             auto t = d.supported_event_types();
+             if (!t) return nb::none();
+             return enum_list("EventType", sys::event_type_names(*t));
+           })
+      .def("register_events",
+           [](const sys::Device& d, nb::handle events) {
+             std::uint64_t mask = 0;
+             if (PyUnicode_Check(events.ptr())) {
+               mask = sys::event_type_bit(enum_arg(events, "event type"));
+             } else if (PyList_Check(events.ptr()) || PyTuple_Check(events.ptr())) {
+               for (nb::handle e : events) mask |= sys::event_type_bit(enum_arg(e, "event type"));
+             } else {
+               raise_type_error("events must be an EventType, a str, or a list of them, got " +
+                                nb::cast<std::string>(nb::repr(events)));
+             }
+             nb::gil_scoped_release r;
+             return d.register_events(mask);
+           },
+           nb::arg("events"))
+      .def("__eq__", [](const sys::Device& a, nb::handle b) {
+        return nb::isinstance<sys::Device>(b) && a == nb::cast<const sys::Device&>(b);
+      })
+      .def("__hash__", [](const sys::Device& d) { return std::hash<void*>()(d.handle()); })
+      .def("__repr__", [](const sys::Device& d) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "<cucore.system.Device handle=%p>", d.handle());
+        return std::string(buf);
+      });
+
+  nb::class_<MigInfo>(s, "MigInfo", "MIG (Multi-Instance GPU) information of a device.")
+      .def_prop_ro("is_mig_device", [](const MigInfo& m) { return m.device.is_mig_device(); }, release())
+      .def_prop_ro("mode", [](const MigInfo& m) { return m.device.mig_mode(); }, release())
+      .def_prop_ro("pending_mode", [](const MigInfo& m) { return m.device.mig_pending_mode(); }, release())
+      .def_prop_ro("device_count", [](const MigInfo& m) { return m.device.mig_device_count(); }, release())
+      .def_prop_ro("parent", [](const MigInfo& m) { return m.device.mig_parent(); }, release())
+      .def("get_device_by_index", [](const MigInfo& m, unsigned int i) {
+        try {
+          nb::gil_scoped_release r;
+          return m.device.mig_device(i);
+        } catch (const std::out_of_range& e) {
+          raise_nvml_class("NotFoundError", e.what());
+        }
+      }, nb::arg("index"))
+      .def("get_all_devices", [](const MigInfo& m) { return m.device.mig_devices(); }, release());
+}
+
+}  // namespace
+
+void bind_system(nb::module_& m) {
+  nb::module_ s = m.def_submodule("_system", "cucore::system (NVML); use the package cucore.system.");
+  bind_values(s);
+  bind_device_class(s);
+
+  s.def("get_num_devices", &sys::get_num_devices, release(), "Return the number of devices in the system.");
+  s.def("get_user_mode_driver_version",
+        [] {
+          auto v = sys::get_user_mode_driver_version();
+          return std::make_tuple(v.first, v.second);
+        },
+        release(), "The CUDA version the driver supports, e.g. (13, 0).");
+  s.def("get_kernel_mode_driver_version",
+        [] { return nb::tuple(nb::cast(sys::get_kernel_mode_driver_version())); },
+        "The kernel-mode driver version, e.g. (580, 159, 4).");
+  s.def("get_nvml_version", [] { return nb::tuple(nb::cast(sys::get_nvml_version())); },
+        "The NVML library version, e.g. (13, 580, 159, 4).");
+  s.def("get_driver_branch", &sys::get_driver_branch, release());
+  s.def("get_process_name", &sys::get_process_name, nb::arg("pid"), release());
+  s.def("get_topology_common_ancestor",
+        [](const sys::Device& a, const sys::Device& b) {
+          sys::GpuTopologyLevel l;
+          {
+            nb::gil_scoped_release r;
+            l = sys::get_topology_common_ancestor(a, b);
+          }
+          return typing_enum("GpuTopologyLevel", nb::str(enum_name(l, kTopologyLevels)));
+        },
+        nb::arg("device1"), nb::arg("device2"));
+  s.def("get_p2p_status",
+        [](const sys::Device& a, const sys::Device& b, nb::handle index) {
+          sys::GpuP2PCapsIndex i = parse_enum(index, "P2P caps index", kP2PCaps);
+          sys::GpuP2PStatus st;
+          {
+            nb::gil_scoped_release r;
+            st = sys::get_p2p_status(a, b, i);
+          }
+          return typing_enum("GpuP2PStatus", nb::str(enum_name(st, kP2PStatus)));
+        },
+        nb::arg("device1"), nb::arg("device2"), nb::arg("index"));
+
+  // cucore.Device.to_system_device(), as cuda.core.Device has it.
+  nb::handle device_cls = m.attr("Device");
+  nb::setattr(device_cls, "to_system_device",
+              nb::cpp_function(
+                  [](nb::handle self) {
+                    int ordinal = nb::cast<int>(self.attr("device_id"));
+                    nb::gil_scoped_release r;
+                    return cucore::Device(ordinal).to_system_device();
+                  },
+                  nb::is_method(), nb::scope(device_cls), nb::name("to_system_device"),
+                  "The cucore.system.Device (NVML) of this GPU, found by UUID."));
+
+  // Tried before the translator of errors.cpp (nanobind tries the newest first).
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    if (!translate_system(p)) std::rethrow_exception(p);
+  });
+}
+
+}  // namespace cucore::python

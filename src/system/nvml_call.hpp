@@ -1,0 +1,44 @@
+#pragma once
+// Calling NVML from cucore::system: one macro per outcome policy. Internal.
+#include <cucore/system.hpp>
+
+#include "loader/toolkit.hpp"
+
+namespace cucore::detail {
+
+[[noreturn]] void throw_nvml_error(nvml::Return r, const char* call);
+[[noreturn]] void throw_nvml_missing(const char* call);
+
+inline nvml::Device nvml_handle(void* h) noexcept { return static_cast<nvml::Device>(h); }
+
+// The entry point, or NvmlError(NVML_ERROR_FUNCTION_NOT_FOUND) when this NVML lacks it.
+template <typename Fn>
+inline Fn nvml_entry(Fn NvmlTable::*member, const char* name) {
+  Fn f = nvml_table().*member;
+  if (!f) [[unlikely]]
+    throw_nvml_missing(name);
+  return f;
+}
+
+// SUCCESS: true; NOT_SUPPORTED: false (the caller returns an empty optional);
+// anything else throws NvmlError.
+inline bool nvml_supported(nvml::Return r, const char* call) {
+  if (r == nvml::SUCCESS) [[likely]]
+    return true;
+  if (r == nvml::ERROR_NOT_SUPPORTED) return false;
+  throw_nvml_error(r, call);
+}
+
+inline void nvml_check(nvml::Return r, const char* call) {
+  if (r != nvml::SUCCESS) [[unlikely]]
+    throw_nvml_error(r, call);
+}
+
+}  // namespace cucore::detail
+
+// CUCORE_NVML(fn)(args...) calls the entry point; CUCORE_NVML_OK(fn, args...)
+// is nvml_supported() of the call; CUCORE_NVML_CHECK(fn, args...) throws on
+// any failure.
+#define CUCORE_NVML(fn) ::cucore::detail::nvml_entry(&::cucore::detail::NvmlTable::fn, #fn)
+#define CUCORE_NVML_OK(fn, ...) ::cucore::detail::nvml_supported(CUCORE_NVML(fn)(__VA_ARGS__), #fn)
+#define CUCORE_NVML_CHECK(fn, ...) ::cucore::detail::nvml_check(CUCORE_NVML(fn)(__VA_ARGS__), #fn)

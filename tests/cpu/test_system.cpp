@@ -1,0 +1,830 @@
+// cucore::system on any machine, through a substituted NVML table: values pass
+// through on random data, NOT_SUPPORTED is an empty optional, real failures are
+// NvmlError, unknown devices std::out_of_range, a missing NVML a
+// LibraryNotFoundError naming what was searched.
+#include <cucore/pathfinder.hpp>
+#include <cucore/system.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "loader/toolkit.hpp"
+
+namespace {
+
+namespace nvml = cucore::detail::nvml;
+namespace sys = cucore::system;
+using cucore::detail::NvmlTable;
+
+struct FakeGpu {
+  std::string name, uuid, serial, bus_id;
+  unsigned index = 0, brand = 0, arch = 0, module_id = 0, minor = 0, numa = 0;
+  unsigned domain = 0, bus = 0, dev = 0, pci_device_id = 0, subsystem = 0, base_class = 0, sub_class = 0;
+  int cc_major = 0, cc_minor = 0, persistence = 0;
+  nvml::Memory_v2 mem{};
+  nvml::BAR1Memory bar1{};
+  nvml::Utilization util{};
+  unsigned enc = 0, enc_period = 0, dec = 0, dec_period = 0;
+  unsigned power = 0, limit = 0, default_limit = 0, enforced = 0, min_limit = 0, max_limit = 0;
+  unsigned long long energy = 0;
+  unsigned clocks[4] = {}, max_clocks[4] = {}, boost[4] = {}, app[4] = {};
+  int pstate = 0;
+  std::vector<int> pstates;
+  unsigned long long reasons = 0, supported_reasons = 0, event_types = 0;
+  int temp = 0, margin = 0;
+  unsigned thresholds[8] = {};
+  std::vector<unsigned> fans;
+  int ecc_current = 0, ecc_pending = 0;
+  unsigned long long ecc[2][2] = {};
+  unsigned link_gen = 0, gpu_max_gen = 0, max_width = 0, cur_gen = 0, cur_width = 0, tx = 0, rx = 0, replay = 0;
+  std::vector<int> link_state;
+  std::vector<unsigned> link_version;
+  std::vector<std::string> link_remote;
+  unsigned mig_current = 0, mig_pending = 0;
+  std::vector<nvml::ProcessInfo> procs;
+};
+
+FakeGpu& gpu(nvml::Device h) { return *reinterpret_cast<FakeGpu*>(h); }
+
+void copy(char* dst, unsigned n, const std::string& s) {
+  std::snprintf(dst, n, "%s", s.c_str());
+}
+
+// An NVML of `gpus`, with every entry point answering from them.
+class FakeNvml {
+ public:
+  static inline std::vector<FakeGpu> gpus;
+  static inline std::string driver_version, nvml_version, branch;
+  static inline int cuda_version = 0;
+  static inline int sets_created = 0, sets_freed = 0;
+  static inline unsigned long long registered = 0;
+  static inline int pending_events = 0;
+  static inline int process_list_growth = 0;  // extra processes appearing after each short call
+
+  NvmlTable table;
+
+  FakeNvml() {
+    NvmlTable& t = table;
+    t.nvmlErrorString = [](nvml::Return r) -> const char* {
+      return r == nvml::ERROR_GPU_IS_LOST ? "fake: the GPU fell off the bus" : "fake: other error";
+    };
+    t.nvmlInit_v2 = [] { return nvml::SUCCESS; };
+    t.nvmlSystemGetDriverVersion = [](char* b, unsigned n) { return copy(b, n, driver_version), nvml::SUCCESS; };
+    t.nvmlSystemGetNVMLVersion = [](char* b, unsigned n) { return copy(b, n, nvml_version), nvml::SUCCESS; };
+    t.nvmlSystemGetCudaDriverVersion_v2 = [](int* v) { return *v = cuda_version, nvml::SUCCESS; };
+    t.nvmlSystemGetProcessName = [](unsigned pid, char* b, unsigned n) {
+      if (pid % 7 == 0) return nvml::ERROR_NOT_FOUND;  // gone already
+      return copy(b, n, "proc" + std::to_string(pid)), nvml::SUCCESS;
+    };
+    t.nvmlSystemGetDriverBranch = [](nvml::SystemDriverBranchInfo_v1* b, unsigned n) {
+      if (b->version != nvml::kSystemDriverBranchInfo_v1 || n < 80) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      return copy(b->branch, n, branch), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetCount_v2 = [](unsigned* c) { return *c = static_cast<unsigned>(gpus.size()), nvml::SUCCESS; };
+    t.nvmlDeviceGetHandleByIndex_v2 = [](unsigned i, nvml::Device* h) {
+      if (i >= gpus.size()) return nvml::ERROR_INVALID_ARGUMENT;
+      return *h = reinterpret_cast<nvml::Device>(&gpus[i]), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetHandleByUUID = [](const char* u, nvml::Device* h) {
+      if (std::strncmp(u, "GPU-", 4) != 0 || std::strlen(u) != 40) return nvml::ERROR_INVALID_ARGUMENT;
+      for (auto& g : gpus)
+        if (g.uuid == u) return *h = reinterpret_cast<nvml::Device>(&g), nvml::SUCCESS;
+      return nvml::ERROR_NOT_FOUND;
+    };
+    t.nvmlDeviceGetHandleByPciBusId_v2 = [](const char* b, nvml::Device* h) {
+      if (!std::strchr(b, ':')) return nvml::ERROR_INVALID_ARGUMENT;
+      for (auto& g : gpus)
+        if (g.bus_id == b) return *h = reinterpret_cast<nvml::Device>(&g), nvml::SUCCESS;
+      return nvml::ERROR_NOT_FOUND;
+    };
+    t.nvmlDeviceGetIndex = [](nvml::Device h, unsigned* v) { return *v = gpu(h).index, nvml::SUCCESS; };
+    t.nvmlDeviceGetName = [](nvml::Device h, char* b, unsigned n) { return copy(b, n, gpu(h).name), nvml::SUCCESS; };
+    t.nvmlDeviceGetBrand = [](nvml::Device h, int* v) { return *v = static_cast<int>(gpu(h).brand), nvml::SUCCESS; };
+    t.nvmlDeviceGetUUID = [](nvml::Device h, char* b, unsigned n) { return copy(b, n, gpu(h).uuid), nvml::SUCCESS; };
+    t.nvmlDeviceGetSerial = [](nvml::Device h, char* b, unsigned n) {
+      return copy(b, n, gpu(h).serial), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetModuleId = [](nvml::Device h, unsigned* v) { return *v = gpu(h).module_id, nvml::SUCCESS; };
+    t.nvmlDeviceGetMinorNumber = [](nvml::Device h, unsigned* v) { return *v = gpu(h).minor, nvml::SUCCESS; };
+    t.nvmlDeviceGetNumaNodeId = [](nvml::Device h, unsigned* v) { return *v = gpu(h).numa, nvml::SUCCESS; };
+    t.nvmlDeviceGetArchitecture = [](nvml::Device h, unsigned* v) { return *v = gpu(h).arch, nvml::SUCCESS; };
+    t.nvmlDeviceGetCudaComputeCapability = [](nvml::Device h, int* a, int* b) {
+      return *a = gpu(h).cc_major, *b = gpu(h).cc_minor, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetPersistenceMode = [](nvml::Device h, int* v) { return *v = gpu(h).persistence, nvml::SUCCESS; };
+    t.nvmlDeviceGetPciInfoExt = [](nvml::Device h, nvml::PciInfoExt_v1* p) {
+      if (p->version != nvml::kPciInfoExt_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      const FakeGpu& g = gpu(h);
+      p->domain = g.domain, p->bus = g.bus, p->device = g.dev, p->pciDeviceId = g.pci_device_id;
+      p->pciSubSystemId = g.subsystem, p->baseClass = g.base_class, p->subClass = g.sub_class;
+      copy(p->busId, sizeof p->busId, g.bus_id);
+      return nvml::SUCCESS;
+    };
+#define UINT_FIELD(fn, field) \
+  t.fn = [](nvml::Device h, unsigned* v) { return *v = gpu(h).field, nvml::SUCCESS; };
+    UINT_FIELD(nvmlDeviceGetMaxPcieLinkGeneration, link_gen)
+    UINT_FIELD(nvmlDeviceGetGpuMaxPcieLinkGeneration, gpu_max_gen)
+    UINT_FIELD(nvmlDeviceGetMaxPcieLinkWidth, max_width)
+    UINT_FIELD(nvmlDeviceGetCurrPcieLinkGeneration, cur_gen)
+    UINT_FIELD(nvmlDeviceGetCurrPcieLinkWidth, cur_width)
+    UINT_FIELD(nvmlDeviceGetPcieReplayCounter, replay)
+    UINT_FIELD(nvmlDeviceGetPowerUsage, power)
+    UINT_FIELD(nvmlDeviceGetPowerManagementLimit, limit)
+    UINT_FIELD(nvmlDeviceGetPowerManagementDefaultLimit, default_limit)
+    UINT_FIELD(nvmlDeviceGetEnforcedPowerLimit, enforced)
+#undef UINT_FIELD
+    t.nvmlDeviceGetPcieThroughput = [](nvml::Device h, int counter, unsigned* v) {
+      return *v = counter == nvml::kPcieUtilTxBytes ? gpu(h).tx : gpu(h).rx, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMigMode = [](nvml::Device h, unsigned* c, unsigned* p) {
+      return *c = gpu(h).mig_current, *p = gpu(h).mig_pending, nvml::SUCCESS;
+    };
+    t.nvmlDeviceIsMigDeviceHandle = [](nvml::Device, unsigned* v) { return *v = 0, nvml::SUCCESS; };
+    t.nvmlDeviceGetMaxMigDeviceCount = [](nvml::Device, unsigned* v) { return *v = 0, nvml::SUCCESS; };
+    t.nvmlDeviceGetClockInfo = [](nvml::Device h, int type, unsigned* v) {
+      return *v = gpu(h).clocks[type], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMaxClockInfo = [](nvml::Device h, int type, unsigned* v) {
+      return *v = gpu(h).max_clocks[type], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetClock = [](nvml::Device h, int type, int id, unsigned* v) {
+      if (id != static_cast<int>(sys::ClockId::customer_boost_max)) return nvml::ERROR_INVALID_ARGUMENT;
+      return *v = gpu(h).boost[type], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMaxCustomerBoostClock = t.nvmlDeviceGetMaxClockInfo;
+    t.nvmlDeviceGetApplicationsClock = [](nvml::Device h, int type, unsigned* v) {
+      return *v = gpu(h).app[type], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetPerformanceState = [](nvml::Device h, int* v) { return *v = gpu(h).pstate, nvml::SUCCESS; };
+    t.nvmlDeviceGetSupportedPerformanceStates = [](nvml::Device h, int* p, unsigned size) {
+      if (size < 16 * sizeof(int)) return nvml::ERROR_INSUFFICIENT_SIZE;
+      const auto& ps = gpu(h).pstates;
+      for (std::size_t i = 0; i < 16; ++i) p[i] = i < ps.size() ? ps[i] : nvml::kPstateUnknown;
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetCurrentClocksEventReasons = [](nvml::Device h, unsigned long long* v) {
+      return *v = gpu(h).reasons, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetSupportedClocksEventReasons = [](nvml::Device h, unsigned long long* v) {
+      return *v = gpu(h).supported_reasons, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetTemperatureV = [](nvml::Device h, nvml::Temperature_v1* v) {
+      if (v->version != nvml::kTemperature_v1 || v->sensorType != nvml::kTemperatureGpu)
+        return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      return v->temperature = gpu(h).temp, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetTemperatureThreshold = [](nvml::Device h, int which, unsigned* v) {
+      return *v = gpu(h).thresholds[which], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMarginTemperature = [](nvml::Device h, nvml::MarginTemperature_v1* m) {
+      if (m->version != nvml::kMarginTemperature_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      return m->marginTemperature = gpu(h).margin, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetNumFans = [](nvml::Device h, unsigned* v) {
+      return *v = static_cast<unsigned>(gpu(h).fans.size()), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetFanSpeed_v2 = [](nvml::Device h, unsigned fan, unsigned* v) {
+      if (fan >= gpu(h).fans.size()) return nvml::ERROR_INVALID_ARGUMENT;
+      return *v = gpu(h).fans[fan], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetPowerManagementLimitConstraints = [](nvml::Device h, unsigned* lo, unsigned* hi) {
+      return *lo = gpu(h).min_limit, *hi = gpu(h).max_limit, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetTotalEnergyConsumption = [](nvml::Device h, unsigned long long* v) {
+      return *v = gpu(h).energy, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMemoryInfo_v2 = [](nvml::Device h, nvml::Memory_v2* m) {
+      if (m->version != nvml::kMemory_v2) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      *m = gpu(h).mem;
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetBAR1MemoryInfo = [](nvml::Device h, nvml::BAR1Memory* m) { return *m = gpu(h).bar1, nvml::SUCCESS; };
+    t.nvmlDeviceGetUtilizationRates = [](nvml::Device h, nvml::Utilization* u) {
+      return *u = gpu(h).util, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetEncoderUtilization = [](nvml::Device h, unsigned* u, unsigned* p) {
+      return *u = gpu(h).enc, *p = gpu(h).enc_period, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetDecoderUtilization = [](nvml::Device h, unsigned* u, unsigned* p) {
+      return *u = gpu(h).dec, *p = gpu(h).dec_period, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetComputeRunningProcesses_v3 = [](nvml::Device h, unsigned* count, nvml::ProcessInfo* out) {
+      auto& procs = gpu(h).procs;
+      if (*count < procs.size()) {
+        unsigned needed = static_cast<unsigned>(procs.size());
+        // The list grows between this answer and the next call, as real ones do.
+        for (int i = 0; i < process_list_growth; ++i)
+          procs.push_back({static_cast<unsigned>(900000 + procs.size()), 1ULL << 20, 0, 0});
+        process_list_growth = 0;
+        *count = needed;
+        return nvml::ERROR_INSUFFICIENT_SIZE;
+      }
+      std::copy(procs.begin(), procs.end(), out);
+      *count = static_cast<unsigned>(procs.size());
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetEccMode = [](nvml::Device h, int* c, int* p) {
+      return *c = gpu(h).ecc_current, *p = gpu(h).ecc_pending, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetTotalEccErrors = [](nvml::Device h, int e, int c, unsigned long long* v) {
+      return *v = gpu(h).ecc[e][c], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetFieldValues = [](nvml::Device h, int n, nvml::FieldValue* f) {
+      if (n != 1 || f->fieldId != nvml::kFieldNvlinkLinkCount) return nvml::ERROR_INVALID_ARGUMENT;
+      f->valueType = nvml::VALUE_TYPE_UNSIGNED_INT;
+      f->nvmlReturn = nvml::SUCCESS;
+      f->value.uiVal = static_cast<unsigned>(gpu(h).link_state.size());
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetNvLinkState = [](nvml::Device h, unsigned link, int* v) {
+      return *v = gpu(h).link_state.at(link), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetNvLinkVersion = [](nvml::Device h, unsigned link, unsigned* v) {
+      return *v = gpu(h).link_version.at(link), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetNvLinkRemotePciInfo_v2 = [](nvml::Device h, unsigned link, nvml::PciInfo* p) {
+      copy(p->busId, sizeof p->busId, gpu(h).link_remote.at(link));
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetTopologyCommonAncestor = [](nvml::Device a, nvml::Device b, int* level) {
+      return *level = &gpu(a) == &gpu(b) ? 0 : 40, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetP2PStatus = [](nvml::Device, nvml::Device, int index, int* status) {
+      return *status = index == 2 ? 5 : 0, nvml::SUCCESS;  // no NVLink; PCIe peer access fine
+    };
+    t.nvmlDeviceGetSupportedEventTypes = [](nvml::Device h, unsigned long long* v) {
+      return *v = gpu(h).event_types, nvml::SUCCESS;
+    };
+    t.nvmlEventSetCreate = [](nvml::EventSet* s) {
+      ++sets_created;
+      return *s = reinterpret_cast<nvml::EventSet>(&sets_created), nvml::SUCCESS;
+    };
+    t.nvmlDeviceRegisterEvents = [](nvml::Device h, unsigned long long types, nvml::EventSet) {
+      if (types & ~gpu(h).event_types) return nvml::ERROR_NOT_SUPPORTED;
+      registered = types;
+      return nvml::SUCCESS;
+    };
+    t.nvmlEventSetWait_v2 = [](nvml::EventSet, nvml::EventData* d, unsigned) {
+      if (pending_events == 0) return nvml::ERROR_TIMEOUT;
+      --pending_events;
+      d->device = reinterpret_cast<nvml::Device>(&gpus[0]);
+      d->eventType = sys::event_types::xid_critical_error;
+      d->eventData = 79;  // XID 79: fallen off the bus
+      return nvml::SUCCESS;
+    };
+    t.nvmlEventSetFree = [](nvml::EventSet) { return ++sets_freed, nvml::SUCCESS; };
+    cucore::detail::set_nvml_table_for_testing(&table);
+  }
+  ~FakeNvml() { cucore::detail::set_nvml_table_for_testing(nullptr); }
+  FakeNvml(const FakeNvml&) = delete;
+  FakeNvml& operator=(const FakeNvml&) = delete;
+
+  // Every entry point that is not required answers NOT_SUPPORTED.
+  void make_optional_entries_unsupported() {
+#define X(name, required, params) \
+  if (!(required)) table.name = &Unsupported<nvml::PFN_##name>::fn;
+    CUCORE_NVML_FUNCTIONS(X)
+    CUCORE_NVML_LEGACY_FUNCTIONS(X)
+#undef X
+  }
+
+ private:
+  template <typename F>
+  struct Unsupported;
+  template <typename... A>
+  struct Unsupported<nvml::Return (*)(A...)> {
+    static nvml::Return fn(A...) { return nvml::ERROR_NOT_SUPPORTED; }
+  };
+};
+
+std::string hex(std::mt19937& rng, int digits) {
+  std::string s;
+  for (int i = 0; i < digits; ++i) s += "0123456789abcdef"[rng() % 16];
+  return s;
+}
+
+// Random GPUs: every field nonzero and different between devices.
+std::vector<FakeGpu> random_gpus(std::mt19937& rng, int n) {
+  auto r = [&](unsigned lo, unsigned hi) { return lo + static_cast<unsigned>(rng() % (hi - lo + 1)); };
+  std::vector<FakeGpu> out(n);
+  for (int i = 0; i < n; ++i) {
+    FakeGpu& g = out[i];
+    g.index = static_cast<unsigned>(i);
+    g.name = "NVIDIA Fake " + hex(rng, 6);
+    g.uuid = "GPU-" + hex(rng, 8) + "-" + hex(rng, 4) + "-" + hex(rng, 4) + "-" + hex(rng, 4) + "-" + hex(rng, 12);
+    g.serial = std::to_string(r(100000, 999999)) + std::to_string(r(100000, 999999));
+    g.domain = r(0, 3), g.bus = r(1, 255), g.dev = r(1, 31);
+    char bus_id[32];
+    std::snprintf(bus_id, sizeof bus_id, "%08X:%02X:%02X.0", g.domain, g.bus, g.dev);
+    g.bus_id = bus_id;
+    g.brand = r(1, 16), g.arch = r(2, 10), g.module_id = r(1, 8), g.minor = r(1, 64), g.numa = r(1, 7);
+    g.pci_device_id = (r(0x2000, 0x2fff) << 16) | 0x10de;
+    g.subsystem = r(1, 0xffffff), g.base_class = r(1, 0xff), g.sub_class = r(1, 0xff);
+    g.cc_major = static_cast<int>(r(5, 12)), g.cc_minor = static_cast<int>(r(0, 9)), g.persistence = 1;
+    g.mem.reserved = r(1, 1000) * (1ULL << 20);
+    g.mem.used = r(1, 50000) * (1ULL << 20);
+    g.mem.free = r(1, 90000) * (1ULL << 20);
+    g.mem.total = g.mem.reserved + g.mem.used + g.mem.free;
+    g.bar1.bar1Used = r(1, 100) << 20, g.bar1.bar1Free = r(1, 100) << 20;
+    g.bar1.bar1Total = g.bar1.bar1Used + g.bar1.bar1Free;
+    g.util = {r(1, 100), r(1, 100)};
+    g.enc = r(1, 100), g.enc_period = r(1000, 200000), g.dec = r(1, 100), g.dec_period = r(1000, 200000);
+    g.power = r(50000, 700000), g.limit = r(300000, 700000), g.default_limit = r(300000, 700000);
+    g.enforced = r(300000, 700000), g.min_limit = r(100000, 200000), g.max_limit = r(700000, 1000000);
+    g.energy = (1ULL << 33) + r(1, 1u << 30);
+    for (int k = 0; k < 4; ++k)
+      g.clocks[k] = r(100, 2000), g.max_clocks[k] = r(2000, 3000), g.boost[k] = r(1500, 2100), g.app[k] = r(900, 1800);
+    g.pstate = static_cast<int>(r(0, 12));
+    for (unsigned k = 0, n_ps = r(1, 6); k < n_ps; ++k) g.pstates.push_back(static_cast<int>(k * 2));
+    g.reasons = r(1, 0x1ff), g.supported_reasons = 0x1ff, g.event_types = r(1, 0xffff) | sys::event_types::xid_critical_error;
+    g.temp = static_cast<int>(r(20, 95)), g.margin = static_cast<int>(r(1, 60)) - 10;
+    for (auto& th : g.thresholds) th = r(80, 110);
+    for (unsigned k = 0, n_fans = r(1, 3); k < n_fans; ++k) g.fans.push_back(r(1, 100));
+    g.ecc_current = 1, g.ecc_pending = 0;
+    for (auto& row : g.ecc)
+      for (auto& v : row) v = r(1, 1u << 30);
+    g.link_gen = r(1, 5), g.gpu_max_gen = r(1, 6), g.max_width = r(1, 16), g.cur_gen = r(1, 5), g.cur_width = r(1, 16);
+    g.tx = r(1, 1u << 20), g.rx = r(1, 1u << 20), g.replay = r(1, 1000);
+    for (unsigned k = 0, n_links = r(1, 18); k < n_links; ++k) {
+      g.link_state.push_back(static_cast<int>(r(0, 1)));
+      g.link_version.push_back(r(1, 8));
+      g.link_remote.push_back("00000000:" + hex(rng, 2) + ":00.0");
+    }
+    g.mig_current = r(0, 1), g.mig_pending = 1 - g.mig_current;
+    for (unsigned k = 0, n_procs = r(1, 40); k < n_procs; ++k)
+      g.procs.push_back({r(2, 4000000), k % 5 == 4 ? nvml::kValueNotAvailable : (r(1, 80000) * (1ULL << 20)),
+                         r(0, 7), r(0, 7)});
+  }
+  return out;
+}
+
+class SystemFake : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    unsigned seed = std::random_device{}();
+    SCOPED_TRACE("seed " + std::to_string(seed));
+    rng.seed(seed);
+    FakeNvml::gpus = random_gpus(rng, 2 + static_cast<int>(rng() % 3));
+    unsigned a = 500 + rng() % 100, b = rng() % 200, c = rng() % 100;
+    FakeNvml::driver_version = std::to_string(a) + "." + std::to_string(b) + "." + (c < 10 ? "0" : "") + std::to_string(c);
+    FakeNvml::nvml_version = "13." + FakeNvml::driver_version;
+    FakeNvml::branch = "r" + std::to_string(a) + "_" + std::to_string(rng() % 90 + 10);
+    FakeNvml::cuda_version = 12000 + static_cast<int>(rng() % 3) * 1000 + static_cast<int>(rng() % 10) * 10;
+    FakeNvml::sets_created = FakeNvml::sets_freed = FakeNvml::pending_events = 0;
+    FakeNvml::registered = 0;
+  }
+  std::mt19937 rng;
+  FakeNvml fake;
+};
+
+TEST_F(SystemFake, MachineQueriesParseNvmlsAnswers) {
+  EXPECT_EQ(sys::get_num_devices(), static_cast<int>(FakeNvml::gpus.size()));
+  EXPECT_EQ(sys::driver_version(), FakeNvml::driver_version);
+  std::vector<int> kmd = sys::get_kernel_mode_driver_version();
+  ASSERT_EQ(kmd.size(), 3u);
+  EXPECT_EQ(std::to_string(kmd[0]) + "." + std::to_string(kmd[1]) + "." + (kmd[2] < 10 ? "0" : "") +
+                std::to_string(kmd[2]),
+            FakeNvml::driver_version);
+  std::vector<int> nv = sys::get_nvml_version();
+  ASSERT_EQ(nv.size(), 4u);
+  EXPECT_EQ(nv[0], 13);
+  EXPECT_EQ(std::vector<int>(nv.begin() + 1, nv.end()), kmd);
+  EXPECT_EQ(sys::nvml_version(), FakeNvml::nvml_version);
+  auto umd = sys::get_user_mode_driver_version();
+  EXPECT_EQ(umd.first, FakeNvml::cuda_version / 1000);
+  EXPECT_EQ(umd.second, FakeNvml::cuda_version % 1000 / 10);
+  EXPECT_EQ(sys::get_driver_branch(), FakeNvml::branch);
+  EXPECT_EQ(sys::get_process_name(1234), "proc1234");
+  EXPECT_THROW(sys::get_process_name(7 * 11), cucore::NvmlError);
+}
+
+TEST_F(SystemFake, DeviceQueriesPassNvmlValuesThrough) {
+  static const char* const kBrands[] = {"Unknown", "Quadro", "Tesla", "NVS", "GRID", "GeForce", "Titan",
+                                        "NVIDIA vApps", "NVIDIA VPC", "NVIDIA VCS", "NVIDIA VWS",
+                                        "NVIDIA Cloud Gaming", "Quadro RTX", "NVIDIA RTX", "NVIDIA",
+                                        "GeForce RTX", "Titan RTX"};
+  ASSERT_EQ(sys::Device::get_all_devices().size(), FakeNvml::gpus.size());
+  for (const FakeGpu& g : FakeNvml::gpus) {
+    SCOPED_TRACE(g.name);
+    sys::Device d(g.index);
+    EXPECT_EQ(d.handle(), static_cast<const void*>(&g));
+    EXPECT_EQ(d.index(), g.index);
+    EXPECT_EQ(d.name(), g.name);
+    EXPECT_EQ(d.brand(), kBrands[g.brand]);
+    EXPECT_EQ(d.uuid(), g.uuid);
+    EXPECT_EQ(d.uuid_without_prefix(), g.uuid.substr(4));
+    EXPECT_EQ(d.serial(), g.serial);
+    EXPECT_EQ(d.module_id(), g.module_id);
+    EXPECT_EQ(d.minor_number(), g.minor);
+    EXPECT_EQ(d.numa_node_id(), static_cast<int>(g.numa));
+    EXPECT_EQ(d.is_persistence_mode_enabled(), true);
+    EXPECT_EQ(static_cast<unsigned>(d.arch()), g.arch);
+    EXPECT_EQ(d.cuda_compute_capability(), (cucore::ComputeCapability{g.cc_major, g.cc_minor}));
+
+    sys::PciInfo p = d.pci_info();
+    EXPECT_EQ(p.bus_id(), g.bus_id);
+    EXPECT_EQ(d.pci_bus_id(), g.bus_id);
+    EXPECT_EQ(p.domain(), g.domain);
+    EXPECT_EQ(p.bus(), g.bus);
+    EXPECT_EQ(p.device(), g.dev);
+    EXPECT_EQ(p.vendor_id(), 0x10deu);
+    EXPECT_EQ(p.device_id(), g.pci_device_id >> 16);
+    EXPECT_EQ(p.subsystem_id(), g.subsystem);
+    EXPECT_EQ(p.base_class(), g.base_class);
+    EXPECT_EQ(p.sub_class(), g.sub_class);
+    EXPECT_EQ(p.link_generation(), g.link_gen);
+    EXPECT_EQ(p.max_link_generation(), g.gpu_max_gen);
+    EXPECT_EQ(p.max_link_width(), g.max_width);
+    EXPECT_EQ(p.current_link_generation(), g.cur_gen);
+    EXPECT_EQ(p.current_link_width(), g.cur_width);
+    EXPECT_EQ(p.tx_throughput(), g.tx);
+    EXPECT_EQ(p.rx_throughput(), g.rx);
+    EXPECT_EQ(p.replay_counter(), g.replay);
+
+    for (int k = 0; k < 4; ++k) {
+      sys::ClockInfo c = d.get_clock(static_cast<sys::ClockType>(k));
+      EXPECT_EQ(c.get_current_mhz(), g.clocks[k]);
+      EXPECT_EQ(c.get_current_mhz(sys::ClockId::customer_boost_max), g.boost[k]);
+      EXPECT_EQ(c.get_max_mhz(), g.max_clocks[k]);
+      EXPECT_EQ(c.get_max_customer_boost_mhz(), g.max_clocks[k]);
+      EXPECT_EQ(c.get_application_mhz(), g.app[k]);
+    }
+    EXPECT_EQ(d.performance_state(), g.pstate);
+    EXPECT_EQ(d.supported_pstates(), g.pstates);
+    EXPECT_EQ(d.current_clock_event_reasons(), g.reasons);
+    EXPECT_EQ(d.supported_clock_event_reasons(), g.supported_reasons);
+
+    EXPECT_EQ(d.temperature().get_sensor(), static_cast<unsigned>(g.temp));
+    for (int k = 0; k < 8; ++k)
+      EXPECT_EQ(d.temperature().get_threshold(static_cast<sys::TemperatureThresholds>(k)), g.thresholds[k]);
+    EXPECT_EQ(d.temperature().margin(), g.margin);
+    EXPECT_EQ(d.num_fans(), g.fans.size());
+    for (unsigned f = 0; f < g.fans.size(); ++f) EXPECT_EQ(d.fan_speed(f), g.fans[f]);
+    EXPECT_THROW(d.fan_speed(static_cast<unsigned>(g.fans.size())), std::out_of_range);
+
+    EXPECT_EQ(d.power_usage_mw(), g.power);
+    EXPECT_EQ(d.power_management_limit_mw(), g.limit);
+    EXPECT_EQ(d.power_management_default_limit_mw(), g.default_limit);
+    EXPECT_EQ(d.enforced_power_limit_mw(), g.enforced);
+    EXPECT_EQ(d.power_management_limit_constraints_mw(), std::pair(g.min_limit, g.max_limit));
+    EXPECT_EQ(d.total_energy_consumption_mj(), g.energy);
+
+    auto m = d.memory_info();
+    ASSERT_TRUE(m);
+    EXPECT_EQ(m->total, g.mem.total);
+    EXPECT_EQ(m->used, g.mem.used);
+    EXPECT_EQ(m->free, g.mem.free);
+    EXPECT_EQ(m->reserved, g.mem.reserved);
+    auto b1 = d.bar1_memory_info();
+    ASSERT_TRUE(b1);
+    EXPECT_EQ(b1->total, g.bar1.bar1Total);
+    EXPECT_EQ(b1->used, g.bar1.bar1Used);
+    EXPECT_EQ(b1->free, g.bar1.bar1Free);
+    auto u = d.utilization();
+    ASSERT_TRUE(u);
+    EXPECT_EQ(u->gpu, g.util.gpu);
+    EXPECT_EQ(u->memory, g.util.memory);
+    EXPECT_EQ(d.encoder_utilization()->percent, g.enc);
+    EXPECT_EQ(d.encoder_utilization()->sampling_period_us, g.enc_period);
+    EXPECT_EQ(d.decoder_utilization()->percent, g.dec);
+    EXPECT_EQ(d.decoder_utilization()->sampling_period_us, g.dec_period);
+
+    EXPECT_EQ(d.ecc_mode(), std::pair(true, false));
+    for (int e = 0; e < 2; ++e)
+      for (int c = 0; c < 2; ++c)
+        EXPECT_EQ(d.get_total_ecc_errors(static_cast<sys::MemoryErrorType>(e), static_cast<sys::EccCounterType>(c)),
+                  g.ecc[e][c]);
+
+    ASSERT_EQ(d.get_nvlink_count(), g.link_state.size());
+    auto links = d.get_nvlinks();
+    ASSERT_EQ(links.size(), g.link_state.size());
+    static constexpr std::pair<int, int> kVersions[] = {{1, 0}, {2, 0}, {2, 2}, {3, 0}, {3, 1}, {4, 0}, {5, 0}, {6, 0}};
+    for (unsigned l = 0; l < links.size(); ++l) {
+      EXPECT_EQ(links[l].link(), l);
+      EXPECT_EQ(links[l].state(), g.link_state[l] == 1);
+      EXPECT_EQ(links[l].version(), kVersions[g.link_version[l] - 1]);
+      EXPECT_EQ(links[l].remote_pci_bus_id(), g.link_remote[l]);
+      EXPECT_EQ(d.get_nvlink(l).remote_pci_bus_id(), g.link_remote[l]);
+    }
+    EXPECT_THROW(d.get_nvlink(static_cast<unsigned>(links.size())), std::out_of_range);
+
+    EXPECT_EQ(d.mig_mode(), g.mig_current == 1);
+    EXPECT_EQ(d.mig_pending_mode(), g.mig_pending == 1);
+    EXPECT_FALSE(d.is_mig_device());
+    EXPECT_EQ(d.mig_device_count(), 0u);
+    EXPECT_TRUE(d.mig_devices().empty());
+  }
+}
+
+TEST_F(SystemFake, ProcessListGrowsUntilOneCallFitsIt) {
+  FakeGpu& g = FakeNvml::gpus[0];
+  // More processes than the first buffer holds, and more appear in between.
+  g.procs.clear();
+  unsigned n = 17 + static_cast<unsigned>(rng() % 200);
+  for (unsigned k = 0; k < n; ++k)
+    g.procs.push_back({1000 + k * 3, k % 9 == 8 ? nvml::kValueNotAvailable : (k + 1) * (1ULL << 21),
+                       k % 5 == 0 ? nvml::kInstanceIdNone : k % 4, k % 5 == 0 ? nvml::kInstanceIdNone : k % 3});
+  FakeNvml::process_list_growth = 5;
+  auto procs = sys::Device(0).compute_running_processes();
+  ASSERT_TRUE(procs);
+  ASSERT_EQ(procs->size(), g.procs.size());
+  EXPECT_EQ(procs->size(), n + 5);
+  for (std::size_t k = 0; k < procs->size(); ++k) {
+    const auto& want = g.procs[k];
+    EXPECT_EQ((*procs)[k].pid, want.pid);
+    if (want.usedGpuMemory == nvml::kValueNotAvailable)
+      EXPECT_FALSE((*procs)[k].used_gpu_memory) << k;
+    else
+      EXPECT_EQ((*procs)[k].used_gpu_memory, want.usedGpuMemory) << k;
+    if (want.gpuInstanceId == nvml::kInstanceIdNone) {  // not in MIG
+      EXPECT_FALSE((*procs)[k].gpu_instance_id) << k;
+      EXPECT_FALSE((*procs)[k].compute_instance_id) << k;
+    } else {
+      EXPECT_EQ((*procs)[k].gpu_instance_id, want.gpuInstanceId);
+      EXPECT_EQ((*procs)[k].compute_instance_id, want.computeInstanceId);
+    }
+  }
+}
+
+TEST_F(SystemFake, NotSupportedIsAnEmptyOptionalNeverAnException) {
+  fake.make_optional_entries_unsupported();
+  sys::Device d(0);
+  EXPECT_EQ(d.name(), FakeNvml::gpus[0].name);  // required entries still answer
+  EXPECT_FALSE(d.serial());
+  EXPECT_FALSE(d.module_id());
+  EXPECT_FALSE(d.minor_number());
+  EXPECT_FALSE(d.numa_node_id());
+  EXPECT_FALSE(d.is_persistence_mode_enabled());
+  EXPECT_FALSE(d.num_fans());
+  EXPECT_FALSE(d.fan_speed(0));
+  EXPECT_FALSE(d.power_usage_mw());
+  EXPECT_FALSE(d.power_management_limit_mw());
+  EXPECT_FALSE(d.power_management_default_limit_mw());
+  EXPECT_FALSE(d.power_management_limit_constraints_mw());
+  EXPECT_FALSE(d.enforced_power_limit_mw());
+  EXPECT_FALSE(d.total_energy_consumption_mj());
+  EXPECT_FALSE(d.memory_info());
+  EXPECT_FALSE(d.bar1_memory_info());
+  EXPECT_FALSE(d.utilization());
+  EXPECT_FALSE(d.encoder_utilization());
+  EXPECT_FALSE(d.decoder_utilization());
+  EXPECT_FALSE(d.performance_state());
+  EXPECT_FALSE(d.supported_pstates());
+  EXPECT_FALSE(d.current_clock_event_reasons());
+  EXPECT_FALSE(d.supported_clock_event_reasons());
+  EXPECT_FALSE(d.temperature().get_sensor());
+  EXPECT_FALSE(d.temperature().get_threshold(sys::TemperatureThresholds::slowdown));
+  EXPECT_FALSE(d.temperature().margin());
+  EXPECT_FALSE(d.ecc_mode());
+  EXPECT_FALSE(d.get_total_ecc_errors(sys::MemoryErrorType::corrected, sys::EccCounterType::volatile_ecc));
+  EXPECT_FALSE(d.mig_mode());
+  EXPECT_FALSE(d.mig_pending_mode());
+  EXPECT_FALSE(d.is_mig_device());
+  EXPECT_EQ(d.mig_device_count(), 0u);
+  EXPECT_FALSE(d.compute_running_processes());
+  EXPECT_FALSE(d.supported_event_types());
+  EXPECT_EQ(d.get_nvlink_count(), 0u);
+  EXPECT_TRUE(d.get_nvlinks().empty());
+  for (int k = 0; k < 4; ++k) {
+    sys::ClockInfo c = d.get_clock(static_cast<sys::ClockType>(k));
+    EXPECT_FALSE(c.get_current_mhz());
+    EXPECT_FALSE(c.get_current_mhz(sys::ClockId::customer_boost_max));
+    EXPECT_FALSE(c.get_max_mhz());
+    EXPECT_FALSE(c.get_max_customer_boost_mhz());
+    EXPECT_FALSE(c.get_application_mhz());
+  }
+  // A sample of everything is complete: empty fields, no errors.
+  sys::Sample s = sys::sample();
+  ASSERT_EQ(s.devices.size(), FakeNvml::gpus.size());
+  for (const auto& ds : s.devices) {
+    EXPECT_TRUE(ds.errors.size() == 1 && ds.errors[0].rfind("pci_bus_id", 0) == 0) << ds.errors.size();
+    EXPECT_FALSE(ds.temperature_c || ds.fan_percent || ds.power_usage_mw || ds.power_limit_mw || ds.memory ||
+                 ds.utilization || ds.sm_clock_mhz || ds.mig_mode || ds.performance_state);
+    EXPECT_TRUE(ds.processes.empty());
+  }
+  // register_events is an action: unsupported is an error, as cuda.core's NotSupportedError.
+  try {
+    d.register_events(sys::event_types::xid_critical_error);
+    ADD_FAILURE() << "register_events did not throw";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.code(), nvml::ERROR_NOT_SUPPORTED);
+  }
+}
+
+TEST_F(SystemFake, FailuresAreNvmlErrorsWithCodeNameTextAndCall) {
+  fake.table.nvmlDeviceGetPowerUsage = [](nvml::Device, unsigned*) { return nvml::ERROR_GPU_IS_LOST; };
+  fake.table.nvmlDeviceGetSerial = [](nvml::Device, char*, unsigned) { return nvml::ERROR_NO_PERMISSION; };
+  sys::Device d(1);
+  try {
+    (void)d.power_usage_mw();
+    ADD_FAILURE() << "no NvmlError";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.code(), 15);
+    EXPECT_EQ(e.name(), "NVML_ERROR_GPU_IS_LOST");
+    EXPECT_EQ(e.description(), "fake: the GPU fell off the bus");
+    EXPECT_EQ(e.call(), "nvmlDeviceGetPowerUsage");
+    std::string what = e.what();
+    for (const char* part : {"nvmlDeviceGetPowerUsage", "NVML_ERROR_GPU_IS_LOST", "(15)", "fell off the bus"})
+      EXPECT_NE(what.find(part), std::string::npos) << what;
+    const cucore::Error& base = e;  // a cucore::Error like every cucore failure
+    EXPECT_STREQ(base.what(), e.what());
+  }
+  try {
+    (void)d.serial();
+    ADD_FAILURE() << "no NvmlError";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.name(), "NVML_ERROR_NO_PERMISSION");
+  }
+  // The sample keeps going: the failed fields are empty and named.
+  sys::Sample s = sys::sample();
+  ASSERT_EQ(s.devices.size(), FakeNvml::gpus.size());
+  for (const auto& ds : s.devices) {
+    ASSERT_EQ(ds.errors.size(), 1u);
+    EXPECT_EQ(ds.errors[0].rfind("power_usage: ", 0), 0u) << ds.errors[0];
+    EXPECT_FALSE(ds.power_usage_mw);
+    EXPECT_EQ(ds.power_limit_mw, FakeNvml::gpus[ds.index].limit);
+    EXPECT_EQ(ds.name, FakeNvml::gpus[ds.index].name);
+  }
+}
+
+TEST_F(SystemFake, MissingEntryPointIsFunctionNotFound) {
+  fake.table.nvmlDeviceGetTotalEnergyConsumption = nullptr;
+  try {
+    (void)sys::Device(0).total_energy_consumption_mj();
+    ADD_FAILURE() << "no NvmlError";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.code(), nvml::ERROR_FUNCTION_NOT_FOUND);
+    EXPECT_EQ(e.call(), "nvmlDeviceGetTotalEnergyConsumption");
+  }
+  // The versioned temperature query falls back to the legacy one when absent.
+  fake.table.nvmlDeviceGetTemperatureV = nullptr;
+  fake.table.nvmlDeviceGetTemperature = [](nvml::Device h, int sensor, unsigned* c) {
+    return sensor == nvml::kTemperatureGpu ? (*c = static_cast<unsigned>(gpu(h).temp) + 1, nvml::SUCCESS)
+                                           : nvml::ERROR_INVALID_ARGUMENT;
+  };
+  EXPECT_EQ(sys::Device(0).temperature().get_sensor(), static_cast<unsigned>(FakeNvml::gpus[0].temp) + 1);
+}
+
+TEST_F(SystemFake, UnknownDevicesAreOutOfRangeMalformedKeysInvalid) {
+  const unsigned n = static_cast<unsigned>(FakeNvml::gpus.size());
+  try {
+    sys::Device d(n);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("NVML reports " + std::to_string(n) + " devices"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(sys::Device(n + 1000), std::out_of_range);
+  for (const FakeGpu& g : FakeNvml::gpus) {
+    EXPECT_EQ(sys::Device::from_uuid(g.uuid).handle(), static_cast<const void*>(&g));
+    EXPECT_EQ(sys::Device::from_uuid(g.uuid.substr(4)).handle(), static_cast<const void*>(&g));  // CUDA's form
+    EXPECT_EQ(sys::Device::from_pci_bus_id(g.bus_id).handle(), static_cast<const void*>(&g));
+  }
+  std::string other = "GPU-" + hex(rng, 8) + "-0000-0000-0000-000000000000";
+  EXPECT_THROW(sys::Device::from_uuid(other), std::out_of_range);
+  EXPECT_THROW(sys::Device::from_uuid("GPU-nonsense"), std::invalid_argument);
+  EXPECT_THROW(sys::Device::from_uuid(std::string(FakeNvml::gpus[0].uuid).insert(10, 1, '\0')), std::invalid_argument);
+  EXPECT_THROW(sys::Device::from_pci_bus_id("00000000:FF:1F.7"), std::out_of_range);
+  EXPECT_THROW(sys::Device::from_pci_bus_id("not a bus id"), std::invalid_argument);
+}
+
+TEST_F(SystemFake, EventsRegisterWaitAndFreeTheirSetOnce) {
+  sys::Device d(0);
+  ASSERT_EQ(d.supported_event_types(), FakeNvml::gpus[0].event_types);
+  {
+    sys::DeviceEvents ev = d.register_events(sys::event_types::xid_critical_error);
+    EXPECT_EQ(FakeNvml::registered, sys::event_types::xid_critical_error);
+    FakeNvml::pending_events = 2;
+    for (int k = 0; k < 2; ++k) {
+      auto e = ev.wait(10);
+      ASSERT_TRUE(e);
+      EXPECT_EQ(e->event_type, sys::event_types::xid_critical_error);
+      EXPECT_EQ(e->event_data, 79u);
+      EXPECT_EQ(e->device, d);
+    }
+    EXPECT_FALSE(ev.wait(10));  // timeout
+    sys::DeviceEvents moved = std::move(ev);
+    EXPECT_THROW((void)ev.wait(1), cucore::Error);  // NOLINT(bugprone-use-after-move): the documented state
+    EXPECT_EQ(FakeNvml::sets_freed, 0);
+  }
+  EXPECT_EQ(FakeNvml::sets_created, 1);
+  EXPECT_EQ(FakeNvml::sets_freed, 1);
+  // A type the device lacks: NOT_SUPPORTED, and the set is not leaked.
+  FakeNvml::gpus[0].event_types = sys::event_types::pstate;
+  EXPECT_THROW(d.register_events(sys::event_types::xid_critical_error), cucore::NvmlError);
+  EXPECT_EQ(FakeNvml::sets_created, 2);
+  EXPECT_EQ(FakeNvml::sets_freed, 2);
+}
+
+TEST_F(SystemFake, TopologyAndPeerStatus) {
+  sys::Device a(0), b(1);
+  EXPECT_EQ(sys::get_topology_common_ancestor(a, a), sys::GpuTopologyLevel::internal);
+  EXPECT_EQ(sys::get_topology_common_ancestor(a, b), sys::GpuTopologyLevel::node);
+  EXPECT_EQ(sys::get_p2p_status(a, b, sys::GpuP2PCapsIndex::nvlink), sys::GpuP2PStatus::not_supported);
+  EXPECT_EQ(sys::get_p2p_status(a, b, sys::GpuP2PCapsIndex::read), sys::GpuP2PStatus::ok);
+}
+
+TEST_F(SystemFake, SampleHoldsEveryFieldOfEveryDevice) {
+  sys::Sample s = sys::sample();
+  EXPECT_EQ(s.driver_version, FakeNvml::driver_version);
+  EXPECT_EQ(s.nvml_version, FakeNvml::nvml_version);
+  EXPECT_EQ(s.cuda_version, sys::get_user_mode_driver_version());
+  ASSERT_EQ(s.devices.size(), FakeNvml::gpus.size());
+  for (const auto& ds : s.devices) {
+    const FakeGpu& g = FakeNvml::gpus[ds.index];
+    EXPECT_TRUE(ds.errors.empty());
+    EXPECT_EQ(ds.name, g.name);
+    EXPECT_EQ(ds.uuid, g.uuid);
+    EXPECT_EQ(ds.pci_bus_id, g.bus_id);
+    EXPECT_EQ(ds.temperature_c, static_cast<unsigned>(g.temp));
+    EXPECT_EQ(ds.fan_percent, g.fans[0]);
+    EXPECT_EQ(ds.power_usage_mw, g.power);
+    EXPECT_EQ(ds.power_limit_mw, g.limit);
+    EXPECT_EQ(ds.performance_state, g.pstate);
+    ASSERT_TRUE(ds.memory && ds.utilization);
+    EXPECT_EQ(ds.memory->used, g.mem.used);
+    EXPECT_EQ(ds.utilization->gpu, g.util.gpu);
+    EXPECT_EQ(ds.sm_clock_mhz, g.clocks[1]);
+    EXPECT_EQ(ds.memory_clock_mhz, g.clocks[2]);
+    EXPECT_EQ(ds.max_sm_clock_mhz, g.max_clocks[1]);
+    EXPECT_EQ(ds.max_memory_clock_mhz, g.max_clocks[2]);
+    EXPECT_EQ(ds.mig_mode, g.mig_current == 1);
+    EXPECT_EQ(ds.clock_event_reasons, g.reasons);
+    ASSERT_EQ(ds.processes.size(), g.procs.size());
+    for (std::size_t k = 0; k < g.procs.size(); ++k) {
+      EXPECT_EQ(ds.processes[k].info.pid, g.procs[k].pid);
+      EXPECT_EQ(ds.processes[k].name, g.procs[k].pid % 7 == 0 ? "" : "proc" + std::to_string(g.procs[k].pid));
+    }
+  }
+}
+
+TEST(SystemNames, MaskBitsNameAsCudaCore) {
+  std::mt19937 rng(std::random_device{}());
+  static const char* const kReasons[] = {"gpu_idle", "applications_clocks_setting", "sw_power_cap", "hw_slowdown",
+                                         "sync_boost", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                                         "hw_power_brake_slowdown", "display_clock_setting"};
+  for (int trial = 0; trial < 50; ++trial) {
+    std::uint64_t mask = rng() & 0x1ff;
+    std::vector<std::string> want;
+    for (int b = 0; b < 9; ++b)
+      if (mask & (1u << b)) want.emplace_back(kReasons[b]);
+    EXPECT_EQ(sys::clock_event_reason_names(mask | (1ULL << 40)), want) << mask;  // unknown bits left out
+  }
+  std::uint64_t all = 0;
+  for (std::uint64_t bit = 1; bit <= sys::event_types::gpu_recovery_action; bit <<= 1) {
+    auto names = sys::event_type_names(bit);
+    if (names.empty()) continue;  // 0x20, 0x40: unused bits
+    ASSERT_EQ(names.size(), 1u);
+    EXPECT_EQ(sys::event_type_bit(names[0]), bit);
+    all |= bit;
+  }
+  EXPECT_EQ(sys::event_type_names(all).size(), 14u);
+  EXPECT_EQ(sys::event_type_bit("xid_critical_error"), 0x8u);
+  try {
+    (void)sys::event_type_bit("xid");
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("xid_critical_error"), std::string::npos);  // lists the names
+  }
+}
+
+// Runs on every machine: NVML is looked for under a name no machine has.
+TEST(SystemNoNvml, MissingLibraryErrorNamesEverythingSearched) {
+  const std::string soname = "libnvidia-ml-cucore-absent.so.1";
+  cucore::detail::set_nvml_library_for_testing({soname});
+  struct Restore {
+    ~Restore() { cucore::detail::set_nvml_library_for_testing({}); }
+  } restore;
+  for (int attempt = 0; attempt < 2; ++attempt) {  // remembered, not retried silently
+    try {
+      (void)sys::get_num_devices();
+      ADD_FAILURE() << "no LibraryNotFoundError";
+    } catch (const cucore::LibraryNotFoundError& e) {
+      EXPECT_EQ(e.component(), "nvml");
+      ASSERT_GE(e.searched().size(), 2u);
+      for (const auto& step : e.searched()) EXPECT_NE(step.find(soname), std::string::npos) << step;
+      std::string what = e.what();
+      EXPECT_NE(what.find("already loaded: " + soname), std::string::npos) << what;
+      EXPECT_NE(what.find("OS loader: " + soname), std::string::npos) << what;
+      EXPECT_NE(what.find("NVIDIA driver"), std::string::npos) << what;  // the hint
+    }
+  }
+  EXPECT_THROW(sys::Device(0), cucore::LibraryNotFoundError);
+  EXPECT_THROW(sys::sample(), cucore::LibraryNotFoundError);
+  auto info = cucore::pathfinder::find("nvml");
+  EXPECT_FALSE(info.found);
+  ASSERT_FALSE(info.searched.empty());
+  EXPECT_NE(info.searched[0].find(soname), std::string::npos);
+  auto report = cucore::pathfinder::doctor();
+  EXPECT_FALSE(report.nvml.available);
+  EXPECT_NE(report.nvml.error.find(soname), std::string::npos);
+  EXPECT_NE(report.text().find("unavailable: libnvidia-ml.so.1 was not found"), std::string::npos);
+}
+
+}  // namespace
