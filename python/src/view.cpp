@@ -275,18 +275,31 @@ const dlpack::DLPackExchangeAPI* exchange_api(PyTypeObject* type) {
   return api;
 }
 
+// Through the exchange API. With the producer's non-owning form (no
+// allocation on either side: PyTorch fills it from the tensor itself) the view
+// copies the description and holds the object, as a view through the CUDA
+// Array Interface does; else it owns a managed tensor, as through __dlpack__.
+// (The non-owning form has no read-only flag: such views are writable, but
+// for cucore's own views, which say.)
 PyView view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, nb::handle stream_ptr) {
-  dlpack::DLManagedTensorVersioned* t = nullptr;
-  if (api->managed_tensor_from_py_object_no_sync(obj.ptr(), &t) != 0 || !t) {
-    if (PyErr_Occurred()) throw nb::python_error();
-    throw nb::buffer_error("the DLPack exchange API gave no tensor");
-  }
   PyView v;
-  v.managed = t;  // owned from here: the view's destructor calls the deleter
-  v.managed_versioned = true;
-  if (t->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
-  fill_from_dltensor(v, t->dl_tensor);
-  v.readonly = (t->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
+  if (api->dltensor_from_py_object_no_sync) {
+    dlpack::DLTensor t{};
+    if (api->dltensor_from_py_object_no_sync(obj.ptr(), &t) != 0) throw nb::python_error();
+    fill_from_dltensor(v, t);
+    if (PyObject_TypeCheck(obj.ptr(), g_types.view)) v.readonly = nb::inst_ptr<PyView>(obj)->readonly;
+  } else {
+    dlpack::DLManagedTensorVersioned* t = nullptr;
+    if (api->managed_tensor_from_py_object_no_sync(obj.ptr(), &t) != 0 || !t) {
+      if (PyErr_Occurred()) throw nb::python_error();
+      throw nb::buffer_error("the DLPack exchange API gave no tensor");
+    }
+    v.managed = t;  // owned from here: the view's destructor calls the deleter
+    v.managed_versioned = true;
+    if (t->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
+    fill_from_dltensor(v, t->dl_tensor);
+    v.readonly = (t->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
+  }
   v.exporting_obj = nb::borrow(obj);
   // No synchronization was done: the consumer stream waits for the producer's
   // current stream, as __dlpack__(stream=...) would have arranged.

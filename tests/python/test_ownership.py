@@ -281,7 +281,9 @@ def test_numpy_read_through_dlpack_and_readonly():
     r = a.copy()
     r.flags.writeable = False
     assert StridedMemoryView(r, -1).readonly
-    assert NoDlpackView(r, -1).readonly
+    ro = NoDlpackView(r, -1)
+    assert ro.readonly and StridedMemoryView.from_dlpack(ro, -1).readonly  # through the exchange API too
+    assert np.from_dlpack(StridedMemoryView(r, -1)).flags.writeable is False
 
 
 def test_exchange_api_round_trip_through_c():
