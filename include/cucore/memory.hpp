@@ -52,7 +52,6 @@ class MemoryResource {
 
   explicit operator bool() const noexcept { return impl_ != nullptr; }
   Impl* impl() const noexcept { return impl_.get(); }
-  const std::shared_ptr<Impl>& impl_ptr() const noexcept { return impl_; }
   friend bool operator==(const MemoryResource& a, const MemoryResource& b) noexcept { return a.impl_ == b.impl_; }
 
  protected:

@@ -34,6 +34,10 @@ namespace cucore::python {
 // of a Buffer's memory) rides in the C++ object's owner hook, whose release
 // takes the GIL before the decref.
 
+// Whether Python objects may still be touched from C++ (the interpreter is up
+// and not finalizing); releases from C++ destructors check it first.
+bool python_alive() noexcept;
+
 // A share that keeps `obj` alive (empty for None).
 std::shared_ptr<const void> py_owner(nb::handle obj);
 // The Python object behind an owner made by py_owner, else null (borrowed).

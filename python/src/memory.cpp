@@ -3,7 +3,6 @@
 
 #include <cstdio>
 #include <cstring>
-
 #include <memory>
 #include <span>
 #include <type_traits>
@@ -78,6 +77,7 @@ class PyResourceImpl final : public MemoryResource::Impl {
     throw std::logic_error("a memory resource implemented in Python allocates through its own allocate()");
   }
   void deallocate(CUdeviceptr ptr, std::size_t size, cucore::StreamRef stream) override {
+    if (!python_alive()) return;  // at interpreter exit the memory goes with the process
     nb::gil_scoped_acquire gil;
     nb::handle(object()).attr("deallocate")(static_cast<std::uintptr_t>(ptr), size,
                                             nb::arg("stream") = stream_face(stream));
@@ -86,6 +86,7 @@ class PyResourceImpl final : public MemoryResource::Impl {
   bool is_host_accessible() const noexcept override { return flag("is_host_accessible", false); }
   bool is_managed() const noexcept override { return flag("is_managed", false); }
   int device_id() const noexcept override {
+    if (!python_alive()) return -1;
     nb::gil_scoped_acquire gil;
     try {
       return nb::cast<int>(nb::handle(object()).attr("device_id"));
@@ -105,6 +106,7 @@ class PyResourceImpl final : public MemoryResource::Impl {
   }
   static cucore::StreamRef as_stream_ref(nb::handle o) { return *nb::inst_ptr<cucore::Stream>(o); }
   bool flag(const char* name, bool fallback) const noexcept {
+    if (!python_alive()) return fallback;
     nb::gil_scoped_acquire gil;
     try {
       return nb::cast<bool>(nb::handle(object()).attr(name));
@@ -119,11 +121,6 @@ class PyResourceImpl final : public MemoryResource::Impl {
 // cucore's own resource classes: an exact instance allocates and frees in
 // C++; a Python subclass goes through its (possibly overridden) methods.
 std::vector<PyTypeObject*> g_native_resource_types;
-bool is_native_resource(nb::handle h) {
-  for (PyTypeObject* t : g_native_resource_types)
-    if (Py_TYPE(h.ptr()) == t) return *nb::inst_ptr<MemoryResource>(h) ? true : false;
-  return false;
-}
 
 // Whether `mr`'s deallocate is cucore's own (not overridden in Python).
 bool native_deallocate(nb::handle mr) {
@@ -163,7 +160,7 @@ template <typename Managed>
 void release_export(Managed* t) {
   auto* ctx = static_cast<ExportCtx*>(t->manager_ctx);
   // The consumer may drop the tensor on any thread, without the GIL.
-  if (Py_IsInitialized()) {
+  if (python_alive()) {
     PyGILState_STATE g = PyGILState_Ensure();
     Py_XDECREF(ctx->owner);
     PyGILState_Release(g);

@@ -91,20 +91,20 @@ std::vector<int> opt_int_list(nb::handle o, const char* name) {
   return out;
 }
 
-namespace {
-bool interpreter_finalizing() noexcept {
+bool python_alive() noexcept {
 #if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing();
+  return Py_IsInitialized() && !Py_IsFinalizing();
 #else
-  return _Py_IsFinalizing();
+  return Py_IsInitialized() && !_Py_IsFinalizing();
 #endif
 }
 
+namespace {
 // Releases a Python owner from whichever thread drops the last share: the
 // GIL first; once the interpreter is going away there is nothing to release.
 struct PyOwnerRelease {
   void operator()(const void* p) const noexcept {
-    if (!Py_IsInitialized() || interpreter_finalizing()) return;
+    if (!python_alive()) return;
     PyGILState_STATE g = PyGILState_Ensure();
     Py_DECREF(static_cast<PyObject*>(const_cast<void*>(p)));
     PyGILState_Release(g);

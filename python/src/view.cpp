@@ -346,7 +346,7 @@ struct ViewExport {
 
 void release_view_export(dlpack::DLManagedTensorVersioned* t) {
   auto* ctx = static_cast<ViewExport*>(t->manager_ctx);
-  if (Py_IsInitialized()) {  // the consumer may let go on any thread, without the GIL
+  if (python_alive()) {  // the consumer may let go on any thread, without the GIL
     PyGILState_STATE g = PyGILState_Ensure();
     Py_XDECREF(ctx->view);
     PyGILState_Release(g);

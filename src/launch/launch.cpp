@@ -13,13 +13,13 @@
 #include <cucore/errors.hpp>
 
 #include <climits>
-#include <type_traits>
-#include <typeinfo>
-#include <utility>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "launch/kernel_info.hpp"

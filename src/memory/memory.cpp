@@ -156,8 +156,8 @@ DeviceMemoryResource::DeviceMemoryResource(const Device& device) {
       check(d.cuDeviceGetMemPool(&pool, s->device), "cuDeviceGetMemPool");
       detail::raise_release_threshold(pool);
       s->default_resource_owner =
-          MemoryResource(std::make_shared<detail::PoolImpl>(detail::adopt_pool(pool), device.ordinal(), false, false));
-      s->default_resource = MemoryResource(detail::immortal_alias(s->default_resource_owner.impl_ptr()));
+          std::make_shared<detail::PoolImpl>(detail::adopt_pool(pool), device.ordinal(), false, false);
+      s->default_resource = MemoryResource(detail::immortal_alias(s->default_resource_owner));
       s->memory_resource_ready.store(true, std::memory_order_release);
     });
   }

@@ -35,7 +35,7 @@ struct DeviceState {
 
   std::once_flag memory_resource_once;
   std::atomic<bool> memory_resource_ready{false};
-  MemoryResource default_resource_owner;  // a DeviceMemoryResource over the device's current pool
+  std::shared_ptr<MemoryResource::Impl> default_resource_owner;  // over the device's current pool
   MemoryResource default_resource;
 
   DeviceState() {

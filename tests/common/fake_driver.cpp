@@ -70,16 +70,27 @@ CUresult fake_alloc(CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) {
   return CUDA_SUCCESS;
 }
 
+// A new driver object of kind H (a unique address), alive from now on.
 template <typename H>
-H new_handle() {
-  return reinterpret_cast<H>(std::malloc(8));
+CUresult make_live(H* out, std::set<H>& live, std::atomic<int>& made) {
+  std::lock_guard lock(FakeDriver::live_mutex);
+  *out = reinterpret_cast<H>(std::malloc(8));
+  live.insert(*out);
+  ++made;
+  return CUDA_SUCCESS;
 }
 
-CUresult fake_stream_create(CUstream* s) {
+// Its release, in the ledger; a release of what is not alive is a violation.
+template <typename H>
+CUresult release_live(H h, std::set<H>& live, std::atomic<int>& released, const char* call, const char* kind) {
   std::lock_guard lock(FakeDriver::live_mutex);
-  *s = new_handle<CUstream>();
-  FakeDriver::live_streams.insert(*s);
-  ++FakeDriver::streams_created;
+  if (!live.erase(h)) {
+    violation(std::string(call) + " of " + kind + " " + hex(h) + ", which is not alive");
+    return CUDA_ERROR_INVALID_HANDLE;
+  }
+  FakeDriver::releases.push_back(std::string(kind) + " " + hex(h));
+  std::free(h);
+  ++released;
   return CUDA_SUCCESS;
 }
 
@@ -151,25 +162,15 @@ FakeDriver::FakeDriver() {
     *static_cast<cuuint64_t*>(v) = 0;
     return CUDA_SUCCESS;
   };
-  t.cuMemPoolCreate = [](CUmemoryPool* p, const CUmemPoolProps*) {
-    std::lock_guard lock(live_mutex);
-    *p = new_handle<CUmemoryPool>();
-    live_pools.insert(*p);
-    ++pools_created;
-    return CUDA_SUCCESS;
-  };
+  t.cuMemPoolCreate = [](CUmemoryPool* p, const CUmemPoolProps*) { return make_live(p, live_pools, pools_created); };
   t.cuMemPoolDestroy = [](CUmemoryPool p) {
-    std::lock_guard lock(live_mutex);
-    if (!live_pools.erase(p)) {
-      violation("cuMemPoolDestroy of pool " + hex(p) + ", which is not alive");
-      return CUDA_ERROR_INVALID_VALUE;
+    {
+      std::lock_guard lock(live_mutex);
+      for (const auto& [ptr, a] : live)
+        if (a.pool == p)
+          violation("pool " + hex(p) + " destroyed before its allocation " + hex(reinterpret_cast<void*>(ptr)));
     }
-    for (const auto& [ptr, a] : live)
-      if (a.pool == p) violation("pool " + hex(p) + " destroyed before its allocation " + hex(reinterpret_cast<void*>(ptr)));
-    releases.push_back("pool " + hex(p));
-    std::free(p);
-    ++pools_destroyed;
-    return CUDA_SUCCESS;
+    return release_live(p, live_pools, pools_destroyed, "cuMemPoolDestroy", "pool");
   };
   t.cuMemAllocFromPoolAsync = [](CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) { return fake_alloc(p, n, pool, s); };
   t.cuMemAllocAsync = [](CUdeviceptr* p, size_t n, CUstream s) { return fake_alloc(p, n, fake_pool(), s); };
@@ -203,18 +204,10 @@ FakeDriver::FakeDriver() {
     std::memset(reinterpret_cast<void*>(d), v, n);
     return CUDA_SUCCESS;
   };
-  t.cuStreamCreate = [](CUstream* s, unsigned) { return fake_stream_create(s); };
-  t.cuStreamCreateWithPriority = [](CUstream* s, unsigned, int) { return fake_stream_create(s); };
+  t.cuStreamCreate = [](CUstream* s, unsigned) { return make_live(s, live_streams, streams_created); };
+  t.cuStreamCreateWithPriority = [](CUstream* s, unsigned, int) { return make_live(s, live_streams, streams_created); };
   t.cuStreamDestroy = [](CUstream s) {
-    std::lock_guard lock(live_mutex);
-    if (!live_streams.erase(s)) {
-      violation("cuStreamDestroy of stream " + hex(s) + ", which is not alive");
-      return CUDA_ERROR_INVALID_HANDLE;
-    }
-    releases.push_back("stream " + hex(s));
-    std::free(s);
-    ++streams_destroyed;
-    return CUDA_SUCCESS;
+    return release_live(s, live_streams, streams_destroyed, "cuStreamDestroy", "stream");
   };
   t.cuStreamSynchronize = [](CUstream s) {
     std::lock_guard lock(live_mutex);
@@ -244,24 +237,8 @@ FakeDriver::FakeDriver() {
     *f = CU_STREAM_NON_BLOCKING;
     return CUDA_SUCCESS;
   };
-  t.cuEventCreate = [](CUevent* e, unsigned) {
-    std::lock_guard lock(live_mutex);
-    *e = new_handle<CUevent>();
-    live_events.insert(*e);
-    ++events_created;
-    return CUDA_SUCCESS;
-  };
-  t.cuEventDestroy = [](CUevent e) {
-    std::lock_guard lock(live_mutex);
-    if (!live_events.erase(e)) {
-      violation("cuEventDestroy of event " + hex(e) + ", which is not alive");
-      return CUDA_ERROR_INVALID_HANDLE;
-    }
-    releases.push_back("event " + hex(e));
-    std::free(e);
-    ++events_destroyed;
-    return CUDA_SUCCESS;
-  };
+  t.cuEventCreate = [](CUevent* e, unsigned) { return make_live(e, live_events, events_created); };
+  t.cuEventDestroy = [](CUevent e) { return release_live(e, live_events, events_destroyed, "cuEventDestroy", "event"); };
   t.cuEventRecord = [](CUevent e, CUstream s) {
     std::lock_guard lock(live_mutex);
     check_event(e, "cuEventRecord");
@@ -290,23 +267,9 @@ FakeDriver::FakeDriver() {
   };
   // Loaded code: every load is a new library; a kernel's handle remembers its library.
   t.cuLibraryLoadData = [](CUlibrary* lib, const void*, CUjit_option*, void**, unsigned, CUlibraryOption*, void**,
-                           unsigned) {
-    std::lock_guard lock(live_mutex);
-    *lib = new_handle<CUlibrary>();
-    live_libraries.insert(*lib);
-    ++libraries_loaded;
-    return CUDA_SUCCESS;
-  };
+                           unsigned) { return make_live(lib, live_libraries, libraries_loaded); };
   t.cuLibraryUnload = [](CUlibrary lib) {
-    std::lock_guard lock(live_mutex);
-    if (!live_libraries.erase(lib)) {
-      violation("cuLibraryUnload of library " + hex(lib) + ", which is not loaded");
-      return CUDA_ERROR_INVALID_HANDLE;
-    }
-    releases.push_back("library " + hex(lib));
-    std::free(lib);
-    ++libraries_unloaded;
-    return CUDA_SUCCESS;
+    return release_live(lib, live_libraries, libraries_unloaded, "cuLibraryUnload", "library");
   };
   t.cuLibraryGetKernel = [](CUkernel* k, CUlibrary lib, const char*) {
     std::lock_guard lock(live_mutex);

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "common/gpu.hpp"
+#include "common/random.hpp"
 #include "launch_kernels.hpp"
 #include "loader/driver.hpp"
 
@@ -31,14 +32,7 @@ using namespace cucore;
 
 namespace {
 
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-100.f, 100.f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
+using test::random_floats;
 ObjectCode compile_for(const Device& dev, const char* source, std::vector<std::string> names = {}) {
   return Program(source, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin", std::move(names));
 }

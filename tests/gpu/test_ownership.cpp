@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "common/gpu.hpp"
+#include "common/random.hpp"
 #include "launch_kernels.hpp"
 #include "loader/driver.hpp"
 
@@ -112,17 +113,7 @@ const std::vector<std::byte>& saxpy_cubin() {
   return bytes;
 }
 
-std::vector<float> random_floats(std::size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.f, 1.f);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    x = dist(rng);
-    if (x == 0.f) x = 0.5f;
-  }
-  return v;
-}
-
+using test::random_floats;
 constexpr int kN = 256;
 
 // The dependent set of one cycle, each object in an optional so it can be

@@ -490,6 +490,20 @@ def _adopt(stream, handle):
     return Stream(owner), weakref.ref(owner)
 
 
+def _double_through(device, saxpy, s, view, holder, expect):
+    """out = 2 * the viewed array, on `s`; both it and `holder`'s bytes checked. Returns out (freed on `s`)."""
+    n = expect.size
+    out = device.allocate(n * 4, stream=s)  # freed on `s`: the buffer holds that stream
+    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), saxpy, np.float32(1), view.ptr, view.ptr, out, n)
+    got, back = np.empty(n, np.float32), np.empty(n, np.float32)
+    out.copy_to(got, stream=s)
+    holder.copy_to(back, stream=s)
+    s.sync()
+    assert np.array_equal(got, expect)
+    assert np.array_equal(back * 2, expect)
+    return out
+
+
 def test_torch_stream_and_tensors_outlive_their_owners(device, saxpy):
     torch = pytest.importorskip("torch")
     n = 4096
@@ -501,22 +515,13 @@ def test_torch_stream_and_tensors_outlive_their_owners(device, saxpy):
     assert alive() is not None, "the Stream keeps the PyTorch stream"
     x = torch.rand(n, device="cuda")
     expect = x.cpu().numpy() * 2
-    vx = StridedMemoryView(x, -1)
+    vx = StridedMemoryView(x, s.handle)  # s waits for PyTorch's current stream
     tensor_alive = weakref.ref(x)
     holder = Buffer.from_handle(x.data_ptr(), x.numel() * 4, owner=x)
     del x
     _collect()
     assert tensor_alive() is not None, "the view and the buffer keep the tensor"
-    out = device.allocate(n * 4, stream=s)  # freed on the adopted stream: the buffer holds it
-    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), saxpy, np.float32(1), vx.ptr, vx.ptr, out, n)
-    got = np.empty(n, np.float32)
-    out.copy_to(got, stream=s)
-    s.sync()
-    assert np.array_equal(got, expect)
-    back = np.empty(n, np.float32)
-    holder.copy_to(back, stream=s)
-    s.sync()
-    assert np.array_equal(back * 2, expect)
+    out = _double_through(device, saxpy, s, vx, holder, expect)
     del vx, holder
     _collect()
     assert tensor_alive() is None, "released once the view and the buffer are gone"
@@ -561,16 +566,7 @@ def test_cupy_stream_and_arrays_outlive_their_owners(device, saxpy):
     holder = Buffer.from_handle(x.data.ptr, n * 4, owner=x)
     del x
     _collect()
-    out = device.allocate(n * 4, stream=s)
-    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), saxpy, np.float32(1), vx.ptr, vx.ptr, out, n)
-    got = np.empty(n, np.float32)
-    out.copy_to(got, stream=s)
-    s.sync()
-    assert np.array_equal(got, expect)
-    back = np.empty(n, np.float32)
-    holder.copy_to(back, stream=s)
-    s.sync()
-    assert np.array_equal(back * 2, expect)
+    out = _double_through(device, saxpy, s, vx, holder, expect)
     del vx, holder, s
     _collect()
     assert alive() is not None
