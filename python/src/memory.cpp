@@ -275,7 +275,8 @@ void register_memory_resource_face(nb::handle face) {
     Py_DECREF(it->second);
     g_faces.erase(it);
   }
-  nb::object callback = nb::steal(PyCFunction_New(&g_face_dropped_def, nb::steal(PyLong_FromVoidPtr(const_cast<void*>(key))).ptr()));
+  nb::object key_obj = nb::steal(PyLong_FromVoidPtr(const_cast<void*>(key)));
+  nb::object callback = nb::steal(PyCFunction_New(&g_face_dropped_def, key_obj.ptr()));
   if (!callback.is_valid()) throw nb::python_error();
   PyObject* ref = PyWeakref_NewRef(face.ptr(), callback.ptr());
   if (!ref) throw nb::python_error();
@@ -422,7 +423,8 @@ void bind_memory(nb::module_& m) {
   bc.def_static("from_handle", [](nb::handle ptr, std::size_t size, nb::handle mr, nb::handle owner, nb::handle stream) {
         CUdeviceptr p = static_cast<CUdeviceptr>(pointer_arg(ptr, "ptr"));
         if (!mr.is_none() && !owner.is_none())
-          throw nb::value_error("Buffer.from_handle: give mr (to free the memory) or owner (to keep it alive), not both");
+          throw nb::value_error(
+              "Buffer.from_handle: give mr (to free the memory) or owner (to keep it alive), not both");
         if (!stream.is_none() && mr.is_none())
           throw nb::value_error("Buffer.from_handle: stream (where the memory is freed) needs mr");
         if (!stream.is_none()) return cucore::Buffer::from_handle(p, size, resource_arg(mr), StreamArg(stream).get());

@@ -560,7 +560,8 @@ void bind_view(nb::module_& m) {
         if (obj.is_none()) new (self) PyView();
         else new (self) PyView(view_from_any(obj, stream_ptr));
       }, nb::arg("obj") = nb::none(), nb::arg("stream_ptr") = nb::none())
-      .def_static("from_dlpack", [](nb::handle obj, nb::handle stream_ptr) { return view_from_dlpack_any(obj, stream_ptr); },
+      .def_static("from_dlpack",
+                  [](nb::handle obj, nb::handle stream_ptr) { return view_from_dlpack_any(obj, stream_ptr); },
                   nb::arg("obj"), nb::arg("stream_ptr") = nb::none())
       .def_static("from_cuda_array_interface", [](nb::handle obj, nb::handle stream_ptr) {
         return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr);
@@ -603,7 +604,8 @@ void bind_view(nb::module_& m) {
           v.shape()[i] = nb::cast<int64_t>(sh[i]);
           count *= static_cast<std::size_t>(v.shape()[i]);
         }
-        if (count * itemsize(v) > b.size()) throw nb::value_error("from_buffer: the shape needs more bytes than the buffer has");
+        if (count * itemsize(v) > b.size())
+          throw nb::value_error("from_buffer: the shape needs more bytes than the buffer has");
         if (!strides.is_none()) {
           v.has_strides = true;
           for (int i = 0; i < n; ++i) v.strides()[i] = nb::cast<int64_t>(strides[i]);

@@ -204,7 +204,9 @@ Stream Device::create_stream(const StreamOptions& options) const {
   return Stream(detail::primary_context(*state_), options);
 }
 Stream Device::create_stream() const { return Stream(detail::primary_context(*state_), StreamOptions{}); }
-Event Device::create_event(const EventOptions& options) const { return Event(detail::primary_context(*state_), options); }
+Event Device::create_event(const EventOptions& options) const {
+  return Event(detail::primary_context(*state_), options);
+}
 Event Device::create_event() const { return Event(detail::primary_context(*state_), EventOptions{}); }
 
 DeviceMemoryResource Device::memory_resource() const { return DeviceMemoryResource(*this); }

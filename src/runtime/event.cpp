@@ -58,7 +58,8 @@ Device Event::device() const { return context().device(); }
 
 float elapsed_time_ms(const Event& start, const Event& end) {
   for (auto [e, which] : {std::pair{&start, "start"}, std::pair{&end, "end"}}) {
-    if (e->is_closed()) detail::throw_closed("Event", (std::string("elapsed_time_ms: the ") + which + " event").c_str());
+    if (e->is_closed())
+      detail::throw_closed("Event", (std::string("elapsed_time_ms: the ") + which + " event").c_str());
     if (!e->is_timing_enabled())
       throw std::invalid_argument(std::string("elapsed_time_ms: the ") + which +
                                   " event was created without EventOptions.timing_enabled");

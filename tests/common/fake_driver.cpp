@@ -54,6 +54,19 @@ void check_event(CUevent e, const char* call) {
   if (!FakeDriver::live_events.count(e)) violation(std::string(call) + " on event " + hex(e) + ", which is not alive");
 }
 
+// Calls that only use a stream, an event, or both: checked, then done.
+CUresult uses_stream(const char* call, CUstream s) {
+  std::lock_guard lock(FakeDriver::live_mutex);
+  check_stream(s, call);
+  return CUDA_SUCCESS;
+}
+CUresult uses_event(const char* call, CUevent e, CUstream s = nullptr) {
+  std::lock_guard lock(FakeDriver::live_mutex);
+  check_event(e, call);
+  check_stream(s, call);  // nullptr (the default) is always a valid stream
+  return CUDA_SUCCESS;
+}
+
 CUresult fake_alloc(CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) {
   if (FakeDriver::fail_next_pool_allocs.load() > 0) {
     --FakeDriver::fail_next_pool_allocs;
@@ -172,7 +185,9 @@ FakeDriver::FakeDriver() {
     }
     return release_live(p, live_pools, pools_destroyed, "cuMemPoolDestroy", "pool");
   };
-  t.cuMemAllocFromPoolAsync = [](CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) { return fake_alloc(p, n, pool, s); };
+  t.cuMemAllocFromPoolAsync = [](CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) {
+    return fake_alloc(p, n, pool, s);
+  };
   t.cuMemAllocAsync = [](CUdeviceptr* p, size_t n, CUstream s) { return fake_alloc(p, n, fake_pool(), s); };
   t.cuMemFreeAsync = [](CUdeviceptr p, CUstream s) {
     std::lock_guard lock(live_mutex);
@@ -189,78 +204,40 @@ FakeDriver::FakeDriver() {
     return CUDA_SUCCESS;
   };
   t.cuMemcpyAsync = [](CUdeviceptr d, CUdeviceptr s, size_t n, CUstream stream) {
-    {
-      std::lock_guard lock(live_mutex);
-      check_stream(stream, "cuMemcpyAsync");
-    }
     std::memcpy(reinterpret_cast<void*>(d), reinterpret_cast<const void*>(s), n);
-    return CUDA_SUCCESS;
+    return uses_stream("cuMemcpyAsync", stream);
   };
   t.cuMemsetD8Async = [](CUdeviceptr d, unsigned char v, size_t n, CUstream stream) {
-    {
-      std::lock_guard lock(live_mutex);
-      check_stream(stream, "cuMemsetD8Async");
-    }
     std::memset(reinterpret_cast<void*>(d), v, n);
-    return CUDA_SUCCESS;
+    return uses_stream("cuMemsetD8Async", stream);
   };
   t.cuStreamCreate = [](CUstream* s, unsigned) { return make_live(s, live_streams, streams_created); };
   t.cuStreamCreateWithPriority = [](CUstream* s, unsigned, int) { return make_live(s, live_streams, streams_created); };
   t.cuStreamDestroy = [](CUstream s) {
     return release_live(s, live_streams, streams_destroyed, "cuStreamDestroy", "stream");
   };
-  t.cuStreamSynchronize = [](CUstream s) {
-    std::lock_guard lock(live_mutex);
-    check_stream(s, "cuStreamSynchronize");
-    return CUDA_SUCCESS;
-  };
-  t.cuStreamQuery = [](CUstream s) {
-    std::lock_guard lock(live_mutex);
-    check_stream(s, "cuStreamQuery");
-    return CUDA_SUCCESS;
-  };
+  t.cuStreamSynchronize = [](CUstream s) { return uses_stream("cuStreamSynchronize", s); };
+  t.cuStreamQuery = [](CUstream s) { return uses_stream("cuStreamQuery", s); };
   t.cuStreamGetCtx = [](CUstream s, CUcontext* c) {
-    std::lock_guard lock(live_mutex);
-    check_stream(s, "cuStreamGetCtx");
     *c = fake_context();
-    return CUDA_SUCCESS;
+    return uses_stream("cuStreamGetCtx", s);
   };
   t.cuStreamGetPriority = [](CUstream s, int* p) {
-    std::lock_guard lock(live_mutex);
-    check_stream(s, "cuStreamGetPriority");
     *p = 0;
-    return CUDA_SUCCESS;
+    return uses_stream("cuStreamGetPriority", s);
   };
   t.cuStreamGetFlags = [](CUstream s, unsigned* f) {
-    std::lock_guard lock(live_mutex);
-    check_stream(s, "cuStreamGetFlags");
     *f = CU_STREAM_NON_BLOCKING;
-    return CUDA_SUCCESS;
+    return uses_stream("cuStreamGetFlags", s);
   };
   t.cuEventCreate = [](CUevent* e, unsigned) { return make_live(e, live_events, events_created); };
-  t.cuEventDestroy = [](CUevent e) { return release_live(e, live_events, events_destroyed, "cuEventDestroy", "event"); };
-  t.cuEventRecord = [](CUevent e, CUstream s) {
-    std::lock_guard lock(live_mutex);
-    check_event(e, "cuEventRecord");
-    check_stream(s, "cuEventRecord");
-    return CUDA_SUCCESS;
+  t.cuEventDestroy = [](CUevent e) {
+    return release_live(e, live_events, events_destroyed, "cuEventDestroy", "event");
   };
-  t.cuEventSynchronize = [](CUevent e) {
-    std::lock_guard lock(live_mutex);
-    check_event(e, "cuEventSynchronize");
-    return CUDA_SUCCESS;
-  };
-  t.cuEventQuery = [](CUevent e) {
-    std::lock_guard lock(live_mutex);
-    check_event(e, "cuEventQuery");
-    return CUDA_SUCCESS;
-  };
-  t.cuStreamWaitEvent = [](CUstream s, CUevent e, unsigned) {
-    std::lock_guard lock(live_mutex);
-    check_event(e, "cuStreamWaitEvent");
-    check_stream(s, "cuStreamWaitEvent");
-    return CUDA_SUCCESS;
-  };
+  t.cuEventRecord = [](CUevent e, CUstream s) { return uses_event("cuEventRecord", e, s); };
+  t.cuEventSynchronize = [](CUevent e) { return uses_event("cuEventSynchronize", e); };
+  t.cuEventQuery = [](CUevent e) { return uses_event("cuEventQuery", e); };
+  t.cuStreamWaitEvent = [](CUstream s, CUevent e, unsigned) { return uses_event("cuStreamWaitEvent", e, s); };
   t.cuPointerGetAttribute = [](void* v, CUpointer_attribute a, CUdeviceptr) {
     if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(v) = 0;
     return CUDA_SUCCESS;

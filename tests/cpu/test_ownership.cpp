@@ -239,7 +239,8 @@ TEST(Ownership, ABufferOutlivesTheStreamItWasAllocatedOnAndFreesOnIt) {
   ASSERT_EQ(FakeDriver::releases.size(), 2u);
   char expect[64];
   std::snprintf(expect, sizeof expect, "stream %p", static_cast<void*>(raw));
-  EXPECT_NE(FakeDriver::releases[0].find("on " + std::string(expect + 7)), std::string::npos) << FakeDriver::releases[0];
+  EXPECT_NE(FakeDriver::releases[0].find("on " + std::string(expect + 7)), std::string::npos)
+      << FakeDriver::releases[0];
   EXPECT_EQ(FakeDriver::releases[1], expect);
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
