@@ -1,10 +1,15 @@
 // Foundation benchmarks against the raw driver, one process, alternating,
 // after warm-up, medians:
-//   1 MiB allocate+free: DeviceMemoryResource vs cuMemAllocAsync+cuMemFreeAsync (goal ≤ 1.05×)
+//   1 MiB allocate+free: DeviceMemoryResource vs cuMemAllocAsync+cuMemFreeAsync (goal ≤ 1.05×),
+//     and vs the very call cucore makes (cuMemAllocFromPoolAsync on the same pool)
 //   stream create+destroy: Device::create_stream vs cuStreamCreate+cuStreamDestroy (goal ≤ 1.05×)
+//   event create+destroy: Device::create_event vs cuEventCreate+cuEventDestroy (goal ≤ 1.05×)
 //   Device(0) construction (goal ≤ 50 ns)
+// cucore's side goes through its handle layer: the Buffer holds a share of
+// the Stream it was allocated on, streams and events live in shared boxes.
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
+#include <cucore/event.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
 
@@ -41,6 +46,22 @@ int main() {
   s.sync();
   bench::report(alloc, 1.05);
 
+  const CUmemoryPool pool = mr.handle();
+  auto alloc_same = bench::compare(
+      "allocate+free 1 MiB (device pool), same call", "cuMemAllocFromPoolAsync+Free",
+      [&] {
+        Buffer b = mr.allocate(mib, s);
+        b.close();
+      },
+      [&] {
+        CUdeviceptr p = 0;
+        drv.cuMemAllocFromPoolAsync(&p, mib, pool, raw_stream);
+        drv.cuMemFreeAsync(p, raw_stream);
+      },
+      41, 2000);
+  s.sync();
+  bench::report(alloc_same, 1.05);
+
   auto streams = bench::compare(
       "stream create+destroy", "cuStreamCreate+Destroy", [&] { Stream t = dev.create_stream(); },
       [&] {
@@ -50,6 +71,16 @@ int main() {
       },
       31, 200);
   bench::report(streams, 1.05);
+
+  auto events = bench::compare(
+      "event create+destroy", "cuEventCreate+Destroy", [&] { Event e = dev.create_event(); },
+      [&] {
+        CUevent e = nullptr;
+        drv.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING);
+        drv.cuEventDestroy(e);
+      },
+      31, 1000);
+  bench::report(events, 1.05);
 
   std::vector<double> samples;
   volatile int sink = 0;

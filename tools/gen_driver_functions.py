@@ -1,79 +1,86 @@
 #!/usr/bin/env python3
-"""Regenerates src/loader/driver_functions.inc from the toolkit's cudaTypedefs.h.
+"""Regenerates src/loader/driver_functions.inc: the driver entry points cucore calls.
 
-Each driver entry point is fetched through cuGetProcAddress at the version of
-its newest ABI (the _vNNNN suffix of its PFN typedef); driver.cpp checks at
-compile time that this ABI is the one cuda.h declares, so a toolkit upgrade that
-changes a signature fails the build instead of calling with the wrong ABI.
-Run: tools/gen_driver_functions.py [/usr/local/cuda/include/cudaTypedefs.h]
-"""
-import re, sys, pathlib
+The table holds exactly the entry points the sources call through it
+(`d.cuStreamCreate(...)`, `t->cuStreamDestroy(...)`): libcucore (src/), and the
+tests and benchmarks that call the real driver through the same table (tests/,
+bench/). A feature that calls a new entry point just reruns this script; one
+that stops calling an entry point drops it the same way.
 
-# (name, required): required entry points make the driver unusable when absent;
-# the others leave their feature unavailable (FeatureUnavailableError on use).
-FUNCTIONS = """
-cuInit! cuDriverGetVersion! cuGetErrorName! cuGetErrorString!
-cuDeviceGet! cuDeviceGetCount! cuDeviceGetName! cuDeviceGetUuid! cuDeviceGetAttribute!
-cuDeviceTotalMem! cuDeviceGetPCIBusId! cuDeviceCanAccessPeer! cuDeviceGetByPCIBusId
-cuDeviceGetDefaultMemPool cuDeviceGetMemPool
-cuDevicePrimaryCtxRetain! cuDevicePrimaryCtxRelease! cuDevicePrimaryCtxGetState!
-cuCtxGetCurrent! cuCtxSetCurrent! cuCtxPushCurrent! cuCtxPopCurrent! cuCtxGetDevice!
-cuCtxSynchronize! cuCtxGetId cuCtxGetApiVersion cuCtxGetStreamPriorityRange!
-cuCtxGetFlags cuCtxGetLimit cuCtxSetLimit
-cuStreamCreate! cuStreamCreateWithPriority! cuStreamDestroy! cuStreamSynchronize! cuStreamQuery!
-cuStreamWaitEvent! cuStreamGetPriority! cuStreamGetFlags! cuStreamGetCtx! cuStreamGetId
-cuStreamGetDevice cuStreamAddCallback cuLaunchHostFunc
-cuEventCreate! cuEventDestroy! cuEventRecord! cuEventRecordWithFlags cuEventSynchronize! cuEventQuery!
-cuEventElapsedTime!
-cuMemGetInfo! cuMemAlloc! cuMemFree! cuMemAllocHost! cuMemFreeHost! cuMemHostAlloc! cuMemAllocManaged!
-cuMemHostRegister cuMemHostUnregister cuMemHostGetDevicePointer
-cuMemAllocAsync cuMemFreeAsync cuMemAllocFromPoolAsync
-cuMemPoolCreate cuMemPoolDestroy cuMemPoolSetAttribute cuMemPoolGetAttribute cuMemPoolTrimTo
-cuMemPoolSetAccess cuMemPoolGetAccess cuMemPoolExportToShareableHandle cuMemPoolImportFromShareableHandle
-cuMemPoolExportPointer cuMemPoolImportPointer
-cuMemcpy! cuMemcpyAsync! cuMemcpyHtoDAsync! cuMemcpyDtoHAsync! cuMemcpyDtoDAsync! cuMemcpyPeerAsync
-cuMemsetD8Async! cuMemsetD16Async! cuMemsetD32Async!
-cuMemPrefetchAsync cuMemAdvise
-cuPointerGetAttribute! cuPointerGetAttributes
-cuIpcGetMemHandle cuIpcOpenMemHandle cuIpcCloseMemHandle cuIpcGetEventHandle cuIpcOpenEventHandle
-cuLibraryLoadData cuLibraryUnload cuLibraryGetKernel cuLibraryGetKernelCount cuLibraryEnumerateKernels
-cuLibraryGetModule cuLibraryGetGlobal
-cuKernelGetFunction cuKernelGetAttribute cuKernelSetAttribute cuKernelGetName cuKernelGetParamInfo
-cuModuleLoadData cuModuleUnload cuModuleGetFunction
-cuFuncGetAttribute cuFuncSetAttribute cuFuncGetParamInfo cuFuncGetName cuFuncLoad
-cuLaunchKernel! cuLaunchKernelEx cuLaunchCooperativeKernel
-cuOccupancyMaxActiveBlocksPerMultiprocessor cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags
-cuOccupancyMaxPotentialBlockSize cuOccupancyAvailableDynamicSMemPerBlock
-cuOccupancyMaxPotentialClusterSize cuOccupancyMaxActiveClusters
-cuLinkCreate cuLinkAddData cuLinkComplete cuLinkDestroy
-cuDeviceGetDevResource cuDevSmResourceSplitByCount cuDevResourceGenerateDesc cuGreenCtxCreate
-cuGreenCtxDestroy cuCtxFromGreenCtx cuGreenCtxGetDevResource cuGreenCtxStreamCreate cuCtxGetDevResource
-cuStreamBeginCapture cuStreamEndCapture cuStreamIsCapturing cuGraphInstantiateWithFlags cuGraphLaunch
-cuGraphExecDestroy cuGraphDestroy cuGraphUpload
-cuCheckpointProcessGetState cuCheckpointProcessLock cuCheckpointProcessCheckpoint
-cuCheckpointProcessRestore cuCheckpointProcessUnlock cuCheckpointProcessGetRestoreThreadId
+Each entry point is fetched through cuGetProcAddress at the version of its
+newest ABI (the _vNNNN suffix of its PFN typedef in cudaTypedefs.h);
+driver.cpp checks at compile time that this ABI is the one cuda.h declares, so
+a toolkit upgrade that changes a signature fails the build instead of calling
+with the wrong ABI.
+
+    tools/gen_driver_functions.py [--check] [/usr/local/cuda/include/cudaTypedefs.h]
+
+--check compares instead of writing (exit 1 when the table is stale).
 """
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT = ROOT / "src/loader/driver_functions.inc"
+SCANNED = ("src", "tests", "bench")
+SUFFIXES = {".cpp", ".hpp", ".h", ".inc"}
+
+# Entry points whose absence makes the driver unusable to cucore (the load
+# fails naming the one missing); any other missing entry point only makes its
+# feature throw FeatureUnavailableError when used.
+REQUIRED = set("""
+cuInit cuGetErrorName cuGetErrorString cuDeviceGet cuDeviceGetCount cuDeviceGetName cuDeviceGetUuid
+cuDeviceGetAttribute cuDeviceTotalMem cuDeviceGetPCIBusId cuDeviceCanAccessPeer cuDevicePrimaryCtxRetain
+cuDevicePrimaryCtxRelease cuCtxGetCurrent cuCtxSetCurrent cuCtxGetDevice cuCtxSynchronize
+cuCtxGetStreamPriorityRange cuStreamCreate cuStreamCreateWithPriority cuStreamDestroy cuStreamSynchronize
+cuStreamQuery cuStreamWaitEvent cuStreamGetPriority cuStreamGetFlags cuStreamGetCtx cuEventCreate
+cuEventDestroy cuEventRecord cuEventSynchronize cuEventQuery cuEventElapsedTime cuMemGetInfo cuMemAlloc
+cuMemFree cuMemAllocHost cuMemFreeHost cuMemAllocManaged cuMemcpyAsync cuMemsetD8Async cuMemsetD16Async
+cuMemsetD32Async cuPointerGetAttribute
+""".split())
 
 # Where cuda.h still declares an older ABI than the newest typedef, keep cuda.h's.
 PINNED = {"cuCtxGetDevice": 2000, "cuCtxSynchronize": 2000, "cuStreamGetCtx": 9020}
 
-def main():
-    header = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "/usr/local/cuda/include/cudaTypedefs.h")
-    text = header.read_text()
-    versions = {}
-    for name, ver in re.findall(r"PFN_(cu\w+?)_v(\d+)\)", text):
-        versions.setdefault(name, []).append(int(ver))
-    lines = ["// Generated by tools/gen_driver_functions.py from cudaTypedefs.h. Do not edit.",
-             "// X(name, abi_version, required)"]
-    for tok in FUNCTIONS.split():
-        required = tok.endswith("!")
-        name = tok.rstrip("!")
-        if name not in versions:
-            sys.exit(f"{name}: no PFN typedef in {header}")
-        ver = PINNED.get(name, max(versions[name]))
-        lines.append(f"X({name}, {ver}, {'true' if required else 'false'})")
-    out = pathlib.Path(__file__).resolve().parent.parent / "src/loader/driver_functions.inc"
-    out.write_text("\n".join(lines) + "\n")
-    print(f"wrote {out} ({len(lines) - 2} entry points)")
+# A call through the table: `.cuName` or `->cuName`, not an assignment to it
+# (the fake driver's `t.cuName = ...` sets entries; it does not call them).
+USE = re.compile(r"(?:\.|->)\s*(cu[A-Z]\w*)\b(?!\s*=[^=])")
 
-main()
+
+def used_names() -> set[str]:
+    names = set()
+    for d in SCANNED:
+        for p in (ROOT / d).rglob("*"):
+            if p.suffix in SUFFIXES and p != OUT and p.is_file():
+                names.update(USE.findall(p.read_text(errors="replace")))
+    return names
+
+
+def main() -> int:
+    args = [a for a in sys.argv[1:] if a != "--check"]
+    check = "--check" in sys.argv[1:]
+    header = pathlib.Path(args[0] if args else "/usr/local/cuda/include/cudaTypedefs.h")
+    versions: dict[str, list[int]] = {}
+    for name, ver in re.findall(r"PFN_(cu\w+?)_v(\d+)\)", header.read_text()):
+        versions.setdefault(name, []).append(int(ver))
+    # Only names the driver has: `.cuX` members of other structs are not entry points.
+    names = sorted(n for n in used_names() if n in versions)
+    lines = ["// Generated by tools/gen_driver_functions.py from cudaTypedefs.h and the entry points",
+             "// the sources call. Do not edit: rerun the script.",
+             "// X(name, abi_version, required)"]
+    for name in names:
+        ver = PINNED.get(name, max(versions[name]))
+        lines.append(f"X({name}, {ver}, {'true' if name in REQUIRED else 'false'})")
+    text = "\n".join(lines) + "\n"
+    if check:
+        if OUT.read_text() != text:
+            print(f"{OUT} is stale: rerun tools/gen_driver_functions.py", file=sys.stderr)
+            return 1
+        return 0
+    OUT.write_text(text)
+    print(f"wrote {OUT} ({len(names)} entry points)")
+    return 0
+
+
+sys.exit(main())

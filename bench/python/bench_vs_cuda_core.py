@@ -172,13 +172,16 @@ def main() -> int:
 
     rows.append(compare("allocate+close 1 MiB", alloc_ours, alloc_cc, 5000, "<= 0.7x", sync))
 
-    # StridedMemoryView of a PyTorch tensor
+    # StridedMemoryView of a PyTorch tensor: cucore reads it through the DLPack
+    # C exchange API (torch.Tensor.__dlpack_c_exchange_api__), cuda.core through
+    # its own entry (from_any_interface, its recommended one).
     try:
         import torch
 
         t = torch.zeros(1024, device="cuda")
+        if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+            print("(this PyTorch has no DLPack C exchange API: cucore falls back to __dlpack__)")
 
-        # from_any_interface: cuda.core 1.2's recommended entry (its PyTorch fast path)
         def view_ours(k):
             f = CuView.from_any_interface
             for _ in range(k):
@@ -189,7 +192,23 @@ def main() -> int:
             for _ in range(k):
                 f(t, -1)
 
-        rows.append(compare("StridedMemoryView(torch tensor)", view_ours, view_cc, 20000, "<= 500ns"))
+        rows.append(compare("StridedMemoryView(torch tensor)", view_ours, view_cc, 20000, "<= 0.5x"))
+
+        # The same with stream ordering: the consumer stream waits for PyTorch's current stream.
+        consumer_ours, consumer_cc = s_ours.handle, int(s_cc.handle)
+
+        def view_ordered_ours(k):
+            f = CuView.from_any_interface
+            for _ in range(k):
+                f(t, consumer_ours)
+
+        def view_ordered_cc(k):
+            f = CcView.from_any_interface
+            for _ in range(k):
+                f(t, consumer_cc)
+
+        rows.append(compare("StridedMemoryView(torch tensor, stream)", view_ordered_ours, view_ordered_cc, 5000,
+                            None, sync))
     except ImportError:
         print("(PyTorch not installed: no StridedMemoryView case)")
 

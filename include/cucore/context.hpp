@@ -1,7 +1,9 @@
 #pragma once
-// A CUDA context. Devices use their primary context (retained once per process
-// and kept, as the runtime API does); Context::from_handle adopts a context made
-// elsewhere without owning it. Copies share one state.
+// A CUDA context: a device's primary context (retained once per process and
+// kept, as the runtime API does), or one made elsewhere and adopted with
+// Context::from_handle (never destroyed by cucore). A thin value over the
+// context's shared box: copies share it, and streams and events made in the
+// context hold a share too.
 #include <cuda.h>
 
 #include <memory>
@@ -13,7 +15,7 @@ class Stream;
 struct StreamOptions;
 
 namespace detail {
-struct ContextState;
+struct ContextBox;
 }
 
 class Context {
@@ -22,13 +24,14 @@ class Context {
   static Context from_handle(CUcontext ctx);
   // The context current on this thread, or an empty Context.
   static Context current();
+  Context() = default;  // empty
 
   CUcontext handle() const noexcept;
   explicit operator bool() const noexcept { return handle() != nullptr; }
   int device_id() const;
   Device device() const;
   bool is_primary() const noexcept;
-  bool is_green() const noexcept;
+  bool is_green() const noexcept;  // false: green contexts are a later feature
 
   void set_current() const;
   void sync() const;  // cuCtxSynchronize in this context
@@ -37,12 +40,12 @@ class Context {
 
   friend bool operator==(const Context& a, const Context& b) noexcept { return a.handle() == b.handle(); }
 
-  // Internal: built by Device and the green-context code.
-  explicit Context(std::shared_ptr<const detail::ContextState> state) noexcept : state_(std::move(state)) {}
-  Context() = default;
+  // Internal: the box (streams and events made here hold a share of it).
+  explicit Context(std::shared_ptr<const detail::ContextBox> box) noexcept : box_(std::move(box)) {}
+  const std::shared_ptr<const detail::ContextBox>& box() const noexcept { return box_; }
 
  private:
-  std::shared_ptr<const detail::ContextState> state_;
+  std::shared_ptr<const detail::ContextBox> box_;
 };
 
 // Makes `ctx` current for the scope when it is not already, restoring the

@@ -1,7 +1,7 @@
 #pragma once
 // The exceptions cucore throws. Every failure is one of these (or a standard
-// std::invalid_argument / std::out_of_range for bad arguments); no cucore call
-// reports failure through a return code.
+// std::invalid_argument / std::out_of_range for bad arguments, ClosedError
+// among them); no cucore call reports failure through a return code.
 #include <cuda.h>
 
 #include <stdexcept>
@@ -63,6 +63,22 @@ class CompileError : public Error {
   std::string log_;
 };
 
+// An object was used after close() or after it was moved from (a Stream,
+// Event, Buffer, or a closed Buffer passed to launch). Closed is one state,
+// distinct from every real handle, and every use of it throws this, naming
+// the object and the operation: "Stream has been closed (sync)". It is a
+// std::invalid_argument (the closed object is the bad argument); Python sees
+// cucore.ClosedError, a RuntimeError as cuda.core raises for closed objects.
+class ClosedError : public std::invalid_argument {
+ public:
+  ClosedError(std::string object, std::string operation);
+  const std::string& object() const noexcept { return object_; }        // "Stream"
+  const std::string& operation() const noexcept { return operation_; }  // "sync"
+
+ private:
+  std::string object_, operation_;
+};
+
 // Name and description of a CUresult without needing the driver (CPU machines,
 // fake driver tables); falls back to the loaded driver for codes newer than cucore.
 const char* result_name(CUresult code) noexcept;
@@ -70,6 +86,7 @@ const char* result_description(CUresult code) noexcept;
 
 namespace detail {
 [[noreturn]] void throw_cuda_error(CUresult code, const char* call);
+[[noreturn]] void throw_closed(const char* object, const char* operation);
 // The hot-path check: one compare inline, the throw out of line.
 inline void check(CUresult code, const char* call) {
   if (code != CUDA_SUCCESS) [[unlikely]]

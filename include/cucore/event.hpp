@@ -1,6 +1,11 @@
 #pragma once
-// Events: markers recorded on streams, for ordering and for timing.
+// Events: markers recorded on streams, for ordering and for timing. Event is a
+// thin value over a shared event box that holds its context: copies share the
+// event, which is destroyed when the last share goes. A closed or moved-from
+// Event throws ClosedError from every operation.
 #include <cuda.h>
+
+#include <memory>
 
 #include <cucore/context.hpp>
 
@@ -8,10 +13,17 @@ namespace cucore {
 
 class Device;
 
+namespace detail {
+struct EventBox;
+struct ContextBox;
+}  // namespace detail
+
 struct EventOptions {
-  bool timing_enabled = false;    // needed to take elapsed times
-  bool busy_waited_sync = false;  // sync() spins instead of yielding the thread
-  bool ipc_enabled = false;       // shareable with other processes (implies no timing)
+  bool timing_enabled = false;  // needed to take elapsed times
+  // sync() puts the waiting thread to sleep until the event completes
+  // (CU_EVENT_BLOCKING_SYNC) instead of spin-waiting; cuda.core's name.
+  bool busy_waited_sync = false;
+  bool ipc_enabled = false;  // shareable with other processes (implies no timing)
 };
 
 class Event {
@@ -19,26 +31,32 @@ class Event {
   // A new event in the current context (device 0's primary context when none is current).
   explicit Event(const EventOptions& options = {});
   Event(const Context& ctx, const EventOptions& options);
-  ~Event();
-  Event(Event&& other) noexcept;
-  Event& operator=(Event&& other) noexcept;
-  Event(const Event&) = delete;
-  Event& operator=(const Event&) = delete;
 
-  CUevent handle() const noexcept { return handle_; }
+  // Copies share the event; a moved-from Event is closed.
+  Event(const Event& other) noexcept = default;
+  Event& operator=(const Event& other) noexcept = default;
+  Event(Event&& other) noexcept = default;
+  Event& operator=(Event&& other) noexcept = default;
+  ~Event() = default;
+
+  CUevent handle() const noexcept;  // nullptr once closed
+  bool is_closed() const noexcept { return box_ == nullptr; }
   void sync() const;
   bool is_done() const;
-  bool is_timing_enabled() const noexcept { return options_.timing_enabled; }
-  bool is_sync_busy_waited() const noexcept { return options_.busy_waited_sync; }
-  bool is_ipc_enabled() const noexcept { return options_.ipc_enabled; }
-  const Context& context() const noexcept { return ctx_; }
+  bool is_timing_enabled() const;
+  bool is_sync_busy_waited() const;
+  bool is_ipc_enabled() const;
+  Context context() const;
   Device device() const;
+  // Releases this Event's share (idempotent); the event is destroyed once none is left.
   void close() noexcept;
 
+  // Internal: an event in the context `ctx`'s box.
+  Event(const std::shared_ptr<const detail::ContextBox>& ctx, const EventOptions& options);
+
  private:
-  CUevent handle_ = nullptr;
-  EventOptions options_;
-  Context ctx_;
+  const detail::EventBox& open_box(const char* operation) const;
+  std::shared_ptr<const detail::EventBox> box_;
 };
 
 // Milliseconds from `start` to `end`; both must be recorded, complete, and made

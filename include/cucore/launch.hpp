@@ -86,12 +86,12 @@ struct LaunchConfig {
   friend bool operator==(const LaunchConfig&, const LaunchConfig&) = default;
 };
 
-// A kernel argument pack built at run time, for callers that only know the
-// arguments then (the Python module packs each Python object at its
-// parameter's width). Each push copies the value into the pack's own storage
+// A kernel argument pack built at run time, for C++ callers that only know
+// the arguments then. Each push copies the value into the pack's own storage
 // (inline up to 256 bytes and 16 arguments, so a typical pack never touches the
 // heap). launch(stream, config, kernel, args) checks the count and each size
-// against the kernel's parameter layout, as the variadic launch does.
+// against the kernel's parameter layout, as the variadic launch does. (The
+// Python module packs into stack arrays and calls detail::launch_checked.)
 class KernelArgs {
  public:
   KernelArgs() noexcept = default;
@@ -119,7 +119,7 @@ class KernelArgs {
     }
     return push_bytes(std::addressof(value), sizeof(T), align);
   }
-  // A Buffer as its device pointer (CUdeviceptr); a closed one is refused.
+  // A Buffer as its device pointer (CUdeviceptr); a closed one is ClosedError.
   KernelArgs& push(const Buffer& buffer) {
     if (buffer.is_closed()) [[unlikely]]
       throw_closed(count_);

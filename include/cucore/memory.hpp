@@ -1,7 +1,8 @@
 #pragma once
 // Memory resources, shaped like RMM's: a MemoryResource is a copyable handle to
-// shared state; copies allocate from the same pool, and every Buffer keeps the
-// resource it came from alive. Adaptors (adaptors.hpp) wrap any resource.
+// shared state (its Impl; a pool's Impl holds the pool's box); copies allocate
+// from the same pool, and every Buffer keeps the resource it came from alive.
+// Adaptors (adaptors.hpp) wrap any resource.
 #include <cuda.h>
 
 #include <cstddef>
@@ -15,6 +16,7 @@ namespace cucore {
 
 class Buffer;
 class Device;
+class Stream;
 
 class MemoryResource {
  public:
@@ -29,18 +31,23 @@ class MemoryResource {
     virtual bool is_device_accessible() const noexcept = 0;
     virtual bool is_host_accessible() const noexcept = 0;
     virtual int device_id() const noexcept = 0;  // -1 when not tied to a device
+    virtual bool is_managed() const noexcept { return false; }  // unified (managed) memory
   };
 
   MemoryResource() noexcept = default;  // empty: allocating throws
   explicit MemoryResource(std::shared_ptr<Impl> impl) noexcept : impl_(std::move(impl)) {}
 
   // Stream-ordered: the memory is usable by work queued on `stream` after this
-  // call; the Buffer frees it on the same stream unless told otherwise.
+  // call; the Buffer frees it on the same stream unless told otherwise. Given a
+  // Stream, the Buffer keeps a share of it, so the Stream may go first; given
+  // a StreamRef, the stream must outlive the Buffer (the default streams do).
   Buffer allocate(std::size_t size, StreamRef stream) const;
+  Buffer allocate(std::size_t size, const Stream& stream) const;
   void deallocate(CUdeviceptr ptr, std::size_t size, StreamRef stream) const;
 
   bool is_device_accessible() const;
   bool is_host_accessible() const;
+  bool is_managed() const;
   int device_id() const;
 
   explicit operator bool() const noexcept { return impl_ != nullptr; }

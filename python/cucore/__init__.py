@@ -6,8 +6,9 @@ Port code from cuda.core by changing the import lines only::
     from cucore.utils import InMemoryProgramCache
 
 Errors are cucore.Error subclasses (CudaError / CUDAError, CompileError /
-NVRTCError, LibraryNotFoundError, FeatureUnavailableError) or ValueError /
-TypeError / IndexError for bad arguments.
+NVRTCError, LibraryNotFoundError, FeatureUnavailableError, ClosedError for a
+closed object, also a ValueError) or ValueError / TypeError / IndexError for
+bad arguments.
 """
 import sys as _sys
 
@@ -16,6 +17,7 @@ from cucore._core import (
     LEGACY_DEFAULT_STREAM,
     PER_THREAD_DEFAULT_STREAM,
     Buffer,
+    ClosedError,
     CompileError,
     Context,
     CudaError,
@@ -91,6 +93,7 @@ __all__ = [
     "LEGACY_DEFAULT_STREAM",
     "PER_THREAD_DEFAULT_STREAM",
     "Buffer",
+    "ClosedError",
     "CompileError",
     "ComputeCapability",
     "Context",

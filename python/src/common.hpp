@@ -19,6 +19,7 @@
 #include <cucore/stream.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,33 +28,20 @@ namespace nb = nanobind;
 
 namespace cucore::python {
 
-// ---- Python-side objects that carry more than the C++ value -----------------
+// ---- foreign owners ----------------------------------------------------------
+// The classes bound here hold libcucore's values and nothing else: what a
+// Python object must keep alive (a PyTorch stream behind a Stream, the owner
+// of a Buffer's memory) rides in the C++ object's owner hook, whose release
+// takes the GIL before the decref.
 
-// cucore.Stream: a stream cucore created (owned), or a view of a foreign one
-// (PyTorch, CuPy, cuda.core, a raw handle) that keeps the foreign object alive.
-struct PyStream {
-  std::optional<cucore::Stream> owned;
-  CUstream handle = nullptr;
-  nb::object owner;      // the foreign object whose __cuda_stream__ gave `handle`
-  bool closed = false;
-  bool builtin = false;  // LEGACY_DEFAULT_STREAM / PER_THREAD_DEFAULT_STREAM: close() is a no-op
-  int device_id = -1;    // known at creation, else -1 (asked from the driver when needed)
+// Whether Python objects may still be touched from C++ (the interpreter is up
+// and not finalizing); releases from C++ destructors check it first.
+bool python_alive() noexcept;
 
-  cucore::StreamRef ref() const;
-};
-
-// cucore.Buffer: the C++ Buffer plus the Python objects it must keep alive.
-struct PyBuffer {
-  // Declared before `buf` so they are destroyed after it: the memory is freed
-  // on `stream` while the stream (and resource, and owner) still exist.
-  //
-  // The Python stream the memory will be freed on (the allocation stream):
-  // kept alive so that freeing at garbage collection never uses a destroyed stream.
-  nb::object stream;
-  nb::object mr;     // the Python memory resource it came from (None if none)
-  nb::object owner;  // Buffer.from_handle(owner=...)
-  cucore::Buffer buf;
-};
+// A share that keeps `obj` alive (empty for None).
+std::shared_ptr<const void> py_owner(nb::handle obj);
+// The Python object behind an owner made by py_owner, else null (borrowed).
+PyObject* py_owner_object(const std::shared_ptr<const void>& owner) noexcept;
 
 // cucore.Device: a per-thread singleton per GPU.
 struct PyDevice {
@@ -93,9 +81,22 @@ cucore::StreamRef stream_arg(nb::handle obj, const char* what = "stream");
 // None gives the default stream (legacy, or per-thread when
 // CUDA_PYTHON_CUDA_PER_THREAD_DEFAULT_STREAM is set, as cuda.core).
 cucore::StreamRef stream_arg_or_default(nb::handle obj, const char* what = "stream");
-cucore::StreamRef default_stream_ref() noexcept;
+
+// A stream argument as the cucore::Stream it is, for what keeps a share of it
+// (a Buffer freed on it): a cucore.Stream's own, the default stream's (None),
+// or a foreign object's stream adopted with the object as its owner.
+class StreamArg {
+ public:
+  StreamArg(nb::handle obj, const char* what = "stream");
+  const cucore::Stream& get() const noexcept { return *stream_; }
+
+ private:
+  std::optional<cucore::Stream> adopted_;
+  const cucore::Stream* stream_ = nullptr;
+};
+
 nb::object default_stream_object();
-nb::object wrap_stream(cucore::Stream&& s, int device_id);
+cucore::StreamRef default_stream_ref() noexcept;  // the same, usable without the GIL
 nb::object wrap_foreign_stream(nb::handle obj);  // Stream(obj) via __cuda_stream__
 
 // ---- options (Python dataclasses in cucore._options) ------------------------
@@ -116,10 +117,14 @@ cucore::EventOptions event_options(nb::handle options);
 // ---- wrappers -----------------------------------------------------------------
 
 nb::object device_object(int ordinal);  // the per-thread singleton
-nb::object wrap_buffer(cucore::Buffer&& b, nb::handle mr, nb::handle owner = nb::none(),
-                       nb::handle stream = nb::none());
-nb::object wrap_event(cucore::Event&& e);
 nb::object wrap_context(const cucore::Context& ctx);
+// The Python face of a memory resource: the object a Buffer was allocated
+// from while that lives (buffer.memory_resource is mr), else a new one.
+nb::object memory_resource_face(const cucore::MemoryResource& mr);
+void register_memory_resource_face(nb::handle face);
+// An instance of one of cucore's resource classes (not a Python subclass):
+// allocating from it needs no Python call.
+bool is_native_resource(nb::handle mr);
 
 // Integer from a pointer-like argument (int, or an object with __int__ /
 // __index__, e.g. cuda.bindings' CUdeviceptr).

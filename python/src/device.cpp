@@ -149,7 +149,10 @@ std::string uuid_string(const std::array<unsigned char, 16>& u) {
 }
 
 nb::object memory_resource_of(PyDevice& d) {
-  if (!d.mr.is_valid() || d.mr.is_none()) d.mr = nb::cast(d.dev.memory_resource());
+  if (!d.mr.is_valid() || d.mr.is_none()) {
+    d.mr = nb::cast(d.dev.memory_resource());
+    register_memory_resource_face(d.mr);
+  }
   return d.mr;
 }
 
@@ -193,9 +196,7 @@ void bind_device(nb::module_& m) {
       .def_prop_ro("device_id", &cucore::Context::device_id)
       .def_prop_ro("device", [](const cucore::Context& c) { return device_object(c.device_id()); })
       .def("create_stream", [](const cucore::Context& c, nb::handle options) {
-        cucore::StreamOptions so = stream_options(options);
-        cucore::Stream s = c.create_stream(so);
-        return wrap_stream(std::move(s), c.device_id());
+        return c.create_stream(stream_options(options));
       }, nb::arg("options") = nb::none())
       .def("sync", &cucore::Context::sync, nb::call_guard<nb::gil_scoped_release>())
       .def("set_current", &cucore::Context::set_current)
@@ -279,19 +280,16 @@ void bind_device(nb::module_& m) {
          "Makes the device's primary context (or `ctx`) current on this thread; with `ctx`, returns the previous one.")
       .def("create_stream", [](PyDevice& d, nb::handle obj, nb::handle options) {
         if (!obj.is_none()) return wrap_foreign_stream(obj);
-        cucore::StreamOptions so = stream_options(options);
-        return wrap_stream(d.dev.create_stream(so), d.dev.ordinal());
+        return nb::cast(d.dev.create_stream(stream_options(options)));
       }, nb::arg("obj") = nb::none(), nb::arg("options") = nb::none(),
          "A new stream on this device, or (with `obj`) a Stream over any object with __cuda_stream__.")
       .def("create_event", [](PyDevice& d, nb::handle options) {
-        return wrap_event(d.dev.create_event(event_options(options)));
+        return d.dev.create_event(event_options(options));
       }, nb::arg("options") = nb::none())
       .def("allocate", [](PyDevice& d, std::size_t size, nb::handle stream) -> nb::object {
         nb::object mr = memory_resource_of(d);
-        if (PyObject_TypeCheck(mr.ptr(), g_types.memory_resource)) {
-          auto* r = nb::inst_ptr<cucore::MemoryResource>(mr);
-          if (*r) return wrap_buffer(r->allocate(size, stream_arg_or_default(stream)), mr, nb::none(), stream);
-        }
+        if (is_native_resource(mr))
+          return nb::cast(nb::inst_ptr<cucore::MemoryResource>(mr)->allocate(size, StreamArg(stream).get()));
         return mr.attr("allocate")(size, nb::arg("stream") = stream);
       }, nb::arg("size"), nb::arg("stream") = nb::none(),
          "Allocates `size` bytes from memory_resource, ordered on `stream` (default: the default stream).")

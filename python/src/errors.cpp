@@ -6,6 +6,7 @@
 //       cucore.CompileError (alias NVRTCError) cucore::CompileError: .log (the whole compiler log)
 //     cucore.LibraryNotFoundError              .component .searched
 //     cucore.FeatureUnavailableError           .feature .requirement
+//     cucore.ClosedError (also a ValueError)   cucore::ClosedError: .object .operation
 //   std::invalid_argument -> ValueError, std::out_of_range -> IndexError (nanobind's defaults)
 #include <exception>
 #include <stdexcept>
@@ -20,6 +21,7 @@ PyObject* g_cuda_error = nullptr;
 PyObject* g_compile_error = nullptr;
 PyObject* g_library_not_found = nullptr;
 PyObject* g_feature_unavailable = nullptr;
+PyObject* g_closed = nullptr;
 
 PyObject* new_exception(nb::module_& m, const char* name, PyObject* base, const char* doc) {
   std::string full = std::string("cucore.") + name;
@@ -72,6 +74,11 @@ bool translate(const std::exception_ptr& p) {
     raise_with(g_feature_unavailable, e.what(), [&](PyObject* inst) {
       set_attr(inst, "feature", nb::str(e.feature().c_str()));
       set_attr(inst, "requirement", nb::str(e.requirement().c_str()));
+    });
+  } catch (const cucore::ClosedError& e) {
+    raise_with(g_closed, e.what(), [&](PyObject* inst) {
+      set_attr(inst, "object", nb::str(e.object().c_str()));
+      set_attr(inst, "operation", nb::str(e.operation().c_str()));
     });
   } catch (const cucore::Error& e) {
     PyErr_SetString(g_error, e.what());
@@ -135,6 +142,15 @@ void bind_errors(nb::module_& m) {
   g_feature_unavailable =
       new_exception(m, "FeatureUnavailableError", g_error,
                     "The driver or device lacks a feature. Attributes: feature, requirement.");
+  // cuda.core raises RuntimeError for a closed object; cucore's C++ error is a
+  // std::invalid_argument, so it is a ValueError too.
+  nb::object closed_bases = nb::make_tuple(nb::handle(g_error), nb::handle(PyExc_ValueError));
+  g_closed = PyErr_NewExceptionWithDoc("cucore.ClosedError",
+                                       "An object was used after close() (or was never open). Attributes: object "
+                                       "('Stream', 'Event', 'Buffer'), operation.",
+                                       closed_bases.ptr(), nullptr);
+  if (!g_closed) throw nb::python_error();
+  m.attr("ClosedError") = nb::borrow(g_closed);
   m.attr("CUDAError") = nb::borrow(g_cuda_error);     // cuda.core's name
   m.attr("NVRTCError") = nb::borrow(g_compile_error);  // cuda.core's name
 

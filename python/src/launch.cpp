@@ -12,9 +12,11 @@
 //   int (and bool)         -> an integer at the parameter's width (cuda.core: always
 //                             intptr_t); out of range for that width is ValueError
 //   float                  -> double;  complex -> complex<double>
-//   numpy scalars          -> at their own width (numpy.float32 -> 4 bytes, ...)
+//   numpy scalars          -> at their own width (numpy.float32 -> 4 bytes, ...),
+//                             read through the buffer protocol
 //   ctypes scalars/structs -> their bytes (ctypes.c_int -> 4 bytes, Structure -> by value)
-// A count or size mismatch raises ValueError naming the kernel and parameter.
+// A count or size mismatch raises ValueError naming the kernel and parameter
+// (libcucore's one argument check); a closed Buffer or Stream, ClosedError.
 #include <cucore/launch.hpp>
 
 #include <complex>
@@ -241,9 +243,10 @@ PyObject* launch_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
       Slot& s = slots[i];
       pointers[i] = s.bytes;
       if (t == g_types.buffer) {
-        const PyBuffer& b = *nb::inst_ptr<PyBuffer>(o);
-        if (b.buf.is_closed()) arg_error(PyExc_ValueError, kernel, i, "is a closed Buffer");
-        CUdeviceptr p = b.buf.handle();
+        const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
+        if (b.is_closed()) [[unlikely]]
+          cucore::detail::throw_closed_buffer(kernel, i);
+        CUdeviceptr p = b.handle();
         std::memcpy(s.bytes, &p, sizeof p);
         descs[i] = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
       } else if (PyLong_CheckExact(o) || PyBool_Check(o)) {
@@ -255,8 +258,13 @@ PyObject* launch_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
         std::memcpy(s.bytes, &d, 8);
         descs[i] = {8, &typeid(double), false};
       } else if (const ScalarType& st = numpy_scalar(t); st.size) {
-        // numpy numeric scalars hold their value right after the object header
-        std::memcpy(s.bytes, reinterpret_cast<const char*>(o) + sizeof(PyObject), st.size);
+        // A numpy scalar's value, through the buffer protocol (numpy's public API).
+        Py_buffer view;
+        if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+        const bool ok = static_cast<std::size_t>(view.len) == st.size;
+        if (ok) std::memcpy(s.bytes, view.buf, st.size);
+        PyBuffer_Release(&view);
+        if (!ok) arg_error(PyExc_ValueError, kernel, i, "(a numpy scalar) has an unexpected size");
         descs[i] = {st.size, st.ctype, false};
       } else if (PyLong_Check(o) || PyFloat_Check(o)) {
         // int/float subclasses (e.g. IntEnum, numpy.float64 handled above)

@@ -3,9 +3,15 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
 
 #include "common.hpp"
 #include "dlpack.hpp"
+#include "view.hpp"
 
 namespace cucore::python {
 namespace {
@@ -27,12 +33,117 @@ struct HostView {
 };
 
 bool is_buffer(nb::handle h) { return PyObject_TypeCheck(h.ptr(), g_types.buffer); }
-PyBuffer& as_buffer(nb::handle h) { return *nb::inst_ptr<PyBuffer>(h); }
+cucore::Buffer& as_buffer(nb::handle h) { return *nb::inst_ptr<cucore::Buffer>(h); }
 
-int dlpack_device_type(const PyBuffer& b) {
-  bool dev = b.buf.is_device_accessible(), host = b.buf.is_host_accessible();
-  bool managed = b.mr.is_valid() && nb::isinstance<cucore::ManagedMemoryResource>(b.mr);
-  if (managed) return dlpack::kDLCUDAManaged;
+// ---- Python faces of memory resources ------------------------------------------------
+// buffer.memory_resource is the object the buffer was allocated from, while
+// that object lives: each face is found by its C++ state (weakly, so the
+// table keeps no face alive); once it is gone, a new face of the base class.
+std::unordered_map<const void*, PyObject*> g_faces;  // state -> weakref to its face
+
+PyObject* weak_target(PyObject* ref) {  // new reference, or null when dead
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* o = nullptr;
+  if (PyWeakref_GetRef(ref, &o) < 0) PyErr_Clear();
+  return o;
+#else
+  PyObject* o = PyWeakref_GetObject(ref);
+  if (o == Py_None) return nullptr;
+  Py_INCREF(o);
+  return o;
+#endif
+}
+
+// Weakref callback: the face died; forget it (self is the state's address).
+PyObject* face_dropped(PyObject* self, PyObject* ref) {
+  const void* key = PyLong_AsVoidPtr(self);
+  if (auto it = g_faces.find(key); it != g_faces.end() && it->second == ref) {
+    g_faces.erase(it);
+    Py_DECREF(ref);
+  }
+  Py_RETURN_NONE;
+}
+PyMethodDef g_face_dropped_def = {"_face_dropped", face_dropped, METH_O, nullptr};
+
+// ---- memory resources implemented in Python ------------------------------------------
+// A MemoryResource subclass with its own deallocate (or any object with one,
+// as Buffer.from_handle's mr): the buffers it owns are freed by calling it.
+class PyResourceImpl final : public MemoryResource::Impl {
+ public:
+  explicit PyResourceImpl(nb::handle obj) : owner_(py_owner(obj)) {}
+  PyObject* object() const noexcept { return py_owner_object(owner_); }
+
+  CUdeviceptr allocate(std::size_t, cucore::StreamRef) override {
+    throw std::logic_error("a memory resource implemented in Python allocates through its own allocate()");
+  }
+  void deallocate(CUdeviceptr ptr, std::size_t size, cucore::StreamRef stream) override {
+    if (!python_alive()) return;  // at interpreter exit the memory goes with the process
+    nb::gil_scoped_acquire gil;
+    nb::handle(object()).attr("deallocate")(static_cast<std::uintptr_t>(ptr), size,
+                                            nb::arg("stream") = stream_face(stream));
+  }
+  bool is_device_accessible() const noexcept override { return flag("is_device_accessible", true); }
+  bool is_host_accessible() const noexcept override { return flag("is_host_accessible", false); }
+  bool is_managed() const noexcept override { return flag("is_managed", false); }
+  int device_id() const noexcept override {
+    if (!python_alive()) return -1;
+    nb::gil_scoped_acquire gil;
+    try {
+      return nb::cast<int>(nb::handle(object()).attr("device_id"));
+    } catch (...) {
+      PyErr_Clear();
+      return -1;
+    }
+  }
+
+ private:
+  static nb::object stream_face(cucore::StreamRef s) {
+    if (s.handle() == CU_STREAM_LEGACY || s.handle() == CU_STREAM_PER_THREAD) {
+      nb::object d = default_stream_object();
+      if (as_stream_ref(d) == s) return d;
+    }
+    return nb::cast(cucore::Stream::from_handle(s.handle(), {}));
+  }
+  static cucore::StreamRef as_stream_ref(nb::handle o) { return *nb::inst_ptr<cucore::Stream>(o); }
+  bool flag(const char* name, bool fallback) const noexcept {
+    if (!python_alive()) return fallback;
+    nb::gil_scoped_acquire gil;
+    try {
+      return nb::cast<bool>(nb::handle(object()).attr(name));
+    } catch (...) {
+      PyErr_Clear();
+      return fallback;
+    }
+  }
+  std::shared_ptr<const void> owner_;
+};
+
+// cucore's own resource classes: an exact instance allocates and frees in
+// C++; a Python subclass goes through its (possibly overridden) methods.
+std::vector<PyTypeObject*> g_native_resource_types;
+
+// Whether `mr`'s deallocate is cucore's own (not overridden in Python).
+bool native_deallocate(nb::handle mr) {
+  nb::object mine = nb::getattr(nb::handle((PyObject*)Py_TYPE(mr.ptr())), "deallocate", nb::none());
+  nb::object base = nb::getattr(nb::handle((PyObject*)g_types.memory_resource), "deallocate");
+  return mine.is(base);
+}
+
+// The C++ resource that frees memory handed to Buffer.from_handle(mr=...):
+// cucore's own (C++ state, deallocate not overridden), else the object's
+// deallocate, called from C++.
+MemoryResource resource_arg(nb::handle mr) {
+  if (mr.is_none()) return {};
+  if (PyObject_TypeCheck(mr.ptr(), g_types.memory_resource) && *nb::inst_ptr<MemoryResource>(mr) &&
+      native_deallocate(mr))
+    return *nb::inst_ptr<MemoryResource>(mr);
+  if (!nb::hasattr(mr, "deallocate")) throw nb::type_error("mr must be a MemoryResource (it has no deallocate)");
+  return MemoryResource(std::make_shared<PyResourceImpl>(mr));
+}
+
+dlpack::DLDeviceType dlpack_device_type(const cucore::Buffer& b) {
+  bool dev = b.is_device_accessible(), host = b.is_host_accessible();
+  if (b.is_managed()) return dlpack::kDLCUDAManaged;
   if (dev && host) return dlpack::kDLCUDAHost;
   if (dev) return dlpack::kDLCUDA;
   return dlpack::kDLCPU;
@@ -42,47 +153,59 @@ int dlpack_device_type(const PyBuffer& b) {
 struct ExportCtx {
   PyObject* owner;  // the Buffer (a strong reference)
   int64_t shape[1];
+  int64_t strides[1];
 };
 
 template <typename Managed>
 void release_export(Managed* t) {
   auto* ctx = static_cast<ExportCtx*>(t->manager_ctx);
-  PyGILState_STATE g = PyGILState_Ensure();
-  Py_XDECREF(ctx->owner);
-  PyGILState_Release(g);
+  // The consumer may drop the tensor on any thread, without the GIL.
+  if (python_alive()) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF(ctx->owner);
+    PyGILState_Release(g);
+  }
   delete ctx;
   delete t;
 }
 
 template <typename Managed>
-void capsule_destructor(PyObject* cap, const char* name) {
-  if (PyCapsule_IsValid(cap, name)) {  // never consumed
-    auto* t = static_cast<Managed*>(PyCapsule_GetPointer(cap, name));
-    if (t && t->deleter) t->deleter(t);
-  } else {
-    PyErr_Clear();
-  }
+void fill_tensor(Managed* t, ExportCtx* ctx, const cucore::Buffer& b) {
+  dlpack::DLTensor& d = t->dl_tensor;
+  d.data = b.size() ? b.data() : nullptr;
+  d.device = {dlpack_device_type(b), 0};
+  int dev_id = b.device_id();
+  d.device.device_id = d.device.device_type == dlpack::kDLCUDA && dev_id >= 0 ? dev_id : 0;
+  d.ndim = 1;
+  d.dtype = {dlpack::kDLUInt, 8, 1};
+  ctx->shape[0] = static_cast<int64_t>(b.size());
+  ctx->strides[0] = 1;
+  d.shape = ctx->shape;
+  d.strides = ctx->strides;  // DLPack 1.2 wants strides even when compact
+  d.byte_offset = 0;
 }
 
 template <typename Managed>
-void fill_tensor(Managed* t, ExportCtx* ctx, const PyBuffer& b) {
-  dlpack::DLTensor& d = t->dl_tensor;
-  d.data = b.buf.data();
-  d.device = {dlpack_device_type(b), 0};
-  int dev_id = b.buf.device_id();
-  d.device.device_id = d.device.device_type == dlpack::kDLCPU ? 0 : (dev_id < 0 ? 0 : dev_id);
-  d.ndim = 1;
-  d.dtype = {dlpack::kDLUInt, 8, 1};
-  ctx->shape[0] = static_cast<int64_t>(b.buf.size());
-  d.shape = ctx->shape;
-  d.strides = nullptr;
-  d.byte_offset = 0;
+Managed* export_buffer(nb::handle self) {
+  cucore::Buffer& b = as_buffer(self);
+  if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
+  auto ctx = std::make_unique<ExportCtx>(ExportCtx{nullptr, {0}, {0}});
+  auto t = std::make_unique<Managed>();
+  fill_tensor(t.get(), ctx.get(), b);
+  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
+    t->version = {dlpack::kMajor, dlpack::kMinor};
+    t->flags = 0;
+  }
+  ctx->owner = self.inc_ref().ptr();
+  t->manager_ctx = ctx.release();
+  t->deleter = release_export<Managed>;
+  return t.release();
 }
 
 nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                          nb::handle copy) {
-  PyBuffer& b = as_buffer(self);
-  if (b.buf.is_closed()) throw nb::buffer_error("the buffer is closed");
+  cucore::Buffer& b = as_buffer(self);
+  if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
   if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
     throw nb::buffer_error("Buffer.__dlpack__: copy=True is not supported (the export is zero-copy)");
   if (!dl_device.is_none()) {
@@ -92,39 +215,29 @@ nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_vers
   (void)stream;  // the buffer has no producer stream of its own: nothing to order
   bool versioned = false;
   if (!max_version.is_none()) versioned = nb::cast<int>(max_version[0]) >= 1;
-  auto* ctx = new ExportCtx{self.inc_ref().ptr(), {0}};
-  if (versioned) {
-    auto* t = new dlpack::DLManagedTensorVersioned{};
-    t->version = {dlpack::kMajor, dlpack::kMinor};
-    t->manager_ctx = ctx;
-    t->deleter = release_export<dlpack::DLManagedTensorVersioned>;
-    t->flags = 0;
-    fill_tensor(t, ctx, b);
-    PyObject* cap = PyCapsule_New(t, "dltensor_versioned", [](PyObject* c) {
-      capsule_destructor<dlpack::DLManagedTensorVersioned>(c, "dltensor_versioned");
-    });
-    if (!cap) {
-      t->deleter(t);
-      throw nb::python_error();
-    }
-    return nb::steal(cap);
+  if (versioned) return make_dlpack_capsule(export_buffer<dlpack::DLManagedTensorVersioned>(self));
+  return make_dlpack_capsule(export_buffer<dlpack::DLManagedTensor>(self));
+}
+
+// The exchange API's export (managed_tensor_from_py_object_no_sync) for Buffers.
+int buffer_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** out) {
+  try {
+    if (!out) throw nb::value_error("out is null");
+    *out = nullptr;
+    nb::handle obj(static_cast<PyObject*>(py_object));
+    if (!is_buffer(obj)) throw nb::type_error("py_object is not a cucore.Buffer");
+    *out = export_buffer<dlpack::DLManagedTensorVersioned>(obj);
+    return 0;
+  } catch (...) {
+    set_error_from_current_exception();
+    return -1;
   }
-  auto* t = new dlpack::DLManagedTensor{};
-  t->manager_ctx = ctx;
-  t->deleter = release_export<dlpack::DLManagedTensor>;
-  fill_tensor(t, ctx, b);
-  PyObject* cap = PyCapsule_New(t, "dltensor", [](PyObject* c) { capsule_destructor<dlpack::DLManagedTensor>(c, "dltensor"); });
-  if (!cap) {
-    t->deleter(t);
-    throw nb::python_error();
-  }
-  return nb::steal(cap);
 }
 
 nb::object allocate_from(nb::handle self, std::size_t size, nb::handle stream) {
   auto* r = nb::inst_ptr<MemoryResource>(self);
   if (!*r) throw nb::type_error("this MemoryResource has no implementation: a subclass must override allocate()");
-  return wrap_buffer(r->allocate(size, stream_arg_or_default(stream)), self, nb::none(), stream);
+  return nb::cast(r->allocate(size, StreamArg(stream).get()));
 }
 
 nb::dict pool_attributes(const cucore::MemoryPoolAttributes& a) {
@@ -144,20 +257,63 @@ int device_id_arg(nb::handle h) {
 
 }  // namespace
 
-nb::object wrap_buffer(cucore::Buffer&& b, nb::handle mr, nb::handle owner, nb::handle stream) {
-  PyBuffer p;
-  p.stream = nb::borrow(stream.is_valid() ? stream : nb::none());
-  p.buf = std::move(b);
-  p.mr = nb::borrow(mr.is_valid() ? mr : nb::none());
-  p.owner = nb::borrow(owner.is_valid() ? owner : nb::none());
-  return nb::cast(std::move(p));
+bool is_native_resource(nb::handle h) {
+  for (PyTypeObject* t : g_native_resource_types)
+    if (Py_TYPE(h.ptr()) == t) return static_cast<bool>(*nb::inst_ptr<MemoryResource>(h));
+  return false;
 }
+
+void register_memory_resource_face(nb::handle face) {
+  const MemoryResource& mr = *nb::inst_ptr<MemoryResource>(face);
+  if (!mr) return;  // implemented in Python: no C++ state to find it by
+  const void* key = mr.impl();
+  if (auto it = g_faces.find(key); it != g_faces.end()) {
+    if (PyObject* live = weak_target(it->second)) {  // the first face stays the face
+      Py_DECREF(live);
+      return;
+    }
+    Py_DECREF(it->second);
+    g_faces.erase(it);
+  }
+  nb::object key_obj = nb::steal(PyLong_FromVoidPtr(const_cast<void*>(key)));
+  nb::object callback = nb::steal(PyCFunction_New(&g_face_dropped_def, key_obj.ptr()));
+  if (!callback.is_valid()) throw nb::python_error();
+  PyObject* ref = PyWeakref_NewRef(face.ptr(), callback.ptr());
+  if (!ref) throw nb::python_error();
+  g_faces.emplace(key, ref);
+}
+
+nb::object memory_resource_face(const MemoryResource& mr) {
+  if (!mr) return nb::none();
+  if (auto* py = dynamic_cast<const PyResourceImpl*>(mr.impl())) return nb::borrow(py->object());
+  if (auto it = g_faces.find(mr.impl()); it != g_faces.end())
+    if (PyObject* live = weak_target(it->second)) return nb::steal(live);
+  // The object it came from is gone: a plain MemoryResource over the same state.
+  nb::object face = nb::cast(MemoryResource(mr));
+  register_memory_resource_face(face);
+  return face;
+}
+
+namespace {
+// Registers the Python object being initialized as its resource's face.
+template <typename T>
+void register_self(T* self) {
+  register_memory_resource_face(nb::find(self));
+}
+
+template <typename T>
+nb::class_<T, MemoryResource> resource_class(nb::module_& m, const char* name, const char* doc) {
+  nb::class_<T, MemoryResource> c(m, name, doc, nb::is_weak_referenceable());
+  g_native_resource_types.push_back(reinterpret_cast<PyTypeObject*>(c.ptr()));
+  return c;
+}
+}  // namespace
 
 void bind_memory(nb::module_& m) {
   // ---- resources ------------------------------------------------------------------
   auto mrc = nb::class_<MemoryResource>(m, "MemoryResource",
       "Base of memory resources. Subclass it in Python and override allocate/deallocate (and the "
-      "is_*_accessible / device_id properties) for a custom allocator.");
+      "is_*_accessible / device_id properties) for a custom allocator.", nb::is_weak_referenceable());
   mrc.def(nb::init<>())
       .def("allocate", &allocate_from, nb::arg("size"), nb::kw_only(), nb::arg("stream") = nb::none(),
            "Allocates `size` bytes, ordered on `stream` (default: the default stream).")
@@ -166,32 +322,36 @@ void bind_memory(nb::module_& m) {
       }, nb::arg("ptr"), nb::arg("size"), nb::kw_only(), nb::arg("stream") = nb::none())
       .def_prop_ro("is_device_accessible", &MemoryResource::is_device_accessible)
       .def_prop_ro("is_host_accessible", &MemoryResource::is_host_accessible)
-      .def_prop_ro("is_managed", [](nb::handle self) { return nb::isinstance<cucore::ManagedMemoryResource>(self); })
+      .def_prop_ro("is_managed", &MemoryResource::is_managed)
       .def_prop_ro("device_id", &MemoryResource::device_id)
       .def("__eq__", [](const MemoryResource& a, nb::handle b) {
         return PyObject_TypeCheck(b.ptr(), g_types.memory_resource) && a == *nb::inst_ptr<MemoryResource>(b);
       })
       .def("__hash__", [](const MemoryResource& r) { return std::hash<void*>()(r.impl()); });
   g_types.memory_resource = reinterpret_cast<PyTypeObject*>(mrc.ptr());
+  g_native_resource_types.push_back(g_types.memory_resource);
 
-  nb::class_<cucore::DeviceMemoryResource, MemoryResource>(m, "DeviceMemoryResource",
+  resource_class<cucore::DeviceMemoryResource>(m, "DeviceMemoryResource",
       "Stream-ordered device memory from a CUDA memory pool: the device's current pool when options is None, "
       "else a new pool made with DeviceMemoryResourceOptions.")
       .def("__init__", [](cucore::DeviceMemoryResource* self, nb::handle device_id, nb::handle options) {
         int id = device_id_arg(device_id);
         if (options.is_none()) {
           new (self) cucore::DeviceMemoryResource(id);
-          return;
+        } else {
+          nb::object o = options_arg(options, "DeviceMemoryResourceOptions");
+          cucore::DeviceMemoryResourceOptions opts;
+          opts.max_size = static_cast<std::size_t>(opt_int(o, "max_size").value_or(0));
+          opts.ipc_enabled = opt_bool(o, "ipc_enabled").value_or(false);
+          new (self) cucore::DeviceMemoryResource(id, opts);
         }
-        nb::object o = options_arg(options, "DeviceMemoryResourceOptions");
-        cucore::DeviceMemoryResourceOptions opts;
-        opts.max_size = static_cast<std::size_t>(opt_int(o, "max_size").value_or(0));
-        opts.ipc_enabled = opt_bool(o, "ipc_enabled").value_or(false);
-        new (self) cucore::DeviceMemoryResource(id, opts);
+        register_self(self);
       }, nb::arg("device_id"), nb::arg("options") = nb::none())
       .def_static("from_handle", [](nb::handle pool, int device_id) {
-        return cucore::DeviceMemoryResource::from_handle(reinterpret_cast<CUmemoryPool>(pointer_arg(pool, "pool")),
-                                                         device_id);
+        nb::object face = nb::cast(cucore::DeviceMemoryResource::from_handle(
+            reinterpret_cast<CUmemoryPool>(pointer_arg(pool, "pool")), device_id));
+        register_memory_resource_face(face);
+        return face;
       }, nb::arg("pool"), nb::arg("device_id"), "Adopts an existing CUmemoryPool (not destroyed by cucore).")
       .def_prop_ro("handle", [](const cucore::DeviceMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
       .def_prop_ro("attributes", [](const cucore::DeviceMemoryResource& r) { return pool_attributes(r.attributes()); })
@@ -199,7 +359,7 @@ void bind_memory(nb::module_& m) {
       .def_prop_ro("owns_pool", &cucore::DeviceMemoryResource::owns_pool)
       .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"));
 
-  nb::class_<cucore::PinnedMemoryResource, MemoryResource>(m, "PinnedMemoryResource",
+  resource_class<cucore::PinnedMemoryResource>(m, "PinnedMemoryResource",
       "Stream-ordered page-locked host memory from a host memory pool (device- and host-accessible).")
       .def("__init__", [](cucore::PinnedMemoryResource* self, nb::handle options) {
         cucore::PinnedMemoryResourceOptions opts;
@@ -209,11 +369,12 @@ void bind_memory(nb::module_& m) {
           opts.ipc_enabled = opt_bool(o, "ipc_enabled").value_or(false);
         }
         new (self) cucore::PinnedMemoryResource(opts);
+        register_self(self);
       }, nb::arg("options") = nb::none())
       .def_prop_ro("handle", [](const cucore::PinnedMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
       .def_prop_ro("attributes", [](const cucore::PinnedMemoryResource& r) { return pool_attributes(r.attributes()); });
 
-  nb::class_<cucore::ManagedMemoryResource, MemoryResource>(m, "ManagedMemoryResource",
+  resource_class<cucore::ManagedMemoryResource>(m, "ManagedMemoryResource",
       "Unified (managed) memory, migrated on demand between host and device.")
       .def("__init__", [](cucore::ManagedMemoryResource* self, nb::handle options) {
         cucore::ManagedMemoryResourceOptions opts;
@@ -222,16 +383,21 @@ void bind_memory(nb::module_& m) {
           if (auto g = opt_bool(o, "attach_global")) opts.attach_global = *g;
         }
         new (self) cucore::ManagedMemoryResource(opts);
+        register_self(self);
       }, nb::arg("options") = nb::none());
 
-  nb::class_<cucore::LegacyPinnedMemoryResource, MemoryResource>(m, "LegacyPinnedMemoryResource",
+  resource_class<cucore::LegacyPinnedMemoryResource>(m, "LegacyPinnedMemoryResource",
       "Page-locked host memory from cuMemAllocHost (synchronous).")
-      .def(nb::init<>());
+      .def("__init__", [](cucore::LegacyPinnedMemoryResource* self) {
+        new (self) cucore::LegacyPinnedMemoryResource();
+        register_self(self);
+      });
 
-  nb::class_<cucore::StatisticsResourceAdaptor, MemoryResource>(m, "StatisticsResourceAdaptor",
+  resource_class<cucore::StatisticsResourceAdaptor>(m, "StatisticsResourceAdaptor",
       "cucore extra: counts what passes through to `upstream`.")
       .def("__init__", [](cucore::StatisticsResourceAdaptor* self, const MemoryResource& upstream) {
         new (self) cucore::StatisticsResourceAdaptor(upstream);
+        register_self(self);
       }, nb::arg("upstream"))
       .def_prop_ro("counts", [](const cucore::StatisticsResourceAdaptor& a) {
         cucore::AllocationCounts c = a.counts();
@@ -241,113 +407,118 @@ void bind_memory(nb::module_& m) {
         return d;
       });
 
-  nb::class_<cucore::LimitingResourceAdaptor, MemoryResource>(m, "LimitingResourceAdaptor",
+  resource_class<cucore::LimitingResourceAdaptor>(m, "LimitingResourceAdaptor",
       "cucore extra: refuses allocations past `limit_bytes` outstanding through it.")
       .def("__init__", [](cucore::LimitingResourceAdaptor* self, const MemoryResource& upstream, std::size_t limit) {
         new (self) cucore::LimitingResourceAdaptor(upstream, limit);
+        register_self(self);
       }, nb::arg("upstream"), nb::arg("limit_bytes"))
       .def_prop_ro("allocated_bytes", &cucore::LimitingResourceAdaptor::allocated_bytes)
       .def_prop_ro("limit_bytes", &cucore::LimitingResourceAdaptor::limit_bytes);
 
   // ---- Buffer -----------------------------------------------------------------------
-  auto bc = nb::class_<PyBuffer>(m, "Buffer",
-      "An allocation: owns its memory (freed on close() or when collected, on its stream) and keeps its memory "
-      "resource alive. Speaks DLPack.");
+  auto bc = nb::class_<cucore::Buffer>(m, "Buffer",
+      "An allocation: owns its memory (freed on close() or when collected, on its stream), keeps its memory "
+      "resource and that stream alive, and speaks DLPack. Using it after close() raises ClosedError.");
   bc.def_static("from_handle", [](nb::handle ptr, std::size_t size, nb::handle mr, nb::handle owner, nb::handle stream) {
-        (void)stream;
         CUdeviceptr p = static_cast<CUdeviceptr>(pointer_arg(ptr, "ptr"));
-        cucore::MemoryResource r;
-        if (!mr.is_none()) {
-          if (!PyObject_TypeCheck(mr.ptr(), g_types.memory_resource)) throw nb::type_error("mr must be a MemoryResource");
-          r = *nb::inst_ptr<MemoryResource>(mr);
-        }
-        return wrap_buffer(cucore::Buffer::from_handle(p, size, r), mr, owner);
+        if (!mr.is_none() && !owner.is_none())
+          throw nb::value_error(
+              "Buffer.from_handle: give mr (to free the memory) or owner (to keep it alive), not both");
+        if (!stream.is_none() && mr.is_none())
+          throw nb::value_error("Buffer.from_handle: stream (where the memory is freed) needs mr");
+        if (!stream.is_none()) return cucore::Buffer::from_handle(p, size, resource_arg(mr), StreamArg(stream).get());
+        return cucore::Buffer::from_handle(p, size, resource_arg(mr), py_owner(owner));
       }, nb::arg("ptr"), nb::arg("size"), nb::arg("mr") = nb::none(), nb::arg("owner") = nb::none(), nb::kw_only(),
          nb::arg("stream") = nb::none(),
-         "A Buffer over memory cucore did not allocate: never freed unless `mr` is given (then freed through it).")
-      .def_prop_ro("handle", [](const PyBuffer& b) { return static_cast<std::uintptr_t>(b.buf.handle()); },
+         "A Buffer over memory cucore did not allocate: freed through `mr` when given (on `stream`), else never "
+         "(`owner`, if given, is kept alive as long).")
+      .def_prop_ro("handle", [](const cucore::Buffer& b) { return static_cast<std::uintptr_t>(b.handle()); },
                    "The pointer as an int (0 once closed).")
-      .def_prop_ro("size", [](const PyBuffer& b) { return b.buf.size(); })
-      .def_prop_ro("device_id", [](const PyBuffer& b) { return b.buf.device_id(); })
-      .def_prop_ro("memory_resource", [](const PyBuffer& b) { return b.mr; })
-      .def_prop_ro("owner", [](const PyBuffer& b) { return b.owner; })
-      .def_prop_ro("is_device_accessible", [](const PyBuffer& b) { return b.buf.is_device_accessible(); })
-      .def_prop_ro("is_host_accessible", [](const PyBuffer& b) { return b.buf.is_host_accessible(); })
-      .def_prop_ro("is_managed", [](const PyBuffer& b) {
-        return b.mr.is_valid() && nb::isinstance<cucore::ManagedMemoryResource>(b.mr);
+      .def_prop_ro("size", &cucore::Buffer::size)
+      .def_prop_ro("device_id", &cucore::Buffer::device_id)
+      .def_prop_ro("memory_resource", [](const cucore::Buffer& b) { return memory_resource_face(b.memory_resource()); })
+      .def_prop_ro("owner", [](const cucore::Buffer& b) -> nb::object {
+        PyObject* o = py_owner_object(b.owner());
+        return o ? nb::borrow(o) : nb::none();
       })
-      .def_prop_ro("is_closed", [](const PyBuffer& b) { return b.buf.is_closed(); })
-      .def("close", [](PyBuffer& b, nb::handle stream) {
-        if (stream.is_none()) b.buf.close();
-        else b.buf.close(stream_arg(stream));
-        b.stream = nb::none();
+      .def_prop_ro("is_device_accessible", &cucore::Buffer::is_device_accessible)
+      .def_prop_ro("is_host_accessible", &cucore::Buffer::is_host_accessible)
+      .def_prop_ro("is_managed", &cucore::Buffer::is_managed)
+      .def_prop_ro("is_closed", &cucore::Buffer::is_closed)
+      .def("close", [](cucore::Buffer& b, nb::handle stream) {
+        if (stream.is_none()) b.close();
+        else b.close(stream_arg(stream));
       }, nb::arg("stream") = nb::none(),
          "Frees the memory on `stream` (default: the stream it was allocated on). Idempotent.")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](PyBuffer& b, nb::args) {
-        b.buf.close();
-        b.stream = nb::none();
-      })
+      .def("__exit__", [](cucore::Buffer& b, nb::args) { b.close(); })
       .def("copy_to", [](nb::handle self, nb::handle dst, nb::handle stream) -> nb::object {
-        PyBuffer& b = as_buffer(self);
+        cucore::Buffer& b = as_buffer(self);
+        if (dst.is_none()) return nb::cast(b.copy_to(StreamArg(stream).get()));
         cucore::StreamRef s = stream_arg_or_default(stream);
-        if (dst.is_none()) return wrap_buffer(b.buf.copy_to(s), b.mr, nb::none(), stream);
         if (is_buffer(dst)) {
-          b.buf.copy_to(as_buffer(dst).buf, s);
+          b.copy_to(as_buffer(dst), s);
           return nb::borrow(dst);
         }
         HostView v(dst, true);
         if (!v.ok) throw nb::python_error();
-        b.buf.copy_to(std::span<std::byte>(static_cast<std::byte*>(v.view.buf), static_cast<std::size_t>(v.view.len)), s);
+        b.copy_to(std::span<std::byte>(static_cast<std::byte*>(v.view.buf), static_cast<std::size_t>(v.view.len)), s);
         return nb::borrow(dst);
       }, nb::arg("dst") = nb::none(), nb::kw_only(), nb::arg("stream") = nb::none(),
          "Copies into `dst` (a Buffer, a writable host buffer such as a numpy array, or None for a new Buffer from "
          "the same resource), asynchronously on `stream`; returns dst.")
-      .def("copy_from", [](PyBuffer& b, nb::handle src, nb::handle stream) {
+      .def("copy_from", [](cucore::Buffer& b, nb::handle src, nb::handle stream) {
         cucore::StreamRef s = stream_arg_or_default(stream);
         if (is_buffer(src)) {
-          b.buf.copy_from(as_buffer(src).buf, s);
+          b.copy_from(as_buffer(src), s);
           return;
         }
         HostView v(src, false);
         if (!v.ok) throw nb::python_error();
-        b.buf.copy_from(std::span<const std::byte>(static_cast<const std::byte*>(v.view.buf),
-                                                   static_cast<std::size_t>(v.view.len)), s);
+        b.copy_from(std::span<const std::byte>(static_cast<const std::byte*>(v.view.buf),
+                                               static_cast<std::size_t>(v.view.len)), s);
       }, nb::arg("src"), nb::kw_only(), nb::arg("stream") = nb::none(),
          "Copies from `src` (a Buffer or a host buffer such as a numpy array), asynchronously on `stream`.")
-      .def("fill", [](PyBuffer& b, nb::handle value, nb::handle stream) {
+      .def("fill", [](cucore::Buffer& b, nb::handle value, nb::handle stream) {
         cucore::StreamRef s = stream_arg_or_default(stream);
         if (PyLong_Check(value.ptr())) {
           long v = PyLong_AsLong(value.ptr());
           if (v < 0 || v > 255) throw nb::value_error("fill value must be in [0, 255] (one byte); pass a 2- or 4-byte "
                                                       "buffer (e.g. numpy.uint32(x)) for a wider pattern");
-          b.buf.fill(static_cast<std::uint8_t>(v), s);
+          b.fill(static_cast<std::uint8_t>(v), s);
           return;
         }
         HostView v(value, false);
         if (!v.ok) throw nb::python_error();
         switch (v.view.len) {
-          case 1: b.buf.fill(*static_cast<const std::uint8_t*>(v.view.buf), s); break;
-          case 2: { std::uint16_t x; std::memcpy(&x, v.view.buf, 2); b.buf.fill(x, s); break; }
-          case 4: { std::uint32_t x; std::memcpy(&x, v.view.buf, 4); b.buf.fill(x, s); break; }
+          case 1: b.fill(*static_cast<const std::uint8_t*>(v.view.buf), s); break;
+          case 2: { std::uint16_t x; std::memcpy(&x, v.view.buf, 2); b.fill(x, s); break; }
+          case 4: { std::uint32_t x; std::memcpy(&x, v.view.buf, 4); b.fill(x, s); break; }
           default: throw nb::value_error("fill value must be 1, 2 or 4 bytes");
         }
       }, nb::arg("value"), nb::kw_only(), nb::arg("stream") = nb::none(),
          "Fills with a byte (int) or a 1-, 2- or 4-byte pattern (a bytes-like value such as numpy.uint32(x)).")
       .def("__dlpack__", &buffer_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
            nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
-      .def("__dlpack_device__", [](const PyBuffer& b) {
+      .def("__dlpack_device__", [](const cucore::Buffer& b) {
+        if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
         int t = dlpack_device_type(b);
-        int id = b.buf.device_id();
-        return nb::make_tuple(t, t == dlpack::kDLCPU || id < 0 ? 0 : id);
+        int id = b.device_id();
+        return nb::make_tuple(t, t == dlpack::kDLCUDA && id >= 0 ? id : 0);
       })
-      .def("__repr__", [](const PyBuffer& b) {
+      .def("__eq__", [](const cucore::Buffer& a, nb::handle b) {
+        return is_buffer(b) && as_buffer(b).handle() == a.handle() && as_buffer(b).size() == a.size();
+      })
+      .def("__hash__", [](const cucore::Buffer& b) { return std::hash<std::uintptr_t>()(b.handle()) ^ b.size(); })
+      .def("__repr__", [](const cucore::Buffer& b) {
         char buf[96];
-        std::snprintf(buf, sizeof buf, "<Buffer ptr=0x%llx size=%zu%s>", (unsigned long long)b.buf.handle(),
-                      b.buf.size(), b.buf.is_closed() ? " closed" : "");
+        std::snprintf(buf, sizeof buf, "<Buffer ptr=0x%llx size=%zu%s>", (unsigned long long)b.handle(), b.size(),
+                      b.is_closed() ? " closed" : "");
         return std::string(buf);
       });
   g_types.buffer = reinterpret_cast<PyTypeObject*>(bc.ptr());
+  install_exchange_api(bc, &buffer_exchange_export, nullptr);
 }
 
 }  // namespace cucore::python

@@ -92,6 +92,37 @@ std::vector<int> opt_int_list(nb::handle o, const char* name) {
   return out;
 }
 
+bool python_alive() noexcept {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+namespace {
+// Releases a Python owner from whichever thread drops the last share: the
+// GIL first; once the interpreter is going away there is nothing to release.
+struct PyOwnerRelease {
+  void operator()(const void* p) const noexcept {
+    if (!python_alive()) return;
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(const_cast<void*>(p)));
+    PyGILState_Release(g);
+  }
+};
+}  // namespace
+
+std::shared_ptr<const void> py_owner(nb::handle obj) {
+  if (!obj.is_valid() || obj.is_none()) return {};
+  return std::shared_ptr<const void>(obj.inc_ref().ptr(), PyOwnerRelease{});
+}
+
+PyObject* py_owner_object(const std::shared_ptr<const void>& owner) noexcept {
+  if (!std::get_deleter<PyOwnerRelease>(owner)) return nullptr;
+  return static_cast<PyObject*>(const_cast<void*>(owner.get()));
+}
+
 std::uintptr_t pointer_arg(nb::handle obj, const char* what) {
   PyObject* o = obj.ptr();
   if (PyLong_Check(o)) {
@@ -99,7 +130,7 @@ std::uintptr_t pointer_arg(nb::handle obj, const char* what) {
     if (v == (unsigned long long)-1 && PyErr_Occurred()) throw nb::python_error();
     return static_cast<std::uintptr_t>(v);
   }
-  if (PyObject_TypeCheck(o, g_types.buffer)) return nb::inst_ptr<PyBuffer>(obj)->buf.handle();
+  if (PyObject_TypeCheck(o, g_types.buffer)) return nb::inst_ptr<cucore::Buffer>(obj)->handle();
   // cuda.bindings handle types implement __int__; ctypes pointers expose .value
   if (PyIndex_Check(o) || (Py_TYPE(o)->tp_as_number && Py_TYPE(o)->tp_as_number->nb_int)) {
     nb::object i = nb::steal(PyNumber_Long(o));

@@ -1,5 +1,6 @@
 // cucore.Stream (speaks __cuda_stream__ both ways), cucore.Event, and the
-// default streams.
+// default streams. Both classes are libcucore's values (cucore::Stream,
+// cucore::Event): closing, sharing and a foreign owner's lifetime are theirs.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -34,55 +35,53 @@ CUstream foreign_handle(nb::handle obj, const char* what) {
   return reinterpret_cast<CUstream>(pointer_arg(info[1], "__cuda_stream__()[1]"));
 }
 
-nb::object make_builtin(CUstream h) {
-  PyStream s;
-  s.handle = h;
-  s.builtin = true;
-  return nb::cast(std::move(s));
+// A foreign object's stream, kept alive by the Stream through the object.
+cucore::Stream adopt(nb::handle obj, const char* what) {
+  return cucore::Stream::from_handle(foreign_handle(obj, what), py_owner(obj));
+}
+
+bool is_stream(nb::handle obj) { return PyObject_TypeCheck(obj.ptr(), g_types.stream); }
+const cucore::Stream& as_stream(nb::handle obj) { return *nb::inst_ptr<cucore::Stream>(obj); }
+
+// The CUstream as Python sees it: 0 once closed (inspection never raises).
+std::uintptr_t handle_int(const cucore::Stream& s) {
+  return s.is_closed() ? 0 : reinterpret_cast<std::uintptr_t>(s.handle());
 }
 
 }  // namespace
 
-cucore::StreamRef PyStream::ref() const {
-  if (closed) [[unlikely]]
-    throw nb::value_error("the stream is closed");
-  return cucore::StreamRef(handle);
+cucore::StreamRef stream_arg(nb::handle obj, const char* what) {
+  if (is_stream(obj)) [[likely]]
+    return as_stream(obj);
+  return cucore::StreamRef(foreign_handle(obj, what));
 }
 
-cucore::StreamRef stream_arg(nb::handle obj, const char* what) {
-  if (PyObject_TypeCheck(obj.ptr(), g_types.stream)) [[likely]]
-    return nb::inst_ptr<PyStream>(obj)->ref();
-  return cucore::StreamRef(foreign_handle(obj, what));
+cucore::StreamRef stream_arg_or_default(nb::handle obj, const char* what) {
+  if (!obj.is_valid() || obj.is_none()) return as_stream(default_stream_object());
+  return stream_arg(obj, what);
+}
+
+StreamArg::StreamArg(nb::handle obj, const char* what) {
+  if (!obj.is_valid() || obj.is_none()) {
+    stream_ = &as_stream(default_stream_object());
+  } else if (is_stream(obj)) [[likely]] {
+    stream_ = &as_stream(obj);
+  } else {
+    adopted_.emplace(adopt(obj, what));
+    stream_ = &*adopted_;
+  }
 }
 
 cucore::StreamRef default_stream_ref() noexcept {
   return g_use_per_thread ? cucore::Stream::per_thread_default() : cucore::Stream::legacy_default();
 }
 
-cucore::StreamRef stream_arg_or_default(nb::handle obj, const char* what) {
-  if (!obj.is_valid() || obj.is_none()) return default_stream_ref();
-  return stream_arg(obj, what);
-}
-
 nb::object default_stream_object() { return nb::borrow(g_use_per_thread ? g_per_thread_default : g_legacy_default); }
 
-nb::object wrap_stream(cucore::Stream&& s, int device_id) {
-  PyStream p;
-  p.handle = s.handle();
-  p.owned.emplace(std::move(s));
-  p.device_id = device_id;
-  return nb::cast(std::move(p));
-}
-
 nb::object wrap_foreign_stream(nb::handle obj) {
-  if (PyObject_TypeCheck(obj.ptr(), g_types.stream)) return nb::borrow(obj);
-  PyStream p;
-  p.handle = foreign_handle(obj, "obj");
-  p.owner = nb::borrow(obj);
-  return nb::cast(std::move(p));
+  if (is_stream(obj)) return nb::borrow(obj);
+  return nb::cast(adopt(obj, "obj"));
 }
-
-nb::object wrap_event(cucore::Event&& e) { return nb::cast(std::move(e)); }
 
 cucore::StreamOptions stream_options(nb::handle options) {
   cucore::StreamOptions so;
@@ -109,12 +108,14 @@ void bind_stream(nb::module_& m) {
 
   // ---- Event ----------------------------------------------------------------------
   auto ev = nb::class_<cucore::Event>(m, "Event",
-      "A marker recorded on a stream (Stream.record / Device.create_event); end - start gives milliseconds.");
-  ev.def_prop_ro("handle", [](const cucore::Event& e) { return reinterpret_cast<std::uintptr_t>(e.handle()); })
+      "A marker recorded on a stream (Stream.record / Device.create_event); end - start gives milliseconds. "
+      "close() releases it; using it after raises ClosedError.");
+  ev.def_prop_ro("handle", [](const cucore::Event& e) { return reinterpret_cast<std::uintptr_t>(e.handle()); },
+                 "The CUevent as an int (0 once closed).")
       .def_prop_ro("is_timing_enabled", &cucore::Event::is_timing_enabled)
       .def_prop_ro("is_blocking_sync", &cucore::Event::is_sync_busy_waited)
       .def_prop_ro("is_ipc_enabled", &cucore::Event::is_ipc_enabled)
-      .def_prop_ro("is_closed", [](const cucore::Event& e) { return e.handle() == nullptr; })
+      .def_prop_ro("is_closed", &cucore::Event::is_closed)
       .def_prop_ro("is_done", &cucore::Event::is_done, "All work before the event's record has completed.")
       .def_prop_ro("context", [](const cucore::Event& e) { return wrap_context(e.context()); })
       .def_prop_ro("device", [](const cucore::Event& e) { return device_object(e.context().device_id()); })
@@ -131,87 +132,75 @@ void bind_stream(nb::module_& m) {
       .def("__hash__", [](const cucore::Event& e) { return std::hash<void*>()(e.handle()); })
       .def("__repr__", [](const cucore::Event& e) {
         char buf[64];
-        std::snprintf(buf, sizeof buf, "<Event handle=%p>", (void*)e.handle());
+        std::snprintf(buf, sizeof buf, "<Event handle=%p%s>", (void*)e.handle(), e.is_closed() ? " closed" : "");
         return std::string(buf);
       });
   g_types.event = reinterpret_cast<PyTypeObject*>(ev.ptr());
 
   // ---- Stream -----------------------------------------------------------------------
-  auto st = nb::class_<PyStream>(m, "Stream",
+  auto st = nb::class_<cucore::Stream>(m, "Stream",
       "A CUDA stream: one cucore made (Device.create_stream), or a view of any object with __cuda_stream__ "
-      "(PyTorch, CuPy, cuda.core), kept alive by the view.");
-  st.def("__init__", [](PyStream* self, nb::handle obj) {
+      "(PyTorch, CuPy, cuda.core), which the Stream keeps alive. close() releases it (a Buffer freed on the "
+      "stream keeps it until then); using it after raises ClosedError.");
+  st.def("__init__", [](cucore::Stream* self, nb::handle obj) {
         if (obj.is_none())
           throw nb::type_error("Stream objects are made by Device.create_stream(), Stream.from_handle() or Stream(obj) "
                                "with an object that has __cuda_stream__");
-        PyStream p;
-        p.handle = foreign_handle(obj, "obj");
-        p.owner = nb::borrow(obj);
-        new (self) PyStream(std::move(p));
+        new (self) cucore::Stream(adopt(obj, "obj"));
       }, nb::arg("obj") = nb::none())
-      .def("__cuda_stream__", [](const PyStream& s) {
-        return nb::make_tuple(0, reinterpret_cast<std::uintptr_t>(s.ref().handle()));
+      .def("__cuda_stream__", [](const cucore::Stream& s) {
+        if (s.is_closed()) cucore::detail::throw_closed("Stream", "__cuda_stream__");
+        return nb::make_tuple(0, reinterpret_cast<std::uintptr_t>(s.handle()));
       }, "The CUDA stream protocol: (0, the CUstream as an int).")
-      .def_prop_ro("handle", [](const PyStream& s) { return reinterpret_cast<std::uintptr_t>(s.ref().handle()); },
-                   "The CUstream as an int.")
-      .def_prop_ro("is_closed", [](const PyStream& s) { return s.closed; })
-      .def_prop_ro("is_nonblocking", [](const PyStream& s) { return s.ref().is_nonblocking(); })
-      .def_prop_ro("priority", [](const PyStream& s) { return s.ref().priority(); })
-      .def_prop_ro("device", [](const PyStream& s) {
-        int id = s.device_id >= 0 ? s.device_id : s.ref().device().ordinal();
-        return device_object(id);
-      })
-      .def_prop_ro("context", [](const PyStream& s) { return wrap_context(s.ref().context()); })
-      .def_prop_ro("owner", [](const PyStream& s) { return s.owner; })
-      .def("sync", [](const PyStream& s) {
-        cucore::StreamRef r = s.ref();
-        nb::gil_scoped_release nogil;
-        r.sync();
-      })
-      .def("is_done", [](const PyStream& s) { return s.ref().is_done(); })
-      .def("record", [](const PyStream& s, nb::handle event, nb::handle options) -> nb::object {
-        cucore::StreamRef r = s.ref();
+      .def_prop_ro("handle", &handle_int, "The CUstream as an int (0 once closed).")
+      .def_prop_ro("is_closed", &cucore::Stream::is_closed)
+      .def_prop_ro("is_nonblocking", &cucore::Stream::is_nonblocking)
+      .def_prop_ro("priority", &cucore::Stream::priority)
+      .def_prop_ro("device", [](const cucore::Stream& s) { return device_object(s.device().ordinal()); })
+      .def_prop_ro("context", [](const cucore::Stream& s) { return wrap_context(s.context()); })
+      .def_prop_ro("owner", [](const cucore::Stream& s) -> nb::object {
+        PyObject* o = py_owner_object(s.owner());
+        return o ? nb::borrow(o) : nb::none();
+      }, "The object whose __cuda_stream__ this Stream views (None for streams cucore made).")
+      .def("sync", &cucore::Stream::sync, nb::call_guard<nb::gil_scoped_release>())
+      .def("is_done", &cucore::Stream::is_done)
+      .def("record", [](const cucore::Stream& s, nb::handle event, nb::handle options) -> nb::object {
         if (!event.is_none()) {
           if (!PyObject_TypeCheck(event.ptr(), g_types.event)) throw nb::type_error("event must be a cucore.Event");
-          r.record(*nb::inst_ptr<cucore::Event>(event));
+          s.record(*nb::inst_ptr<cucore::Event>(event));
           return nb::borrow(event);
         }
-        return wrap_event(r.record(event_options(options)));
+        return nb::cast(s.record(event_options(options)));
       }, nb::arg("event") = nb::none(), nb::arg("options") = nb::none(),
          "Records `event` (or a new Event made with `options`) here and returns it.")
-      .def("wait", [](const PyStream& s, nb::handle event_or_stream) {
-        cucore::StreamRef r = s.ref();
+      .def("wait", [](const cucore::Stream& s, nb::handle event_or_stream) {
         if (PyObject_TypeCheck(event_or_stream.ptr(), g_types.event)) {
-          r.wait(*nb::inst_ptr<cucore::Event>(event_or_stream));
+          s.wait(*nb::inst_ptr<cucore::Event>(event_or_stream));
           return;
         }
-        r.wait(stream_arg(event_or_stream, "event_or_stream"));
+        s.wait(stream_arg(event_or_stream, "event_or_stream"));
       }, nb::arg("event_or_stream"), "Later work here waits for the event (or for all work queued on the stream so far).")
-      .def("close", [](PyStream& s) {
-        if (s.builtin) return;
-        if (s.owned) s.owned->close();
-        s.owned.reset();
-        s.owner = nb::object();
-        s.closed = true;
-      })
+      .def("close", &cucore::Stream::close,
+           "Releases the stream (idempotent; the default streams stay open). Work already queued completes.")
       .def_static("from_handle", [](nb::handle handle) {
-        PyStream p;
-        p.handle = reinterpret_cast<CUstream>(pointer_arg(handle, "handle"));
-        return p;
+        // A foreign library's 0 is its NULL stream: taken, as cuda.core does.
+        return cucore::Stream::from_handle(reinterpret_cast<CUstream>(pointer_arg(handle, "handle")), {});
       }, nb::arg("handle"), "A Stream over a foreign CUstream (an int); its owner must keep it alive.")
-      .def("__eq__", [](const PyStream& a, nb::handle b) {
-        return PyObject_TypeCheck(b.ptr(), g_types.stream) && nb::inst_ptr<PyStream>(b)->handle == a.handle;
+      .def("__eq__", [](const cucore::Stream& a, nb::handle b) {
+        return is_stream(b) && handle_int(as_stream(b)) == handle_int(a);
       })
-      .def("__hash__", [](const PyStream& s) { return std::hash<void*>()(s.handle); })
-      .def("__repr__", [](const PyStream& s) {
+      .def("__hash__", [](const cucore::Stream& s) { return std::hash<std::uintptr_t>()(handle_int(s)); })
+      .def("__repr__", [](const cucore::Stream& s) {
         char buf[80];
-        std::snprintf(buf, sizeof buf, "<Stream handle=%p%s>", (void*)s.handle, s.closed ? " closed" : "");
+        std::snprintf(buf, sizeof buf, "<Stream handle=0x%llx%s>", (unsigned long long)handle_int(s),
+                      s.is_closed() ? " closed" : "");
         return std::string(buf);
       });
   g_types.stream = reinterpret_cast<PyTypeObject*>(st.ptr());
 
   // Owned by the module's dict; the globals borrow them.
-  nb::object legacy = make_builtin(CU_STREAM_LEGACY), per_thread = make_builtin(CU_STREAM_PER_THREAD);
+  nb::object legacy = nb::cast(cucore::Stream::from_handle(CU_STREAM_LEGACY));
+  nb::object per_thread = nb::cast(cucore::Stream::from_handle(CU_STREAM_PER_THREAD));
   m.attr("LEGACY_DEFAULT_STREAM") = legacy;
   m.attr("PER_THREAD_DEFAULT_STREAM") = per_thread;
   g_legacy_default = legacy;

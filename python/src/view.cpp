@@ -1,10 +1,11 @@
-// StridedMemoryView: DLPack, CUDA Array Interface, NumPy array interface, and
-// a fast path for PyTorch tensors through PyTorch's stable C ABI (the AOTI
-// shim: aoti_torch_get_data_ptr & co., exported by libtorch), which reads the
-// tensor's metadata with no Python attribute access.
-#include <dlfcn.h>
-
+// StridedMemoryView through public protocols only, fastest first: the DLPack
+// C exchange API (a type's __dlpack_c_exchange_api__: PyTorch's tensors, and
+// cucore's own Buffer and StridedMemoryView; a C call, no capsule), then
+// __dlpack__, the CUDA Array Interface and NumPy's array interface. And the
+// exchange API's producer side.
+#include <array>
 #include <cstring>
+#include <memory>
 
 #include "view.hpp"
 
@@ -12,7 +13,7 @@ namespace cucore::python {
 
 PyView::PyView(PyView&& o) noexcept
     : ptr(o.ptr), device_id(o.device_id), is_device_accessible(o.is_device_accessible), readonly(o.readonly),
-      has_strides(o.has_strides), ndim(o.ndim), dl(o.dl), big_shape(std::move(o.big_shape)),
+      has_strides(o.has_strides), ndim(o.ndim), dl_device(o.dl_device), dl(o.dl), big_shape(std::move(o.big_shape)),
       big_strides(std::move(o.big_strides)), exporting_obj(std::move(o.exporting_obj)),
       dtype_obj(std::move(o.dtype_obj)), managed(o.managed), managed_versioned(o.managed_versioned) {
   std::memcpy(inline_shape, o.inline_shape, sizeof inline_shape);
@@ -99,14 +100,26 @@ void order_streams(std::uintptr_t producer, nb::handle consumer_ptr) {
 }
 
 // ---- DLPack -----------------------------------------------------------------------
+// C-contiguous strides (in elements) for the shape already set.
+void fill_compact_strides(PyView& v) {
+  int64_t step = 1;
+  for (int i = v.ndim - 1; i >= 0; --i) {
+    v.strides()[i] = step;
+    step *= v.shape()[i];
+  }
+}
+
 void fill_from_dltensor(PyView& v, const dlpack::DLTensor& t) {
   v.ptr = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
   v.dl = t.dtype;
+  v.dl_device = t.device.device_type;
   v.set_ndim(t.ndim);
   for (int i = 0; i < t.ndim; ++i) v.shape()[i] = t.shape[i];
   v.has_strides = t.strides != nullptr;
   if (t.strides)
     for (int i = 0; i < t.ndim; ++i) v.strides()[i] = t.strides[i];
+  else
+    fill_compact_strides(v);
   switch (t.device.device_type) {
     case dlpack::kDLCUDA:
     case dlpack::kDLCUDAManaged:
@@ -133,7 +146,8 @@ PyView view_from_dlpack(nb::handle obj, nb::handle stream_ptr) {
   }
   nb::object cap;
   try {
-    cap = obj.attr("__dlpack__")(nb::arg("stream") = stream, nb::arg("max_version") = nb::make_tuple(1, 0));
+    cap = obj.attr("__dlpack__")(nb::arg("stream") = stream,
+                                 nb::arg("max_version") = nb::make_tuple(dlpack::kMajor, dlpack::kMinor));
   } catch (nb::python_error& e) {
     if (!e.matches(PyExc_TypeError)) throw;
     cap = obj.attr("__dlpack__")(nb::arg("stream") = stream);  // a producer without max_version
@@ -186,8 +200,11 @@ PyView view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle str
       isz = std::max(1, std::atoi(ts.c_str() + 2));
     }
     for (int i = 0; i < n; ++i) v.strides()[i] = nb::cast<int64_t>(strides[i]) / isz;
+  } else {
+    fill_compact_strides(v);
   }
   if (v.dl.lanes == 0) v.dtype_obj = nb::module_::import_("numpy").attr("dtype")(ts);
+  v.dl_device = cuda ? dlpack::kDLCUDA : dlpack::kDLCPU;
   if (cuda) {
     v.is_device_accessible = true;
     v.device_id = v.ptr ? pointer_device(v.ptr) : -1;
@@ -201,134 +218,108 @@ PyView view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle str
   return v;
 }
 
-// ---- PyTorch fast path ----------------------------------------------------------------
-using AtenTensorHandle = void*;
-struct TorchApi {
-  bool tried = false, ok = false;
-  PyObject* tensor_type = nullptr;  // torch.Tensor
-  std::size_t offset = 0;           // of the at::Tensor inside THPVariable
-  int32_t (*get_data_ptr)(AtenTensorHandle, void**) = nullptr;
-  int32_t (*get_dim)(AtenTensorHandle, int64_t*) = nullptr;
-  int32_t (*get_sizes)(AtenTensorHandle, int64_t**) = nullptr;
-  int32_t (*get_strides)(AtenTensorHandle, int64_t**) = nullptr;
-  int32_t (*get_dtype)(AtenTensorHandle, int32_t*) = nullptr;
-  int32_t (*get_device_type)(AtenTensorHandle, int32_t*) = nullptr;
-  int32_t (*get_device_index)(AtenTensorHandle, int32_t*) = nullptr;
-  int32_t (*get_current_cuda_stream)(int32_t, void**) = nullptr;
-  int32_t device_cuda = 1;
-  struct DType { int32_t code; dlpack::DLDataType dl; };
-  std::vector<DType> dtypes;
+// ---- the DLPack C exchange API: reading ------------------------------------------
+// A type's __dlpack_c_exchange_api__ (a PyCapsule; the older
+// __c_dlpack_exchange_api__, a capsule or an int, too) is looked up once per
+// type and kept in a small cache, which the type's version tag invalidates
+// when the type changes (an attribute set later, as some libraries do).
+struct ApiEntry {
+  PyTypeObject* type = nullptr;  // a strong reference while cached
+  unsigned int version = 0;
+  const dlpack::DLPackExchangeAPI* api = nullptr;
 };
-TorchApi g_torch;
+std::array<ApiEntry, 8> g_api_cache;
+std::size_t g_api_next = 0;
 
-template <typename F>
-bool resolve(void* h, const char* name, F& fn) {
-  void* p = dlsym(h, name);
-  if (!p) p = dlsym(RTLD_DEFAULT, name);
-  fn = reinterpret_cast<F>(p);
-  return p != nullptr;
-}
-
-// Set up on first sight of a loaded torch; stays off when anything is missing.
-bool torch_ready() {
-  if (g_torch.tried) return g_torch.ok;
-  PyObject* torch = PyDict_GetItemString(PyImport_GetModuleDict(), "torch");
-  if (!torch) return false;  // not imported (yet): try again next time
-  g_torch.tried = true;
-  try {
-    nb::handle t(torch);
-    g_torch.tensor_type = t.attr("Tensor").inc_ref().ptr();
-    std::string ver = nb::cast<std::string>(t.attr("__version__"));
-    int major = std::atoi(ver.c_str());
-    int minor = std::atoi(ver.c_str() + ver.find('.') + 1);
-    // PyTorch 2.10+: THPVariable holds at::Tensor right after the header;
-    // 2.3-2.9: a c10::MaybeOwned<at::Tensor> (an 8-byte flag first).
-    if (major < 2 || (major == 2 && minor < 3)) return false;
-    g_torch.offset = sizeof(PyObject) + ((major == 2 && minor < 10) ? 8 : 0);
-    std::string so = nb::cast<std::string>(t.attr("_C").attr("__file__"));
-    void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_NOLOAD | RTLD_GLOBAL);
-    bool ok = h && resolve(h, "aoti_torch_get_data_ptr", g_torch.get_data_ptr) &&
-              resolve(h, "aoti_torch_get_dim", g_torch.get_dim) &&
-              resolve(h, "aoti_torch_get_sizes", g_torch.get_sizes) &&
-              resolve(h, "aoti_torch_get_strides", g_torch.get_strides) &&
-              resolve(h, "aoti_torch_get_dtype", g_torch.get_dtype) &&
-              resolve(h, "aoti_torch_get_device_type", g_torch.get_device_type) &&
-              resolve(h, "aoti_torch_get_device_index", g_torch.get_device_index);
-    if (!ok) return false;
-    resolve(h, "aoti_torch_get_current_cuda_stream", g_torch.get_current_cuda_stream);
-    int32_t (*dev_cuda)() = nullptr;
-    if (resolve(h, "aoti_torch_device_type_cuda", dev_cuda)) g_torch.device_cuda = dev_cuda();
-    struct { const char* fn; dlpack::DLDataType dl; } table[] = {
-        {"aoti_torch_dtype_float16", {dlpack::kDLFloat, 16, 1}},  {"aoti_torch_dtype_float32", {dlpack::kDLFloat, 32, 1}},
-        {"aoti_torch_dtype_float64", {dlpack::kDLFloat, 64, 1}},  {"aoti_torch_dtype_bfloat16", {dlpack::kDLBfloat, 16, 1}},
-        {"aoti_torch_dtype_uint8", {dlpack::kDLUInt, 8, 1}},      {"aoti_torch_dtype_uint16", {dlpack::kDLUInt, 16, 1}},
-        {"aoti_torch_dtype_uint32", {dlpack::kDLUInt, 32, 1}},    {"aoti_torch_dtype_uint64", {dlpack::kDLUInt, 64, 1}},
-        {"aoti_torch_dtype_int8", {dlpack::kDLInt, 8, 1}},        {"aoti_torch_dtype_int16", {dlpack::kDLInt, 16, 1}},
-        {"aoti_torch_dtype_int32", {dlpack::kDLInt, 32, 1}},      {"aoti_torch_dtype_int64", {dlpack::kDLInt, 64, 1}},
-        {"aoti_torch_dtype_bool", {dlpack::kDLBool, 8, 1}},       {"aoti_torch_dtype_complex64", {dlpack::kDLComplex, 64, 1}},
-        {"aoti_torch_dtype_complex128", {dlpack::kDLComplex, 128, 1}},
-    };
-    for (auto& e : table) {
-      int32_t (*f)() = nullptr;
-      if (resolve(h, e.fn, f)) g_torch.dtypes.push_back({f(), e.dl});
-    }
-    g_torch.ok = true;
-  } catch (...) {
+const dlpack::DLPackExchangeAPI* api_from_attr(PyObject* attr) {
+  void* p = nullptr;
+  if (PyCapsule_IsValid(attr, dlpack::kExchangeApiCapsule)) {
+    p = PyCapsule_GetPointer(attr, dlpack::kExchangeApiCapsule);
+  } else if (PyLong_Check(attr)) {
+    p = PyLong_AsVoidPtr(attr);
+  }
+  if (!p) {
     PyErr_Clear();
-    g_torch.ok = false;
+    return nullptr;
   }
-  return g_torch.ok;
-}
-
-bool is_torch_tensor(PyObject* o) {
-  if (!torch_ready()) return false;
-  return PyObject_TypeCheck(o, reinterpret_cast<PyTypeObject*>(g_torch.tensor_type));
-}
-
-bool view_from_torch(PyObject* o, nb::handle stream_ptr, PyView& v) {
-  auto h = reinterpret_cast<AtenTensorHandle>(reinterpret_cast<char*>(o) + g_torch.offset);
-  void* data = nullptr;
-  int64_t dim = 0;
-  int64_t *sizes = nullptr, *strides = nullptr;
-  int32_t dtype = 0, dev_type = 0, dev_index = 0;
-  if (g_torch.get_data_ptr(h, &data) || g_torch.get_dim(h, &dim) || g_torch.get_sizes(h, &sizes) ||
-      g_torch.get_strides(h, &strides) || g_torch.get_dtype(h, &dtype) || g_torch.get_device_type(h, &dev_type) ||
-      g_torch.get_device_index(h, &dev_index))
-    return false;
-  v.dl = {0, 0, 0};
-  for (const auto& d : g_torch.dtypes)
-    if (d.code == dtype) v.dl = d.dl;
-  if (v.dl.lanes == 0) return false;  // a dtype we do not map: take the DLPack path
-  v.ptr = reinterpret_cast<std::uintptr_t>(data);
-  v.set_ndim(static_cast<int>(dim));
-  std::memcpy(v.shape(), sizes, sizeof(int64_t) * dim);
-  std::memcpy(v.strides(), strides, sizeof(int64_t) * dim);
-  v.has_strides = true;
-  if (dev_type == g_torch.device_cuda) {
-    v.device_id = dev_index;
-    v.is_device_accessible = true;
-    if (!stream_ptr.is_none() && g_torch.get_current_cuda_stream) {
-      long long c = nb::cast<long long>(stream_ptr);
-      if (c != -1) {
-        void* producer = nullptr;
-        if (g_torch.get_current_cuda_stream(dev_index, &producer) == 0)
-          order_streams(reinterpret_cast<std::uintptr_t>(producer), stream_ptr);
-      }
+  // A table newer than ours may chain to one of our major version.
+  for (auto* h = static_cast<dlpack::DLPackExchangeAPIHeader*>(p); h; h = h->prev_api)
+    if (h->version.major == dlpack::kMajor) {
+      auto* api = reinterpret_cast<const dlpack::DLPackExchangeAPI*>(h);
+      return api->managed_tensor_from_py_object_no_sync ? api : nullptr;
     }
-  } else {
-    v.device_id = -1;
-    v.is_device_accessible = false;
+  return nullptr;
+}
+
+const dlpack::DLPackExchangeAPI* exchange_api(PyTypeObject* type) {
+  for (const ApiEntry& e : g_api_cache)
+    if (e.type == type && e.version == type->tp_version_tag && e.version != 0) [[likely]]
+      return e.api;
+  const dlpack::DLPackExchangeAPI* api = nullptr;
+  for (const char* name : {dlpack::kExchangeApiAttr, dlpack::kExchangeApiOldAttr}) {
+    PyObject* attr = PyObject_GetAttrString(reinterpret_cast<PyObject*>(type), name);
+    if (!attr) {
+      PyErr_Clear();
+      continue;
+    }
+    api = api_from_attr(attr);
+    Py_DECREF(attr);
+    if (api) break;
   }
-  v.exporting_obj = nb::borrow(o);
-  return true;
+  if (type->tp_version_tag != 0) {  // a type without a tag cannot be cached safely
+    ApiEntry& slot = g_api_cache[g_api_next++ % g_api_cache.size()];
+    Py_XDECREF(reinterpret_cast<PyObject*>(slot.type));
+    Py_INCREF(reinterpret_cast<PyObject*>(type));
+    slot = {type, type->tp_version_tag, api};
+  }
+  return api;
+}
+
+// Through the exchange API. With the producer's non-owning form (no
+// allocation on either side: PyTorch fills it from the tensor itself) the view
+// copies the description and holds the object, as a view through the CUDA
+// Array Interface does; else it owns a managed tensor, as through __dlpack__.
+// (The non-owning form has no read-only flag: such views are writable, but
+// for cucore's own views, which say.)
+PyView view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, nb::handle stream_ptr) {
+  PyView v;
+  if (api->dltensor_from_py_object_no_sync) {
+    dlpack::DLTensor t{};
+    if (api->dltensor_from_py_object_no_sync(obj.ptr(), &t) != 0) throw nb::python_error();
+    fill_from_dltensor(v, t);
+    if (PyObject_TypeCheck(obj.ptr(), g_types.view)) v.readonly = nb::inst_ptr<PyView>(obj)->readonly;
+  } else {
+    dlpack::DLManagedTensorVersioned* t = nullptr;
+    if (api->managed_tensor_from_py_object_no_sync(obj.ptr(), &t) != 0 || !t) {
+      if (PyErr_Occurred()) throw nb::python_error();
+      throw nb::buffer_error("the DLPack exchange API gave no tensor");
+    }
+    v.managed = t;  // owned from here: the view's destructor calls the deleter
+    v.managed_versioned = true;
+    if (t->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
+    fill_from_dltensor(v, t->dl_tensor);
+    v.readonly = (t->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
+  }
+  v.exporting_obj = nb::borrow(obj);
+  // No synchronization was done: the consumer stream waits for the producer's
+  // current stream, as __dlpack__(stream=...) would have arranged.
+  if (v.dl_device == dlpack::kDLCUDA && !stream_ptr.is_none() && nb::cast<long long>(stream_ptr) != -1) {
+    void* producer = nullptr;
+    if (api->current_work_stream(dlpack::kDLCUDA, v.device_id, &producer) != 0) throw nb::python_error();
+    order_streams(reinterpret_cast<std::uintptr_t>(producer), stream_ptr);
+  }
+  return v;
+}
+
+// DLPack, through the exchange API when the type has one.
+PyView view_from_dlpack_any(nb::handle obj, nb::handle stream_ptr) {
+  if (const auto* api = exchange_api(Py_TYPE(obj.ptr()))) return view_from_exchange(api, obj, stream_ptr);
+  return view_from_dlpack(obj, stream_ptr);
 }
 
 PyView view_from_any(nb::handle obj, nb::handle stream_ptr) {
   PyObject* o = obj.ptr();
-  if (is_torch_tensor(o)) {
-    PyView v;
-    if (view_from_torch(o, stream_ptr, v)) return v;
-  }
+  if (const auto* api = exchange_api(Py_TYPE(o))) return view_from_exchange(api, obj, stream_ptr);
   if (PyObject_HasAttrString(o, "__dlpack__")) {
     try {
       return view_from_dlpack(obj, stream_ptr);
@@ -343,6 +334,119 @@ PyView view_from_any(nb::handle obj, nb::handle stream_ptr) {
     return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__array_interface__")), false, stream_ptr);
   throw nb::buffer_error("StridedMemoryView: the object supports neither DLPack, the CUDA Array Interface nor the "
                          "array interface");
+}
+
+// ---- the DLPack C exchange API: producing ------------------------------------------
+// What an exported tensor of a view owns: a reference to the view (which keeps
+// the memory's exporter alive) and its own shape and strides.
+struct ViewExport {
+  PyObject* view;
+  std::vector<int64_t> dims;  // shape, then strides
+};
+
+void release_view_export(dlpack::DLManagedTensorVersioned* t) {
+  auto* ctx = static_cast<ViewExport*>(t->manager_ctx);
+  if (python_alive()) {  // the consumer may let go on any thread, without the GIL
+    PyGILState_STATE g = PyGILState_Ensure();
+    Py_XDECREF(ctx->view);
+    PyGILState_Release(g);
+  }
+  delete ctx;
+  delete t;
+}
+
+// Describes `v` as a DLTensor whose shape and strides point at `shape`/`strides`.
+void describe(const PyView& v, dlpack::DLTensor& d, int64_t* shape, int64_t* strides) {
+  if (v.dl.lanes == 0)
+    throw nb::buffer_error("StridedMemoryView: its dtype has no DLPack equivalent, so it cannot be exported");
+  d.data = reinterpret_cast<void*>(v.ptr);
+  d.device = {v.dl_device, v.dl_device == dlpack::kDLCUDA ? v.device_id : 0};
+  d.ndim = v.ndim;
+  d.dtype = v.dl;
+  d.shape = v.ndim ? shape : nullptr;
+  d.strides = v.ndim ? strides : nullptr;
+  d.byte_offset = 0;
+}
+
+dlpack::DLManagedTensorVersioned* export_view(nb::handle self) {
+  const PyView& v = *nb::inst_ptr<PyView>(self);
+  auto ctx = std::make_unique<ViewExport>();
+  ctx->dims.assign(v.shape(), v.shape() + v.ndim);
+  ctx->dims.insert(ctx->dims.end(), v.strides(), v.strides() + v.ndim);
+  auto t = std::make_unique<dlpack::DLManagedTensorVersioned>();
+  describe(v, t->dl_tensor, ctx->dims.data(), ctx->dims.data() + v.ndim);
+  t->version = {dlpack::kMajor, dlpack::kMinor};
+  t->flags = v.readonly ? dlpack::kDLFlagBitMaskReadOnly : 0;
+  ctx->view = self.inc_ref().ptr();
+  t->manager_ctx = ctx.release();
+  t->deleter = release_view_export;
+  return t.release();
+}
+
+int view_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** out) {
+  try {
+    if (!out) throw nb::value_error("out is null");
+    *out = nullptr;
+    nb::handle obj(static_cast<PyObject*>(py_object));
+    if (!PyObject_TypeCheck(obj.ptr(), g_types.view)) throw nb::type_error("py_object is not a StridedMemoryView");
+    *out = export_view(obj);
+    return 0;
+  } catch (...) {
+    set_error_from_current_exception();
+    return -1;
+  }
+}
+
+int view_exchange_dltensor(void* py_object, dlpack::DLTensor* out) {
+  try {
+    if (!out) throw nb::value_error("out is null");
+    nb::handle obj(static_cast<PyObject*>(py_object));
+    if (!PyObject_TypeCheck(obj.ptr(), g_types.view)) throw nb::type_error("py_object is not a StridedMemoryView");
+    PyView& v = *nb::inst_ptr<PyView>(obj);
+    describe(v, *out, v.shape(), v.strides());  // the view's own arrays: valid while it lives
+    return 0;
+  } catch (...) {
+    set_error_from_current_exception();
+    return -1;
+  }
+}
+
+// A StridedMemoryView owning `tensor`.
+int exchange_to_view(dlpack::DLManagedTensorVersioned* tensor, void** out_py_object) {
+  try {
+    if (!out_py_object || !tensor) throw nb::value_error("tensor and out_py_object must not be null");
+    *out_py_object = nullptr;
+    PyView v;
+    v.managed = tensor;
+    v.managed_versioned = true;
+    if (tensor->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
+    fill_from_dltensor(v, tensor->dl_tensor);
+    v.readonly = (tensor->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
+    *out_py_object = nb::cast(std::move(v)).release().ptr();
+    return 0;
+  } catch (...) {
+    set_error_from_current_exception();
+    return -1;
+  }
+}
+
+int exchange_current_work_stream(dlpack::DLDeviceType device_type, int32_t, void** out_current_stream) {
+  if (!out_current_stream) {
+    PyErr_SetString(PyExc_ValueError, "out_current_stream is null");
+    return -1;
+  }
+  // cucore has no current stream of its own: work goes to the default stream.
+  *out_current_stream = device_type == dlpack::kDLCPU
+                            ? nullptr
+                            : static_cast<void*>(default_stream_ref().handle());
+  return 0;
+}
+
+int exchange_allocator(dlpack::DLTensor*, dlpack::DLManagedTensorVersioned** out, void* error_ctx,
+                       void (*set_error)(void*, const char*, const char*)) {
+  if (out) *out = nullptr;
+  if (set_error) set_error(error_ctx, "NotImplementedError", "cucore does not allocate tensors for DLPack consumers");
+  return -1;
 }
 
 nb::tuple to_tuple(const int64_t* p, int n) {
@@ -380,18 +484,84 @@ PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObj
   }
 }
 
+template <typename Managed>
+void capsule_destructor(PyObject* cap, const char* name) {
+  if (PyCapsule_IsValid(cap, name)) {  // never consumed
+    auto* t = static_cast<Managed*>(PyCapsule_GetPointer(cap, name));
+    if (t && t->deleter) t->deleter(t);
+  } else {
+    PyErr_Clear();
+  }
+}
+
+template <typename Managed>
+nb::object capsule(Managed* t, const char* name, PyCapsule_Destructor destructor) {
+  PyObject* cap = PyCapsule_New(t, name, destructor);
+  if (!cap) {
+    t->deleter(t);
+    throw nb::python_error();
+  }
+  return nb::steal(cap);
+}
+
+nb::object view_dlpack(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                       nb::handle copy) {
+  (void)stream;  // as Buffer.__dlpack__: no producer stream to order
+  if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
+    throw nb::buffer_error("StridedMemoryView.__dlpack__: copy=True is not supported (the export is zero-copy)");
+  if (!dl_device.is_none()) throw nb::buffer_error("StridedMemoryView.__dlpack__: dl_device is not supported");
+  if (max_version.is_none() || nb::cast<int>(max_version[0]) < 1) {
+    // A DLPack 0.x consumer: the same tensor in the legacy layout, owning the versioned one.
+    auto* v = export_view(self);
+    auto* t = new dlpack::DLManagedTensor{v->dl_tensor, v, [](dlpack::DLManagedTensor* self_) {
+      auto* inner = static_cast<dlpack::DLManagedTensorVersioned*>(self_->manager_ctx);
+      inner->deleter(inner);
+      delete self_;
+    }};
+    return make_dlpack_capsule(t);
+  }
+  return make_dlpack_capsule(export_view(self));
+}
+
 }  // namespace
+
+nb::object make_dlpack_capsule(dlpack::DLManagedTensor* t) {
+  return capsule(t, "dltensor", [](PyObject* c) { capsule_destructor<dlpack::DLManagedTensor>(c, "dltensor"); });
+}
+
+nb::object make_dlpack_capsule(dlpack::DLManagedTensorVersioned* t) {
+  return capsule(t, "dltensor_versioned", [](PyObject* c) {
+    capsule_destructor<dlpack::DLManagedTensorVersioned>(c, "dltensor_versioned");
+  });
+}
+
+void install_exchange_api(nb::handle type, dlpack::DLPackManagedTensorFromPyObjectNoSync from_object,
+                          dlpack::DLPackDLTensorFromPyObjectNoSync dltensor) {
+  auto* api = new dlpack::DLPackExchangeAPI{};  // for the process, as the protocol asks
+  api->header.version = {dlpack::kMajor, dlpack::kMinor};
+  api->header.prev_api = nullptr;
+  api->managed_tensor_allocator = exchange_allocator;
+  api->managed_tensor_from_py_object_no_sync = from_object;
+  api->managed_tensor_to_py_object_no_sync = exchange_to_view;
+  api->dltensor_from_py_object_no_sync = dltensor;
+  api->current_work_stream = exchange_current_work_stream;
+  nb::object cap = nb::steal(PyCapsule_New(api, dlpack::kExchangeApiCapsule, nullptr));
+  if (!cap.is_valid()) throw nb::python_error();
+  nb::setattr(type, dlpack::kExchangeApiAttr, cap);
+  nb::setattr(type, dlpack::kExchangeApiOldAttr, cap);
+}
 
 void bind_view(nb::module_& m) {
   auto vc = nb::class_<PyView>(m, "StridedMemoryView",
-      "A zero-copy view of a strided array from another library: DLPack, the CUDA Array Interface or the "
-      "NumPy array interface (PyTorch tensors are read directly through PyTorch's C ABI). stream_ptr is the "
-      "consumer stream (-1: no stream ordering). strides are in elements; None means C-contiguous.");
+      "A zero-copy view of a strided array from another library: the DLPack C exchange API (PyTorch), DLPack, "
+      "the CUDA Array Interface or the NumPy array interface. stream_ptr is the consumer stream (-1: no stream "
+      "ordering). strides are in elements; None means C-contiguous. Exports DLPack (and its C exchange API).");
   vc.def("__init__", [](PyView* self, nb::handle obj, nb::handle stream_ptr) {
         if (obj.is_none()) new (self) PyView();
         else new (self) PyView(view_from_any(obj, stream_ptr));
       }, nb::arg("obj") = nb::none(), nb::arg("stream_ptr") = nb::none())
-      .def_static("from_dlpack", [](nb::handle obj, nb::handle stream_ptr) { return view_from_dlpack(obj, stream_ptr); },
+      .def_static("from_dlpack",
+                  [](nb::handle obj, nb::handle stream_ptr) { return view_from_dlpack_any(obj, stream_ptr); },
                   nb::arg("obj"), nb::arg("stream_ptr") = nb::none())
       .def_static("from_cuda_array_interface", [](nb::handle obj, nb::handle stream_ptr) {
         return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr);
@@ -404,11 +574,17 @@ void bind_view(nb::module_& m) {
       .def_static("from_buffer", [](nb::handle buffer, nb::handle shape, nb::handle strides, nb::handle itemsize_arg,
                                     nb::handle dtype, bool is_readonly) {
         if (!PyObject_TypeCheck(buffer.ptr(), g_types.buffer)) throw nb::type_error("buffer must be a cucore.Buffer");
-        PyBuffer& b = *nb::inst_ptr<PyBuffer>(buffer);
+        const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(buffer);
+        if (b.is_closed()) cucore::detail::throw_closed("Buffer", "StridedMemoryView.from_buffer");
         PyView v;
-        v.ptr = b.buf.handle();
-        v.device_id = b.buf.device_id();
-        v.is_device_accessible = b.buf.is_device_accessible();
+        v.ptr = b.handle();
+        v.device_id = b.device_id();
+        v.is_device_accessible = b.is_device_accessible();
+        const bool host = b.is_host_accessible();
+        v.dl_device = b.is_managed()                           ? dlpack::kDLCUDAManaged
+                      : v.is_device_accessible && host         ? dlpack::kDLCUDAHost
+                      : v.is_device_accessible                 ? dlpack::kDLCUDA
+                                                               : dlpack::kDLCPU;
         v.readonly = is_readonly;
         if (!dtype.is_none()) {
           nb::object dt = nb::module_::import_("numpy").attr("dtype")(dtype);
@@ -428,10 +604,13 @@ void bind_view(nb::module_& m) {
           v.shape()[i] = nb::cast<int64_t>(sh[i]);
           count *= static_cast<std::size_t>(v.shape()[i]);
         }
-        if (count * itemsize(v) > b.buf.size()) throw nb::value_error("from_buffer: the shape needs more bytes than the buffer has");
+        if (count * itemsize(v) > b.size())
+          throw nb::value_error("from_buffer: the shape needs more bytes than the buffer has");
         if (!strides.is_none()) {
           v.has_strides = true;
           for (int i = 0; i < n; ++i) v.strides()[i] = nb::cast<int64_t>(strides[i]);
+        } else {
+          fill_compact_strides(v);
         }
         v.exporting_obj = nb::borrow(buffer);
         return v;
@@ -458,9 +637,10 @@ void bind_view(nb::module_& m) {
         return v.dtype_obj;
       })
       .def("__dlpack_device__", [](const PyView& v) {
-        if (!v.is_device_accessible) return nb::make_tuple((int)dlpack::kDLCPU, 0);
-        return nb::make_tuple((int)dlpack::kDLCUDA, v.device_id);
+        return nb::make_tuple(static_cast<int>(v.dl_device), v.dl_device == dlpack::kDLCUDA ? v.device_id : 0);
       })
+      .def("__dlpack__", &view_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
+           nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
       .def("__repr__", [](const PyView& v) {
         std::string s = "StridedMemoryView(ptr=" + std::to_string(v.ptr) + ", shape=(";
         for (int i = 0; i < v.ndim; ++i) s += std::to_string(v.shape()[i]) + (v.ndim == 1 || i + 1 < v.ndim ? "," : "");
@@ -470,6 +650,7 @@ void bind_view(nb::module_& m) {
       });
   g_types.view = reinterpret_cast<PyTypeObject*>(vc.ptr());
   g_types.view->tp_vectorcall = view_vectorcall;
+  install_exchange_api(vc, view_exchange_export, view_exchange_dltensor);
 }
 
 }  // namespace cucore::python

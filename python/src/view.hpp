@@ -1,7 +1,9 @@
 #pragma once
 // cucore.utils.StridedMemoryView: a zero-copy description of another
-// library's array (DLPack, CUDA Array Interface, NumPy array interface, or a
-// PyTorch tensor read through PyTorch's stable C ABI).
+// library's array, read through public protocols only: the DLPack C exchange
+// API (PyTorch's tensors), __dlpack__, the CUDA Array Interface and NumPy's
+// array interface. Also the exchange API's producer side, which Buffer and
+// StridedMemoryView export.
 #include <cstdint>
 #include <vector>
 
@@ -15,8 +17,9 @@ struct PyView {
   int device_id = -1;
   bool is_device_accessible = false;
   bool readonly = false;
-  bool has_strides = false;  // false: C-contiguous (strides is None)
+  bool has_strides = false;  // false: C-contiguous, reported as strides None (strides() is filled anyway)
   int ndim = 0;
+  dlpack::DLDeviceType dl_device = dlpack::kDLCPU;  // as DLPack says where the memory is
   // dtype as DLPack describes it (code, bits, lanes); lanes 0: unknown
   dlpack::DLDataType dl{0, 0, 0};
   int64_t inline_shape[6] = {};
@@ -24,7 +27,7 @@ struct PyView {
   std::vector<int64_t> big_shape, big_strides;  // ndim > 6
   nb::object exporting_obj;
   nb::object dtype_obj;  // numpy dtype, made on first access
-  // A consumed DLPack capsule's tensor, released with the view.
+  // A consumed DLPack tensor, released with the view.
   void* managed = nullptr;
   bool managed_versioned = false;
 
@@ -46,5 +49,17 @@ struct PyView {
     }
   }
 };
+
+// DLPack capsules ("dltensor" / "dltensor_versioned") owning `t`: an
+// unconsumed capsule calls the tensor's deleter when it goes.
+nb::object make_dlpack_capsule(dlpack::DLManagedTensor* t);
+nb::object make_dlpack_capsule(dlpack::DLManagedTensorVersioned* t);
+
+// Puts the DLPack C exchange API on `type` (as __dlpack_c_exchange_api__ and
+// the older __c_dlpack_exchange_api__): `from_object` makes an owning tensor
+// of an instance, `dltensor` (may be null) a non-owning one. The table lives
+// for the process, as the protocol asks.
+void install_exchange_api(nb::handle type, dlpack::DLPackManagedTensorFromPyObjectNoSync from_object,
+                          dlpack::DLPackDLTensorFromPyObjectNoSync dltensor);
 
 }  // namespace cucore::python

@@ -11,9 +11,11 @@
 #include <unordered_map>
 #include <vector>
 
+#include "handles/handles.hpp"
+
 namespace cucore::detail {
 
-struct KernelInfo;  // per-kernel cached facts (parameter layout), defined in kernel code
+struct KernelInfo;  // a kernel's box: its library and cached facts (launch/kernel_info.hpp)
 
 struct ObjectCodeState {
   // The compile-side facts: immutable once built.
@@ -23,9 +25,11 @@ struct ObjectCodeState {
   std::map<std::string, std::string> symbol_mapping;  // name expression -> lowered name
   std::string log;                                    // compiler warnings
 
-  // The load-side state: the library is loaded once, on first get_kernel.
+  // The load-side state: the library is loaded once, on first get_kernel, into
+  // a box every kernel taken from it shares (so it stays loaded after this
+  // state goes, as long as a Kernel does).
   std::once_flag load_once;
-  CUlibrary library = nullptr;
+  LibraryHandle library;
   std::exception_ptr load_error;
   std::mutex kernels_mutex;
   std::unordered_map<std::string, std::shared_ptr<KernelInfo>> kernels;  // by lowered name
@@ -33,7 +37,6 @@ struct ObjectCodeState {
   ObjectCodeState() = default;
   ObjectCodeState(const ObjectCodeState&) = delete;
   ObjectCodeState& operator=(const ObjectCodeState&) = delete;
-  ~ObjectCodeState();  // unloads the library; never throws
 };
 
 }  // namespace cucore::detail

@@ -70,10 +70,16 @@ FeatureUnavailableError::FeatureUnavailableError(std::string feature, std::strin
       feature_(std::move(feature)),
       requirement_(std::move(requirement)) {}
 
+ClosedError::ClosedError(std::string object, std::string operation)
+    : std::invalid_argument(object + " has been closed (" + operation + ")"),
+      object_(std::move(object)),
+      operation_(std::move(operation)) {}
+
 CompileError::CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
 
 namespace detail {
 void throw_cuda_error(CUresult code, const char* call) { throw CudaError(code, call); }
+void throw_closed(const char* object, const char* operation) { throw ClosedError(object, operation); }
 }  // namespace detail
 
 }  // namespace cucore

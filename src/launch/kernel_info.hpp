@@ -1,7 +1,8 @@
 #pragma once
-// The per-kernel facts behind Kernel, cached so launching needs no driver call
-// but the launch itself. One KernelInfo per (ObjectCode, symbol); Kernels
-// share it and, through it, keep the ObjectCode's library loaded.
+// A kernel's box: the CUkernel, a share of the library it lives in (so every
+// Kernel keeps its library loaded, whatever happens to the ObjectCode), and
+// its facts, cached so launching needs no driver call but the launch itself.
+// One KernelInfo per (ObjectCode, symbol); Kernels share it.
 #include <cuda.h>
 
 #include <atomic>
@@ -14,10 +15,13 @@
 
 #include <cucore/kernel.hpp>
 
+#include "handles/handles.hpp"
+
 namespace cucore::detail {
 
 struct KernelInfo {
   CUkernel handle = nullptr;
+  LibraryHandle library;     // none for adopted kernels (Kernel::from_handle)
   std::string name;          // as asked for: a name expression or the symbol
   std::string mangled_name;  // the symbol in the image
 

@@ -17,6 +17,9 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
 #include <vector>
 
 #include "launch/kernel_info.hpp"
@@ -33,8 +36,7 @@ void throw_bad_dimension(long long value, bool negative) {
 }
 
 void throw_closed_buffer(const Kernel& kernel, std::size_t index) {
-  throw std::invalid_argument(kernel.name() + ": argument " + std::to_string(index) +
-                              " is a closed Buffer (its memory was freed)");
+  throw ClosedError("Buffer", (kernel ? kernel.name() : std::string("launch")) + ": argument " + std::to_string(index));
 }
 
 namespace {
@@ -241,7 +243,13 @@ void check_cooperative(CUstream stream, const LaunchConfig& cfg, KernelInfo& inf
   if (cfg.is_cooperative) check_cooperative(stream, cfg, info, native.config);
 }
 
+[[noreturn, gnu::noinline, gnu::cold]] void throw_closed_stream(const KernelInfo& info) {
+  throw_closed("Stream", ("launch (kernel " + info.name + ")").c_str());
+}
+
 inline void submit(CUstream stream, const LaunchConfig& cfg, KernelInfo& info, void** args) {
+  if (stream == closed_stream()) [[unlikely]]
+    throw_closed_stream(info);
   const DriverTable& d = driver();
   auto launch_fn = d.cuLaunchKernelEx;
   if (!launch_fn) [[unlikely]]
@@ -301,11 +309,33 @@ std::string layout_sizes(const KernelInfo& info) {
 }
 
 [[noreturn]] void throw_size_mismatch(const KernelInfo& info, std::size_t index, std::size_t got,
-                                      const std::string& type) {
+                                      const std::type_info* type) {
   std::string msg = info.name + ": parameter " + std::to_string(index) + " is " +
                     std::to_string(info.params[index].size) + " bytes, got " + std::to_string(got);
-  if (!type.empty()) msg += " (" + type + ")";
+  if (type) msg += " (" + type_display_name(type) + ")";
   throw std::invalid_argument(msg);
+}
+
+// The one argument check, shared by every form of launch (and so by the
+// Python module): the count, then, when the caller knows them, each size
+// (`arg(i)` gives argument i's size and type), against the kernel's layout.
+// Nothing to check when the driver cannot tell the layout.
+struct CountOnly {};
+template <typename ArgAt>
+inline void check_arguments(KernelInfo& info, std::size_t count, ArgAt arg) {
+  const KernelInfo& l = info.layout();
+  if (!l.params_known) [[unlikely]]
+    return;
+  if (count != l.params.size()) [[unlikely]]
+    throw_count_mismatch(info, count);
+  if constexpr (!std::is_same_v<ArgAt, CountOnly>) {
+    const ParamInfo* p = l.params.data();
+    for (std::size_t i = 0; i < count; ++i) {
+      const auto [size, type] = arg(i);
+      if (p[i].size != size) [[unlikely]]
+        throw_size_mismatch(info, i, size, type);
+    }
+  }
 }
 
 }  // namespace
@@ -347,15 +377,7 @@ void to_native(const LaunchConfig& cfg, CUstream stream, NativeLaunchConfig& out
 void launch_checked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args,
                     const ArgDesc* descs, std::size_t count) {
   KernelInfo& info = kernel_info(kernel);
-  const KernelInfo& l = info.layout();
-  if (l.params_known) [[likely]] {
-    if (count != l.params.size()) [[unlikely]]
-      throw_count_mismatch(info, count);
-    const ParamInfo* p = l.params.data();
-    for (std::size_t i = 0; i < count; ++i)
-      if (p[i].size != descs[i].size) [[unlikely]]
-        throw_size_mismatch(info, i, descs[i].size, type_display_name(descs[i].type));
-  }
+  check_arguments(info, count, [descs](std::size_t i) { return std::pair{descs[i].size, descs[i].type}; });
   submit(stream, config, info, args);
 }
 
@@ -384,16 +406,11 @@ void validate(const LaunchConfig& cfg) {
 
 void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, const KernelArgs& args) {
   KernelInfo& info = detail::kernel_info(kernel);
-  const KernelInfo& l = info.layout();
   const std::size_t n = args.size();
   const std::uint32_t* sizes = args.sizes();
-  if (l.params_known) {
-    if (n != l.params.size()) [[unlikely]]
-      detail::throw_count_mismatch(info, n);
-    for (std::size_t i = 0; i < n; ++i)
-      if (sizes[i] != l.params[i].size) [[unlikely]]
-        detail::throw_size_mismatch(info, i, sizes[i], {});
-  }
+  detail::check_arguments(info, n, [sizes](std::size_t i) {
+    return std::pair{std::size_t{sizes[i]}, static_cast<const std::type_info*>(nullptr)};
+  });
   // The pointer array on the stack (kernels with more than 64 parameters are rare).
   void* stack[64];
   std::vector<void*> heap;
@@ -410,8 +427,7 @@ void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, 
 
 void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, std::span<void* const> args) {
   KernelInfo& info = detail::kernel_info(kernel);
-  const KernelInfo& l = info.layout();
-  if (l.params_known && args.size() != l.params.size()) detail::throw_count_mismatch(info, args.size());
+  detail::check_arguments(info, args.size(), detail::CountOnly{});
   for (std::size_t i = 0; i < args.size(); ++i)
     if (!args[i])
       throw std::invalid_argument(info.name + ": kernelParams[" + std::to_string(i) +
@@ -464,7 +480,7 @@ KernelArgs& KernelArgs::operator=(KernelArgs&& other) noexcept {
 }
 
 void KernelArgs::throw_closed(std::size_t index) {
-  throw std::invalid_argument("KernelArgs: argument " + std::to_string(index) + " is a closed Buffer (its memory was freed)");
+  throw ClosedError("Buffer", "KernelArgs::push: argument " + std::to_string(index));
 }
 
 KernelArgs& KernelArgs::push_bytes(const void* data, std::size_t size, std::size_t alignment) {

@@ -1,7 +1,7 @@
 // ObjectCode's load side: the library is loaded lazily, once per object, with
 // the context-independent library API (cuLibraryLoadData), so one ObjectCode
 // serves every device and context; kernels are looked up once per symbol and
-// share a KernelInfo (their cached facts) that keeps the library loaded.
+// share a KernelInfo (their box) that holds a share of the library's box.
 #include <cucore/object_code.hpp>
 
 #include <cucore/errors.hpp>
@@ -10,23 +10,14 @@
 #include <stdexcept>
 #include <string>
 
+#include "compile/object_code_state.hpp"
+#include "handles/handles.hpp"
 #include "launch/kernel_info.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
-#include "compile/object_code_state.hpp"
 
 namespace cucore {
 namespace detail {
-
-ObjectCodeState::~ObjectCodeState() {
-  if (!library) return;
-  // No driver() here: it may load (and throw) at exit or after a test swapped
-  // the table out. Unload only through a table that is there; ignore errors
-  // (at process exit the driver may already be shutting down).
-  const DriverTable* t = g_driver.load(std::memory_order_acquire);
-  if (t && t->cuLibraryUnload) (void)t->cuLibraryUnload(library);
-}
-
 namespace {
 
 std::string describe(const ObjectCodeState& s) {
@@ -47,8 +38,6 @@ void load(ObjectCodeState& s) {
     throw std::invalid_argument(describe(s) + ": cannot load code of type '" + type + "'");
   if (s.code.empty()) throw std::invalid_argument(describe(s) + " is empty");
 
-  const DriverTable& d = driver();
-  require(reinterpret_cast<const void*>(d.cuLibraryLoadData), 12000, "context-independent loading (cuLibraryLoadData)");
   const void* image = s.code.data();
   std::vector<std::byte> terminated;
   if (type == "ptx" && s.code.back() != std::byte{0}) {
@@ -58,14 +47,12 @@ void load(ObjectCodeState& s) {
     terminated.push_back(std::byte{0});
     image = terminated.data();
   }
-  CUlibrary lib = nullptr;
-  check(d.cuLibraryLoadData(&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0),
-        ("cuLibraryLoadData (" + describe(s) + ")").c_str());
+  LibraryHandle lib = load_library(image, ("cuLibraryLoadData (" + describe(s) + ")").c_str());
   std::lock_guard lock(s.kernels_mutex);  // is_loaded() reads `library` under this lock
-  s.library = lib;
+  s.library = std::move(lib);
 }
 
-CUlibrary ensure_loaded(ObjectCodeState& s) {
+const LibraryHandle& ensure_loaded(ObjectCodeState& s) {
   std::call_once(s.load_once, [&s] {
     try {
       load(s);
@@ -138,14 +125,14 @@ Kernel ObjectCode::get_kernel(std::string_view name) const {
   if (!state_) throw std::invalid_argument("ObjectCode::get_kernel: the ObjectCode is empty");
   if (name.empty()) throw std::invalid_argument("ObjectCode::get_kernel: the kernel name is empty");
   ObjectCodeState& s = *state_;
-  CUlibrary lib = detail::ensure_loaded(s);
+  const detail::LibraryHandle& library = detail::ensure_loaded(s);
+  CUlibrary lib = library->library;
   std::string asked(name);
   auto mapped = s.symbol_mapping.find(asked);
   const std::string symbol = mapped != s.symbol_mapping.end() ? mapped->second : asked;
   {
     std::lock_guard lock(s.kernels_mutex);
-    if (auto it = s.kernels.find(symbol); it != s.kernels.end())
-      return Kernel(std::shared_ptr<detail::KernelInfo>(state_, it->second.get()));
+    if (auto it = s.kernels.find(symbol); it != s.kernels.end()) return Kernel(it->second);
   }
   const detail::DriverTable& d = detail::driver();
   detail::require(reinterpret_cast<const void*>(d.cuLibraryGetKernel), 12000, "cuLibraryGetKernel");
@@ -155,22 +142,22 @@ Kernel ObjectCode::get_kernel(std::string_view name) const {
   detail::check(r, "cuLibraryGetKernel");
   auto info = std::make_shared<detail::KernelInfo>();
   info->handle = handle;
+  info->library = library;
   info->name = std::move(asked);
   info->mangled_name = symbol;
   std::lock_guard lock(s.kernels_mutex);
   auto [it, inserted] = s.kernels.emplace(symbol, std::move(info));  // a racing thread's entry wins
-  // Aliasing: the Kernel points at its KernelInfo and owns the whole state.
-  return Kernel(std::shared_ptr<detail::KernelInfo>(state_, it->second.get()));
+  return Kernel(it->second);
 }
 
 std::vector<std::string> ObjectCode::kernel_names() const {
   if (!state_) throw std::invalid_argument("ObjectCode::kernel_names: the ObjectCode is empty");
-  return detail::list_kernels(detail::ensure_loaded(*state_));
+  return detail::list_kernels(detail::ensure_loaded(*state_)->library);
 }
 
 void* ObjectCode::library_handle() const {
   if (!state_) throw std::invalid_argument("ObjectCode::library_handle: the ObjectCode is empty");
-  return detail::ensure_loaded(*state_);
+  return detail::ensure_loaded(*state_)->library;
 }
 
 bool ObjectCode::is_loaded() const noexcept {

@@ -36,6 +36,7 @@ class StatisticsImpl final : public MemoryResource::Impl {
   bool is_device_accessible() const noexcept override { return upstream.impl()->is_device_accessible(); }
   bool is_host_accessible() const noexcept override { return upstream.impl()->is_host_accessible(); }
   int device_id() const noexcept override { return upstream.impl()->device_id(); }
+  bool is_managed() const noexcept override { return upstream.impl()->is_managed(); }
 
   MemoryResource upstream;
   mutable std::mutex mutex;
@@ -72,6 +73,7 @@ class LimitingImpl final : public MemoryResource::Impl {
   bool is_device_accessible() const noexcept override { return upstream.impl()->is_device_accessible(); }
   bool is_host_accessible() const noexcept override { return upstream.impl()->is_host_accessible(); }
   int device_id() const noexcept override { return upstream.impl()->device_id(); }
+  bool is_managed() const noexcept override { return upstream.impl()->is_managed(); }
 
   MemoryResource upstream;
   std::size_t limit;

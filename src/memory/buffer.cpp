@@ -14,12 +14,33 @@ namespace cucore {
 using detail::check;
 using detail::driver;
 
-Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr) {
+Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, std::shared_ptr<const void> owner) {
   if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
-  return Buffer(ptr, size, std::move(mr), StreamRef(CU_STREAM_LEGACY));
+  if (mr && owner)
+    throw std::invalid_argument("Buffer::from_handle: give a memory resource (to free the memory) or an owner (to "
+                                "keep it alive), not both");
+  Buffer b(ptr, size, std::move(mr), Stream::legacy_default());
+  b.owner_ = std::move(owner);
+  return b;
 }
 
-Buffer::~Buffer() {
+Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& free_on) {
+  if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
+  if (free_on.is_closed()) detail::throw_closed("Stream", "Buffer::from_handle (the stream to free on)");
+  return Buffer(ptr, size, std::move(mr), free_on);
+}
+
+inline void Buffer::reset() noexcept {
+  ptr_ = 0;
+  size_ = 0;
+  mr_ = MemoryResource();
+  stream_ = Stream::legacy_default();
+  stream_box_.reset();
+  owner_.reset();
+  open_ = false;
+}
+
+void Buffer::destroy() noexcept {
   try {
     close();
   } catch (...) {
@@ -28,53 +49,48 @@ Buffer::~Buffer() {
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
-    : ptr_(other.ptr_), size_(other.size_), mr_(std::move(other.mr_)), stream_(other.stream_), open_(other.open_) {
-  other.ptr_ = 0;
-  other.size_ = 0;
-  other.open_ = false;
+    : ptr_(other.ptr_),
+      size_(other.size_),
+      mr_(std::move(other.mr_)),
+      stream_(other.stream_),
+      stream_box_(std::move(other.stream_box_)),
+      owner_(std::move(other.owner_)),
+      open_(other.open_) {
+  other.reset();
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    try {
-      close();
-    } catch (...) {
-    }
+    if (open_) destroy();
     ptr_ = other.ptr_;
     size_ = other.size_;
     mr_ = std::move(other.mr_);
     stream_ = other.stream_;
+    stream_box_ = std::move(other.stream_box_);
+    owner_ = std::move(other.owner_);
     open_ = other.open_;
-    other.ptr_ = 0;
-    other.size_ = 0;
-    other.open_ = false;
+    other.reset();
   }
   return *this;
 }
 
-void Buffer::require_open(const char* what) const {
-  if (!open_) [[unlikely]]
-    throw std::logic_error(std::string("Buffer::") + what + ": the buffer is closed");
+void Buffer::close() {
+  if (!open_) return;
+  // Free first, forget after: if the free fails the buffer still owns the memory.
+  // (stream_ is never closed: allocation refused a closed stream.)
+  if (MemoryResource::Impl* impl = mr_.impl(); impl && ptr_) impl->deallocate(ptr_, size_, stream_);
+  reset();
 }
-
-void Buffer::close() { close(stream_); }
 
 void Buffer::close(StreamRef stream) {
   if (!open_) return;
-  // Free first, forget after: if the free fails the buffer still owns the memory.
   if (mr_ && ptr_) mr_.deallocate(ptr_, size_, stream);
-  ptr_ = 0;
-  size_ = 0;
-  mr_ = MemoryResource();
-  open_ = false;
+  reset();
 }
 
 int Buffer::device_id() const {
   require_open("device_id");
-  if (mr_) {
-    int id = mr_.device_id();
-    if (id >= 0) return id;
-  }
+  if (mr_) return mr_.device_id();  // -1: memory not bound to a device (host memory), as cuda.core says
   int ordinal = -1;
   check(driver().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr_),
         "cuPointerGetAttribute(DEVICE_ORDINAL)");
@@ -90,6 +106,15 @@ bool Buffer::is_device_accessible() const {
   return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED || type == CU_MEMORYTYPE_HOST;
 }
 
+bool Buffer::is_managed() const {
+  require_open("is_managed");
+  if (mr_) return mr_.is_managed();
+  int managed = 0;
+  check(driver().cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr_),
+        "cuPointerGetAttribute(IS_MANAGED)");
+  return managed != 0;
+}
+
 bool Buffer::is_host_accessible() const {
   require_open("is_host_accessible");
   if (mr_) return mr_.is_host_accessible();
@@ -100,9 +125,9 @@ bool Buffer::is_host_accessible() const {
 }
 
 namespace {
-void copy_bytes(CUdeviceptr dst, CUdeviceptr src, std::size_t n, StreamRef stream) {
+void copy_bytes(CUdeviceptr dst, CUdeviceptr src, std::size_t n, StreamRef stream, const char* operation) {
+  detail::StreamContextGuard guard(stream, operation);
   if (n == 0) return;
-  detail::StreamContextGuard guard(stream);
   check(driver().cuMemcpyAsync(dst, src, n, stream.handle()), "cuMemcpyAsync");
 }
 
@@ -115,36 +140,50 @@ void require_same_size(const char* what, std::size_t ours, std::size_t theirs, c
 
 void Buffer::copy_to(Buffer& dst, StreamRef stream) const {
   require_open("copy_to");
-  if (!dst.open_) throw std::invalid_argument("Buffer::copy_to: the destination buffer is closed");
+  dst.require_open("copy_to (the destination)");
   require_same_size("copy_to", size_, dst.size_, "destination buffer");
-  copy_bytes(dst.ptr_, ptr_, size_, stream);
+  copy_bytes(dst.ptr_, ptr_, size_, stream, "Buffer::copy_to");
 }
+
+namespace {
+template <typename S>
+Buffer copy_into_new(const Buffer& src, const S& stream) {
+  if (!src.memory_resource())
+    throw std::invalid_argument(
+        "Buffer::copy_to: no destination given and the buffer has no memory resource to allocate one from");
+  Buffer dst = src.memory_resource().allocate(src.size(), stream);
+  src.copy_to(dst, stream);
+  return dst;
+}
+}  // namespace
 
 Buffer Buffer::copy_to(StreamRef stream) const {
   require_open("copy_to");
-  if (!mr_) throw std::invalid_argument("Buffer::copy_to: no destination given and the buffer has no memory resource to allocate one from");
-  Buffer dst = mr_.allocate(size_, stream);
-  copy_bytes(dst.ptr_, ptr_, size_, stream);
-  return dst;
+  return copy_into_new(*this, stream);
+}
+
+Buffer Buffer::copy_to(const Stream& stream) const {
+  require_open("copy_to");
+  return copy_into_new(*this, stream);
 }
 
 void Buffer::copy_from(const Buffer& src, StreamRef stream) {
   require_open("copy_from");
-  if (!src.open_) throw std::invalid_argument("Buffer::copy_from: the source buffer is closed");
+  src.require_open("copy_from (the source)");
   require_same_size("copy_from", size_, src.size_, "source buffer");
-  copy_bytes(ptr_, src.ptr_, size_, stream);
+  copy_bytes(ptr_, src.ptr_, size_, stream, "Buffer::copy_from");
 }
 
 void Buffer::copy_to(std::span<std::byte> host, StreamRef stream) const {
   require_open("copy_to");
   require_same_size("copy_to", size_, host.size(), "host span");
-  copy_bytes(reinterpret_cast<CUdeviceptr>(host.data()), ptr_, size_, stream);
+  copy_bytes(reinterpret_cast<CUdeviceptr>(host.data()), ptr_, size_, stream, "Buffer::copy_to");
 }
 
 void Buffer::copy_from(std::span<const std::byte> host, StreamRef stream) {
   require_open("copy_from");
   require_same_size("copy_from", size_, host.size(), "host span");
-  copy_bytes(ptr_, reinterpret_cast<CUdeviceptr>(host.data()), size_, stream);
+  copy_bytes(ptr_, reinterpret_cast<CUdeviceptr>(host.data()), size_, stream, "Buffer::copy_from");
 }
 
 namespace {
@@ -157,24 +196,24 @@ void require_multiple(std::size_t size, std::size_t width) {
 
 void Buffer::fill(std::uint8_t value, StreamRef stream) {
   require_open("fill");
+  detail::StreamContextGuard guard(stream, "Buffer::fill");
   if (!size_) return;
-  detail::StreamContextGuard guard(stream);
   check(driver().cuMemsetD8Async(ptr_, value, size_, stream.handle()), "cuMemsetD8Async");
 }
 
 void Buffer::fill(std::uint16_t value, StreamRef stream) {
   require_open("fill");
   require_multiple(size_, 2);
+  detail::StreamContextGuard guard(stream, "Buffer::fill");
   if (!size_) return;
-  detail::StreamContextGuard guard(stream);
   check(driver().cuMemsetD16Async(ptr_, value, size_ / 2, stream.handle()), "cuMemsetD16Async");
 }
 
 void Buffer::fill(std::uint32_t value, StreamRef stream) {
   require_open("fill");
   require_multiple(size_, 4);
+  detail::StreamContextGuard guard(stream, "Buffer::fill");
   if (!size_) return;
-  detail::StreamContextGuard guard(stream);
   check(driver().cuMemsetD32Async(ptr_, value, size_ / 4, stream.handle()), "cuMemsetD32Async");
 }
 

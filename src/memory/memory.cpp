@@ -8,8 +8,9 @@
 #include <limits>
 #include <stdexcept>
 
-#include "runtime/device_state.hpp"
+#include "handles/handles.hpp"
 #include "loader/driver.hpp"
+#include "runtime/device_state.hpp"
 #include "runtime/stream_context.hpp"
 
 namespace cucore {
@@ -27,14 +28,28 @@ MemoryResource::Impl& require_impl(const std::shared_ptr<MemoryResource::Impl>& 
 }
 }  // namespace
 
-Buffer MemoryResource::allocate(std::size_t size, StreamRef stream) const {
-  auto& impl = require_impl(impl_, "MemoryResource::allocate");
-  CUdeviceptr p = size ? impl.allocate(size, stream) : 0;
-  return Buffer(p, size, *this, stream);
+namespace {
+template <typename S>
+Buffer allocate_on(const MemoryResource& mr, std::size_t size, const S& stream) {
+  MemoryResource::Impl* impl = mr.impl();
+  if (!impl) [[unlikely]]
+    throw std::logic_error("MemoryResource::allocate: the memory resource is empty");
+  if (stream.is_closed()) [[unlikely]]
+    detail::throw_closed("Stream", "MemoryResource::allocate");
+  CUdeviceptr p = size ? impl->allocate(size, stream) : 0;
+  return Buffer(p, size, mr, stream);
+}
+}  // namespace
+
+Buffer MemoryResource::allocate(std::size_t size, StreamRef stream) const { return allocate_on(*this, size, stream); }
+Buffer MemoryResource::allocate(std::size_t size, const Stream& stream) const {
+  return allocate_on(*this, size, stream);
 }
 
 void MemoryResource::deallocate(CUdeviceptr ptr, std::size_t size, StreamRef stream) const {
   auto& impl = require_impl(impl_, "MemoryResource::deallocate");
+  if (stream.is_closed()) [[unlikely]]
+    detail::throw_closed("Stream", "MemoryResource::deallocate");
   if (ptr) impl.deallocate(ptr, size, stream);
 }
 
@@ -44,6 +59,7 @@ bool MemoryResource::is_device_accessible() const {
 bool MemoryResource::is_host_accessible() const {
   return require_impl(impl_, "MemoryResource::is_host_accessible").is_host_accessible();
 }
+bool MemoryResource::is_managed() const { return require_impl(impl_, "MemoryResource::is_managed").is_managed(); }
 int MemoryResource::device_id() const { return require_impl(impl_, "MemoryResource::device_id").device_id(); }
 
 // ---- Pools -----------------------------------------------------------------
@@ -51,34 +67,31 @@ int MemoryResource::device_id() const { return require_impl(impl_, "MemoryResour
 namespace detail {
 namespace {
 
-// A CUDA memory pool, device- or host-located. Allocation and free are
-// stream-ordered; the pool outlives every Buffer from it (they hold this Impl).
+// A CUDA memory pool, device- or host-located, through its box. Allocation
+// and free are stream-ordered; the pool outlives every Buffer from it (they
+// hold this Impl, which holds the box).
 class PoolImpl final : public MemoryResource::Impl {
  public:
-  PoolImpl(CUmemoryPool pool, int device, bool owns, bool ipc, bool host)
-      : pool_(pool), device_(device), owns_(owns), ipc_(ipc), host_(host) {}
-  ~PoolImpl() override {
-    // The driver releases the pool once outstanding frees complete.
-    if (owns_)
-      if (const auto* t = g_driver.load(std::memory_order_acquire)) t->cuMemPoolDestroy(pool_);
-  }
+  PoolImpl(PoolHandle pool, int device, bool ipc, bool host)
+      : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host) {}
   CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
-    StreamContextGuard guard(stream);
+    StreamContextGuard guard(stream, "MemoryResource::allocate");
     CUdeviceptr p = 0;
     check(driver().cuMemAllocFromPoolAsync(&p, size, pool_, stream.handle()), "cuMemAllocFromPoolAsync");
     return p;
   }
   void deallocate(CUdeviceptr ptr, std::size_t, StreamRef stream) override {
-    StreamContextGuard guard(stream);
+    StreamContextGuard guard(stream, "MemoryResource::deallocate");
     check(driver().cuMemFreeAsync(ptr, stream.handle()), "cuMemFreeAsync");
   }
   bool is_device_accessible() const noexcept override { return true; }
   bool is_host_accessible() const noexcept override { return host_; }
   int device_id() const noexcept override { return host_ ? -1 : device_; }
 
-  CUmemoryPool pool_;
+  PoolHandle box_;
+  CUmemoryPool pool_;  // box_->pool, kept here for the allocation path
   int device_;
-  bool owns_, ipc_, host_;
+  bool ipc_, host_;
 };
 
 void require_pools(const DriverTable& d) {
@@ -101,11 +114,9 @@ std::shared_ptr<PoolImpl> make_pool(CUmemLocationType location, int id, std::siz
   props.location.type = location;
   props.location.id = id;
   props.maxSize = max_size;
-  CUmemoryPool pool = nullptr;
-  check(d.cuMemPoolCreate(&pool, &props), "cuMemPoolCreate");
-  auto impl = std::make_shared<PoolImpl>(pool, location == CU_MEM_LOCATION_TYPE_DEVICE ? id : -1, true, ipc,
+  auto impl = std::make_shared<PoolImpl>(create_pool(props), location == CU_MEM_LOCATION_TYPE_DEVICE ? id : -1, ipc,
                                          location != CU_MEM_LOCATION_TYPE_DEVICE);
-  raise_release_threshold(pool);
+  raise_release_threshold(impl->pool_);
   return impl;
 }
 
@@ -134,17 +145,22 @@ DeviceMemoryResource::DeviceMemoryResource(int device_id) : DeviceMemoryResource
 DeviceMemoryResource::DeviceMemoryResource(const Device& device) {
   // One shared state per device: every DeviceMemoryResource(dev) is the same pool.
   detail::DeviceState* s = detail::device_state(device.ordinal());
-  std::call_once(s->memory_resource_once, [&] {
-    const auto& d = detail::driver();
-    detail::require_pools(d);
-    if (!device.properties().memory_pools_supported())
-      throw FeatureUnavailableError("DeviceMemoryResource on device " + std::to_string(device.ordinal()),
-                                    "a device that supports memory pools");
-    CUmemoryPool pool = nullptr;
-    check(d.cuDeviceGetMemPool(&pool, s->device), "cuDeviceGetMemPool");
-    detail::raise_release_threshold(pool);
-    s->default_resource = MemoryResource(std::make_shared<detail::PoolImpl>(pool, device.ordinal(), false, false, false));
-  });
+  if (!s->memory_resource_ready.load(std::memory_order_acquire)) {
+    std::call_once(s->memory_resource_once, [&] {
+      const auto& d = detail::driver();
+      detail::require_pools(d);
+      if (!device.properties().memory_pools_supported())
+        throw FeatureUnavailableError("DeviceMemoryResource on device " + std::to_string(device.ordinal()),
+                                      "a device that supports memory pools");
+      CUmemoryPool pool = nullptr;
+      check(d.cuDeviceGetMemPool(&pool, s->device), "cuDeviceGetMemPool");
+      detail::raise_release_threshold(pool);
+      s->default_resource_owner =
+          std::make_shared<detail::PoolImpl>(detail::adopt_pool(pool), device.ordinal(), false, false);
+      s->default_resource = MemoryResource(detail::immortal_alias(s->default_resource_owner));
+      s->memory_resource_ready.store(true, std::memory_order_release);
+    });
+  }
   static_cast<MemoryResource&>(*this) = s->default_resource;
 }
 
@@ -159,14 +175,14 @@ DeviceMemoryResource DeviceMemoryResource::from_handle(CUmemoryPool pool, int de
   if (!pool) throw std::invalid_argument("DeviceMemoryResource::from_handle: pool is null");
   (void)Device(device_id);  // validates the ordinal
   DeviceMemoryResource mr;
-  mr.impl_ = std::make_shared<detail::PoolImpl>(pool, device_id, false, false, false);
+  mr.impl_ = std::make_shared<detail::PoolImpl>(detail::adopt_pool(pool), device_id, false, false);
   return mr;
 }
 
 CUmemoryPool DeviceMemoryResource::handle() const noexcept { return detail::pool_of(*this).pool_; }
 MemoryPoolAttributes DeviceMemoryResource::attributes() const { return detail::pool_attributes(handle()); }
 bool DeviceMemoryResource::is_ipc_enabled() const noexcept { return detail::pool_of(*this).ipc_; }
-bool DeviceMemoryResource::owns_pool() const noexcept { return detail::pool_of(*this).owns_; }
+bool DeviceMemoryResource::owns_pool() const noexcept { return detail::pool_of(*this).box_->owned; }
 
 void DeviceMemoryResource::trim_to(std::size_t min_bytes_to_keep) const {
   check(driver().cuMemPoolTrimTo(handle(), min_bytes_to_keep), "cuMemPoolTrimTo");
@@ -232,6 +248,7 @@ class ManagedImpl final : public MemoryResource::Impl {
   bool is_device_accessible() const noexcept override { return true; }
   bool is_host_accessible() const noexcept override { return true; }
   int device_id() const noexcept override { return device_; }
+  bool is_managed() const noexcept override { return true; }
 
  private:
   int device_;

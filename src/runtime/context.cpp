@@ -23,12 +23,17 @@ void ensure_current_context_slow() {
   check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   if (!ctx) Device(0).set_current();
 }
+
+void special_or_closed_stream(CUstream s, const char* operation) {
+  if (s == closed_stream()) throw_closed("Stream", operation);
+  ensure_current_context_slow();
+}
 }  // namespace detail
 
 Context Context::from_handle(CUcontext ctx) {
   if (!ctx) throw std::invalid_argument("Context::from_handle: ctx is null");
   if (auto primary = detail::find_primary(ctx)) return Context(std::move(primary));
-  return Context(std::make_shared<const detail::ContextState>(ctx, -1, false));
+  return Context(detail::adopt_context(ctx));
 }
 
 Context Context::current() {
@@ -38,23 +43,23 @@ Context Context::current() {
   return from_handle(ctx);
 }
 
-CUcontext Context::handle() const noexcept { return state_ ? state_->ctx : nullptr; }
-bool Context::is_primary() const noexcept { return state_ && state_->primary; }
-bool Context::is_green() const noexcept { return state_ && state_->green; }
+CUcontext Context::handle() const noexcept { return box_ ? box_->ctx : nullptr; }
+bool Context::is_primary() const noexcept { return box_ && box_->kind == detail::ContextKind::primary; }
+bool Context::is_green() const noexcept { return false; }
 
 int Context::device_id() const {
-  if (!state_) throw std::logic_error("Context::device_id: empty context");
-  int ordinal = state_->device_ordinal.load(std::memory_order_relaxed);
+  if (!box_) throw std::logic_error("Context::device_id: empty context");
+  int ordinal = box_->device_ordinal.load(std::memory_order_relaxed);
   if (ordinal >= 0) return ordinal;
   // An adopted context: ask the driver with it current, then match the device.
   CUdevice dev = 0;
   {
-    ScopedContext scope(state_->ctx);
+    ScopedContext scope(box_->ctx);
     detail::check(detail::driver().cuCtxGetDevice(&dev), "cuCtxGetDevice");
   }
   for (const auto& s : detail::device_registry().devices) {
     if (s->device == dev) {
-      state_->device_ordinal.store(s->ordinal, std::memory_order_relaxed);
+      box_->device_ordinal.store(s->ordinal, std::memory_order_relaxed);
       return s->ordinal;
     }
   }
@@ -68,8 +73,8 @@ void Context::set_current() const {
 }
 
 void Context::sync() const {
-  if (!state_) throw std::logic_error("Context::sync: empty context");
-  ScopedContext scope(state_->ctx);
+  if (!box_) throw std::logic_error("Context::sync: empty context");
+  ScopedContext scope(box_->ctx);
   detail::check(detail::driver().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 

@@ -62,21 +62,25 @@ DeviceState* device_state(int ordinal) {
   return r.devices[static_cast<size_t>(ordinal)].get();
 }
 
-const std::shared_ptr<const ContextState>& primary_context(DeviceState& s) {
+const ContextHandle& primary_context(DeviceState& s) {
+  if (s.context_ready.load(std::memory_order_acquire)) [[likely]]
+    return s.primary;
   std::call_once(s.context_once, [&] {
     CUcontext ctx = nullptr;
     check(driver().cuDevicePrimaryCtxRetain(&ctx, s.device), "cuDevicePrimaryCtxRetain");
-    s.primary = std::make_shared<const ContextState>(ctx, s.ordinal, true);
+    s.primary_owner = make_primary_context(ctx, s.ordinal);  // kept for the process, so never released
+    s.primary = immortal_alias(s.primary_owner);
+    s.context_ready.store(true, std::memory_order_release);
   });
   return s.primary;
 }
 
-std::shared_ptr<const ContextState> find_primary(CUcontext ctx) {
+ContextHandle find_primary(CUcontext ctx) {
   DeviceRegistry* r = g_registry.load(std::memory_order_acquire);
   if (!r || !ctx) return nullptr;
   for (auto& s : r->devices) {
     // Only devices whose primary context cucore retained can match.
-    if (s->primary && s->primary->ctx == ctx) return s->primary;
+    if (s->context_ready.load(std::memory_order_acquire) && s->primary->ctx == ctx) return s->primary;
   }
   return nullptr;
 }
@@ -196,10 +200,15 @@ Context Device::set_current() const {
 
 void Device::sync() const { context().sync(); }
 
-Stream Device::create_stream(const StreamOptions& options) const { return Stream(context(), options); }
-Stream Device::create_stream() const { return Stream(context(), StreamOptions{}); }
-Event Device::create_event(const EventOptions& options) const { return Event(context(), options); }
-Event Device::create_event() const { return Event(context(), EventOptions{}); }
+// Straight from the device's box: no Context value made and dropped on the way.
+Stream Device::create_stream(const StreamOptions& options) const {
+  return Stream(detail::primary_context(*state_), options);
+}
+Stream Device::create_stream() const { return Stream(detail::primary_context(*state_), StreamOptions{}); }
+Event Device::create_event(const EventOptions& options) const {
+  return Event(detail::primary_context(*state_), options);
+}
+Event Device::create_event() const { return Event(detail::primary_context(*state_), EventOptions{}); }
 
 DeviceMemoryResource Device::memory_resource() const { return DeviceMemoryResource(*this); }
 

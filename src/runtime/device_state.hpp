@@ -1,5 +1,5 @@
 #pragma once
-// Process-wide per-device state behind Device, and the context state behind Context.
+// Process-wide per-device state behind Device.
 #include <cuda.h>
 
 #include <array>
@@ -12,17 +12,9 @@
 #include <cucore/context.hpp>
 #include <cucore/memory.hpp>
 
-namespace cucore::detail {
+#include "handles/handles.hpp"
 
-struct ContextState {
-  CUcontext ctx = nullptr;
-  mutable std::atomic<int> device_ordinal{-1};  // resolved lazily for adopted contexts
-  bool primary = false;
-  bool green = false;
-  ContextState() = default;
-  ContextState(CUcontext c, int ordinal, bool is_primary) : ctx(c), device_ordinal(ordinal), primary(is_primary) {}
-  virtual ~ContextState() = default;  // owning kinds (green contexts) destroy theirs
-};
+namespace cucore::detail {
 
 // Big enough for every CUdevice_attribute cuda.h defines (checked in device.cpp).
 inline constexpr int kAttributeSlots = 256;
@@ -32,16 +24,30 @@ struct DeviceState {
   CUdevice device = 0;
   std::array<std::atomic<int>, kAttributeSlots> attributes;  // INT_MIN: not read yet
 
+  // The primary context, retained once and kept for the process. This state
+  // lives as long, so what it hands out are non-owning aliases of `*_owner`:
+  // copying them costs no reference count (streams, events, every Buffer from
+  // the default pool copy them).
   std::once_flag context_once;
-  std::shared_ptr<const ContextState> primary;  // retained once, kept for the process
+  std::atomic<bool> context_ready{false};  // `primary` is set (checked before call_once, which costs more)
+  ContextHandle primary_owner;
+  ContextHandle primary;
 
   std::once_flag memory_resource_once;
-  MemoryResource default_resource;  // a DeviceMemoryResource over the device's current pool
+  std::atomic<bool> memory_resource_ready{false};
+  std::shared_ptr<MemoryResource::Impl> default_resource_owner;  // over the device's current pool
+  MemoryResource default_resource;
 
   DeviceState() {
     for (auto& a : attributes) a.store(INT_MIN, std::memory_order_relaxed);
   }
 };
+
+// A non-owning alias of `owner` (for state that lives as long as the process).
+template <typename T>
+std::shared_ptr<T> immortal_alias(const std::shared_ptr<T>& owner) noexcept {
+  return std::shared_ptr<T>(std::shared_ptr<T>(), owner.get());
+}
 
 struct DeviceRegistry {
   int count = 0;
@@ -51,7 +57,7 @@ struct DeviceRegistry {
 // The registry (built on first use; rethrows the driver's load failure).
 const DeviceRegistry& device_registry();
 DeviceState* device_state(int ordinal);  // std::out_of_range naming the count
-const std::shared_ptr<const ContextState>& primary_context(DeviceState& s);
+const ContextHandle& primary_context(DeviceState& s);
 // Tests that swap the driver table start from a fresh registry (the old one is
 // leaked on purpose: Device values may still point into it).
 void reset_device_registry_for_testing();
@@ -60,7 +66,7 @@ void reset_device_registry_for_testing();
 // objects made without an explicit context or device go (as in the runtime API).
 Context current_context_or_device0();
 
-// The primary context state if `ctx` is a retained primary context, else null.
-std::shared_ptr<const ContextState> find_primary(CUcontext ctx);
+// The primary context's box if `ctx` is a retained primary context, else null.
+ContextHandle find_primary(CUcontext ctx);
 
 }  // namespace cucore::detail

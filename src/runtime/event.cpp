@@ -4,9 +4,11 @@
 #include <cucore/errors.hpp>
 
 #include <stdexcept>
+#include <string>
 
-#include "runtime/device_state.hpp"
+#include "handles/handles.hpp"
 #include "loader/driver.hpp"
+#include "runtime/device_state.hpp"
 
 namespace cucore {
 
@@ -15,60 +17,49 @@ using detail::driver;
 
 Event::Event(const EventOptions& options) : Event(detail::current_context_or_device0(), options) {}
 
-Event::Event(const Context& ctx, const EventOptions& options) : options_(options), ctx_(ctx) {
+Event::Event(const Context& ctx, const EventOptions& options) : Event(ctx.box(), options) {}
+
+Event::Event(const detail::ContextHandle& ctx, const EventOptions& options) {
   if (!ctx) throw std::invalid_argument("Event: the context is empty");
   if (options.ipc_enabled && options.timing_enabled)
     throw std::invalid_argument("EventOptions: ipc_enabled events cannot have timing_enabled (the driver forbids it)");
   unsigned flags = 0;
   if (!options.timing_enabled) flags |= CU_EVENT_DISABLE_TIMING;
-  // As cuda.core documents it: busy_waited_sync=True selects CU_EVENT_BLOCKING_SYNC.
   if (options.busy_waited_sync) flags |= CU_EVENT_BLOCKING_SYNC;
   if (options.ipc_enabled) flags |= CU_EVENT_INTERPROCESS;
-  ScopedContext scope(ctx.handle());
-  check(driver().cuEventCreate(&handle_, flags), "cuEventCreate");
+  ScopedContext scope(ctx->ctx);
+  box_ = detail::create_event(ctx, flags, options);
 }
 
-Event::~Event() { close(); }
-
-Event::Event(Event&& other) noexcept : handle_(other.handle_), options_(other.options_), ctx_(std::move(other.ctx_)) {
-  other.handle_ = nullptr;
+const detail::EventBox& Event::open_box(const char* operation) const {
+  if (!box_) [[unlikely]]
+    detail::throw_closed("Event", operation);
+  return *box_;
 }
 
-Event& Event::operator=(Event&& other) noexcept {
-  if (this != &other) {
-    close();
-    handle_ = other.handle_;
-    options_ = other.options_;
-    ctx_ = std::move(other.ctx_);
-    other.handle_ = nullptr;
-  }
-  return *this;
-}
+CUevent Event::handle() const noexcept { return box_ ? box_->event : nullptr; }
 
-void Event::close() noexcept {
-  if (!handle_) return;
-  if (const auto* t = detail::g_driver.load(std::memory_order_acquire)) t->cuEventDestroy(handle_);
-  handle_ = nullptr;
-}
+void Event::close() noexcept { box_.reset(); }
 
-void Event::sync() const {
-  if (!handle_) throw std::logic_error("Event::sync: the event is closed");
-  check(driver().cuEventSynchronize(handle_), "cuEventSynchronize");
-}
+void Event::sync() const { check(driver().cuEventSynchronize(open_box("sync").event), "cuEventSynchronize"); }
 
 bool Event::is_done() const {
-  if (!handle_) throw std::logic_error("Event::is_done: the event is closed");
-  CUresult r = driver().cuEventQuery(handle_);
+  CUresult r = driver().cuEventQuery(open_box("is_done").event);
   if (r == CUDA_ERROR_NOT_READY) return false;
   check(r, "cuEventQuery");
   return true;
 }
 
-Device Event::device() const { return ctx_.device(); }
+bool Event::is_timing_enabled() const { return open_box("is_timing_enabled").options.timing_enabled; }
+bool Event::is_sync_busy_waited() const { return open_box("is_sync_busy_waited").options.busy_waited_sync; }
+bool Event::is_ipc_enabled() const { return open_box("is_ipc_enabled").options.ipc_enabled; }
+Context Event::context() const { return Context(open_box("context").ctx); }
+Device Event::device() const { return context().device(); }
 
 float elapsed_time_ms(const Event& start, const Event& end) {
   for (auto [e, which] : {std::pair{&start, "start"}, std::pair{&end, "end"}}) {
-    if (!e->handle()) throw std::invalid_argument(std::string("elapsed_time_ms: the ") + which + " event is closed");
+    if (e->is_closed())
+      detail::throw_closed("Event", (std::string("elapsed_time_ms: the ") + which + " event").c_str());
     if (!e->is_timing_enabled())
       throw std::invalid_argument(std::string("elapsed_time_ms: the ") + which +
                                   " event was created without EventOptions.timing_enabled");

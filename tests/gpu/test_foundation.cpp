@@ -16,22 +16,12 @@
 #include <vector>
 
 #include "common/gpu.hpp"
+#include "common/random.hpp"
 #include "loader/driver.hpp"
 
 using namespace cucore;
 
-namespace {
-std::vector<float> random_floats(size_t n, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-100.f, 100.f);
-  std::vector<float> v(n);
-  for (auto& x : v) {
-    x = dist(rng);
-    if (x == 0.f) x = 1.5f;
-  }
-  return v;
-}
-}  // namespace
+using test::random_floats;
 
 TEST(GpuDevice, PropertiesOfTheDevice) {
   CUCORE_REQUIRE_GPU();

@@ -2,11 +2,13 @@
 CUCORE_REQUIRE_GPU=1. The mission's four example programs, devices, streams,
 events, memory, launch (and its argument validation), threads, interop."""
 import ctypes
+import gc
 import os
 import pathlib
 import subprocess
 import sys
 import threading
+import weakref
 
 import pytest
 
@@ -37,12 +39,17 @@ EXAMPLES = ROOT / "examples" / "python"
 
 
 @pytest.fixture(scope="module")
-def saxpy():
+def saxpy_cubin():
     require_gpu()
     d = Device(0)
     d.set_current()
     arch = f"sm_{d.compute_capability.major}{d.compute_capability.minor}"
-    return Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch)).compile("cubin").get_kernel("saxpy")
+    return Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch)).compile("cubin").code
+
+
+@pytest.fixture(scope="module")
+def saxpy(saxpy_cubin):
+    return ObjectCode.from_cubin(saxpy_cubin).get_kernel("saxpy")
 
 
 def run_example(name):
@@ -378,3 +385,245 @@ def test_cupy_interop(device, saxpy):
     assert cp.allclose(out, 3 * x + y)
     v2 = StridedMemoryView.from_cuda_array_interface(out, -1)
     assert v2.ptr == out.data.ptr and v2.device_id == 0
+
+
+# ---- ownership: any drop order, many cycles, foreign owners dying first --------------------------
+def _cu_mem_free():
+    """Free device memory, from the driver (cuMemGetInfo in the current context)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    assert lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == 0
+    return free.value
+
+
+def _collect():
+    for _ in range(2):
+        gc.collect()
+
+
+def _saxpy_set(device, saxpy_code, host):
+    """A stream, a pool of its own, two buffers freed on the stream, an event and a loaded kernel, used once."""
+    s = device.create_stream()
+    pool = DeviceMemoryResource(0, DeviceMemoryResourceOptions())
+    own = pool.allocate(host.nbytes, stream=s)
+    shared = device.allocate(host.nbytes, stream=s)
+    own.copy_from(host, stream=s)
+    code = ObjectCode.from_cubin(saxpy_code)
+    kernel = code.get_kernel("saxpy")
+    launch(s, LaunchConfig(grid=1, block=host.size), kernel, np.float32(1), own, own, shared, np.int32(host.size))
+    event = s.record()
+    s.sync()
+    return {"stream": s, "pool": pool, "own": own, "shared": shared, "event": event, "code": code, "kernel": kernel}
+
+
+def test_objects_dropped_in_random_orders(device, saxpy_cubin):
+    rng = np.random.default_rng(21)
+    host = rng.standard_normal(256).astype(np.float32)
+    names = ["stream", "pool", "own", "shared", "event", "code", "kernel"]
+    for round_ in range(200):
+        objs = _saxpy_set(device, saxpy_cubin, host)
+        for name in rng.permutation(names):
+            del objs[name]
+            _collect()
+            # What is left still works, on whatever stream is left.
+            s = objs.get("stream", cucore.LEGACY_DEFAULT_STREAM)
+            if "event" in objs:
+                s.wait(objs["event"])
+            if {"kernel", "own", "shared"} <= objs.keys():
+                launch(s, LaunchConfig(grid=1, block=256), objs["kernel"], np.float32(1), objs["own"], objs["own"],
+                       objs["shared"], np.int32(256))
+            if "shared" in objs:
+                out = np.empty_like(host)
+                objs["shared"].copy_to(out, stream=s)
+                s.sync()
+                assert np.array_equal(out, 2 * host), (round_, name)
+    device.sync()
+
+
+def test_hundred_thousand_cycles_return_to_the_start(device, saxpy_cubin):
+    cycles = int(os.environ.get("CUCORE_OWNERSHIP_CYCLES", "100000"))
+    rng = np.random.default_rng(22)
+    host = rng.standard_normal(256).astype(np.float32)
+    names = ["stream", "pool", "own", "shared", "event", "code", "kernel"]
+    orders = [rng.permutation(names) for _ in range(64)]
+
+    def cycle(i):
+        objs = _saxpy_set(device, saxpy_cubin, host)
+        if i % 1000 == 0:
+            out = np.empty_like(host)
+            objs["shared"].copy_to(out, stream=objs["stream"])
+            objs["stream"].sync()
+            assert np.array_equal(out, 2 * host), i
+        for name in orders[i % len(orders)]:
+            del objs[name]
+
+    for i in range(200):  # warm-up: pools, the driver and Python's allocator settle
+        cycle(i)
+    _collect()
+    device.sync()
+    pool0 = device.memory_resource.attributes
+    free0, blocks0 = _cu_mem_free(), sys.getallocatedblocks()
+    for i in range(1, cycles + 1):
+        cycle(i)
+        if i % 100 == 0:
+            device.sync()  # destroyed pools give their memory back once their frees are done
+    _collect()
+    device.sync()
+    pool1 = device.memory_resource.attributes
+    free1, blocks1 = _cu_mem_free(), sys.getallocatedblocks()
+    assert pool1["used_mem_current"] == pool0["used_mem_current"]
+    assert pool1["reserved_mem_current"] == pool0["reserved_mem_current"]
+    assert free0 - free1 <= 4 << 20, f"device memory free went from {free0} to {free1} after {cycles} cycles"
+    assert blocks1 - blocks0 < 2000, f"Python objects left behind: {blocks1 - blocks0} blocks after {cycles} cycles"
+
+
+class _StreamAdapter:
+    """__cuda_stream__ for a library stream that lacks it, holding the stream."""
+
+    def __init__(self, stream, handle):
+        self.stream, self.handle = stream, handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def _adopt(stream, handle):
+    """A cucore Stream over another library's stream, and a weak reference to what it keeps alive."""
+    owner = stream
+    if not hasattr(stream, "__cuda_stream__"):
+        owner = _StreamAdapter(stream, handle)
+    try:
+        alive = weakref.ref(owner)
+    except TypeError:  # a stream type without weak references: watch an adapter that holds it
+        owner = _StreamAdapter(stream, handle)
+        alive = weakref.ref(owner)
+    return Stream(owner), alive
+
+
+def _double_through(device, saxpy, s, view, holder, expect):
+    """out = 2 * the viewed array, on `s`; both it and `holder`'s bytes checked. Returns out (freed on `s`)."""
+    n = expect.size
+    out = device.allocate(n * 4, stream=s)  # freed on `s`: the buffer holds that stream
+    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), saxpy, np.float32(1), view.ptr, view.ptr, out, n)
+    got, back = np.empty(n, np.float32), np.empty(n, np.float32)
+    out.copy_to(got, stream=s)
+    holder.copy_to(back, stream=s)
+    s.sync()
+    assert np.array_equal(got, expect)
+    assert np.array_equal(back * 2, expect)
+    return out
+
+
+def test_torch_stream_and_tensors_outlive_their_owners(device, saxpy):
+    torch = pytest.importorskip("torch")
+    n = 4096
+    ts = torch.cuda.Stream()
+    s, alive = _adopt(ts, ts.cuda_stream)
+    assert s.handle == ts.cuda_stream
+    del ts
+    _collect()
+    assert alive() is not None, "the Stream keeps the PyTorch stream"
+    x = torch.rand(n, device="cuda")
+    expect = x.cpu().numpy() * 2
+    vx = StridedMemoryView(x, s.handle)  # s waits for PyTorch's current stream
+    tensor_alive = weakref.ref(x)
+    holder = Buffer.from_handle(x.data_ptr(), x.numel() * 4, owner=x)
+    del x
+    _collect()
+    assert tensor_alive() is not None, "the view and the buffer keep the tensor"
+    out = _double_through(device, saxpy, s, vx, holder, expect)
+    del vx, holder
+    _collect()
+    assert tensor_alive() is None, "released once the view and the buffer are gone"
+    del s
+    _collect()
+    assert alive() is not None, "the buffer freed on it still holds the stream"
+    out.close()
+    _collect()
+    assert alive() is None
+
+
+def test_torch_tensor_read_through_the_exchange_api(device):
+    torch = pytest.importorskip("torch")
+    if not hasattr(torch.Tensor, "__dlpack_c_exchange_api__"):
+        pytest.skip("this PyTorch has no DLPack C exchange API (PyTorch 2.10+ has it)")
+
+    class NoDlpack(torch.Tensor):
+        def __dlpack__(self, *args, **kwargs):
+            raise AssertionError("__dlpack__ was called: the C exchange API was not used")
+
+    base = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)
+    t = base[:, 1::2].as_subclass(NoDlpack)
+    v = StridedMemoryView(t, device.create_stream().handle)  # ordered after PyTorch's current stream
+    assert v.ptr == t.data_ptr() and v.shape == (4, 3) and v.strides == (6, 2)
+    assert v.dtype == np.float32 and v.device_id == 0 and v.is_device_accessible and v.exporting_obj is t
+    v2 = StridedMemoryView.from_dlpack(t, -1)
+    assert v2.ptr == v.ptr and v2.shape == v.shape
+
+
+def test_cupy_stream_and_arrays_outlive_their_owners(device, saxpy):
+    cp = pytest.importorskip("cupy")
+    n = 4096
+    cs = cp.cuda.Stream(non_blocking=True)
+    s, alive = _adopt(cs, cs.ptr)
+    assert s.handle == cs.ptr
+    del cs
+    _collect()
+    assert alive() is not None, "the Stream keeps the CuPy stream"
+    x = cp.random.rand(n, dtype=cp.float32)
+    expect = cp.asnumpy(x) * 2
+    vx = StridedMemoryView(x, -1)
+    holder = Buffer.from_handle(x.data.ptr, n * 4, owner=x)
+    del x
+    _collect()
+    out = _double_through(device, saxpy, s, vx, holder, expect)
+    del vx, holder, s
+    _collect()
+    assert alive() is not None
+    out.close()
+    _collect()
+    assert alive() is None
+
+
+def test_closed_objects_raise_closed_error(device, saxpy):
+    s = device.create_stream()
+    b = device.allocate(1024, stream=s)
+    e = s.record()
+    s.close()
+    with pytest.raises(cucore.ClosedError):
+        launch(s, LaunchConfig(grid=1, block=32), saxpy, np.float32(1), b, b, b, 4)
+    with pytest.raises(RuntimeError):  # cuda.core's type for a closed object
+        s.sync()
+    b.close(cucore.LEGACY_DEFAULT_STREAM)
+    with pytest.raises(cucore.ClosedError):
+        b.fill(1, stream=device.create_stream())
+    e.close()
+    with pytest.raises(cucore.ClosedError):
+        e.sync()
+    with pytest.raises(cucore.ClosedError):
+        device.create_stream().wait(e)
+    device.sync()
+
+
+def test_memory_resource_identity_and_default_stream_buffers(device):
+    mr = DeviceMemoryResource(0, DeviceMemoryResourceOptions())
+    b = mr.allocate(256)  # on the default stream
+    assert b.memory_resource is mr
+    b2 = b.copy_to(stream=device.create_stream())  # the new buffer keeps that stream
+    assert b2.memory_resource is mr
+    handle = mr.handle
+    del mr
+    _collect()
+    # The pool lives on in the buffers (C++ state); the Python object does not.
+    face = b.memory_resource
+    assert isinstance(face, cucore.MemoryResource) and face == b2.memory_resource
+    assert face.device_id == 0 and face.is_device_accessible
+    b.fill(5, stream=cucore.LEGACY_DEFAULT_STREAM)
+    out = np.zeros(256, np.uint8)
+    b.copy_to(out, stream=cucore.LEGACY_DEFAULT_STREAM)
+    cucore.LEGACY_DEFAULT_STREAM.sync()
+    assert (out == 5).all()
+    b.close()
+    b2.close()
+    assert handle != 0
+    device.sync()

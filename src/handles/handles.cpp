@@ -1,0 +1,194 @@
+#include "handles/handles.hpp"
+
+#include <cucore/errors.hpp>
+
+#include <cstddef>
+#include <new>
+
+#include "loader/driver.hpp"
+
+namespace cucore::detail {
+
+namespace {
+// The loaded table, or null: releases never load the driver.
+const DriverTable* loaded() noexcept { return g_driver.load(std::memory_order_acquire); }
+
+// Stream and event boxes come and go as fast as the driver makes the objects,
+// so their memory is recycled per thread instead of going through malloc each
+// time (which cost more than the rest of creating and destroying a Stream).
+// A thread keeps at most kKeep blocks of a size; its exit returns them. Under
+// AddressSanitizer it is plain operator new, so use-after-free stays visible.
+template <std::size_t Size, std::size_t Align>
+class Recycler {
+ public:
+  static void* get() {
+    List& l = t_list;
+    if (Node* n = l.head) {
+      l.head = n->next;
+      --l.count;
+      return n;
+    }
+    return ::operator new(Size, std::align_val_t(Align));
+  }
+  static void put(void* p) noexcept {
+    List& l = t_list;
+    if (l.count >= kKeep) {
+      ::operator delete(p, std::align_val_t(Align));
+      return;
+    }
+    if (!l.reaper_armed) {
+      l.reaper_armed = true;
+      t_reaper.arm();
+    }
+    l.head = new (p) Node{l.head};
+    ++l.count;
+  }
+
+ private:
+  static_assert(Size >= sizeof(void*));
+  static constexpr unsigned kKeep = 64;
+  struct Node {
+    Node* next;
+  };
+  // Trivially destructible, so it stays usable while the thread exits; the
+  // reaper (destroyed then) empties it and stops further keeping.
+  struct List {
+    Node* head = nullptr;
+    unsigned count = 0;
+    bool reaper_armed = false;
+  };
+  struct Reaper {
+    void arm() noexcept {}
+    ~Reaper() {
+      List& l = t_list;
+      while (Node* n = l.head) {
+        l.head = n->next;
+        ::operator delete(n, std::align_val_t(Align));
+      }
+      l.count = kKeep;  // blocks freed from now on go straight back
+    }
+  };
+  static thread_local List t_list;
+  static thread_local Reaper t_reaper;
+};
+template <std::size_t Size, std::size_t Align>
+thread_local typename Recycler<Size, Align>::List Recycler<Size, Align>::t_list;
+template <std::size_t Size, std::size_t Align>
+thread_local typename Recycler<Size, Align>::Reaper Recycler<Size, Align>::t_reaper;
+
+template <typename T>
+struct BoxAllocator {
+  using value_type = T;
+  BoxAllocator() noexcept = default;
+  template <typename U>
+  BoxAllocator(const BoxAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
+  T* allocate(std::size_t n) {
+#if !defined(__SANITIZE_ADDRESS__)
+    if (n == 1) return static_cast<T*>(Recycler<sizeof(T), alignof(T)>::get());
+#endif
+    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(alignof(T))));
+  }
+  void deallocate(T* p, std::size_t n) noexcept {
+#if !defined(__SANITIZE_ADDRESS__)
+    if (n == 1) return Recycler<sizeof(T), alignof(T)>::put(p);
+#endif
+    ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
+  }
+  template <typename U>
+  friend bool operator==(const BoxAllocator&, const BoxAllocator<U>&) noexcept {
+    return true;
+  }
+};
+
+template <typename Box>
+std::shared_ptr<Box> make_box() {
+  return std::allocate_shared<Box>(BoxAllocator<Box>());
+}
+}  // namespace
+
+ContextHandle make_primary_context(CUcontext ctx, int ordinal) {
+  return std::make_shared<const ContextBox>(ctx, ordinal, ContextKind::primary, Owner{});
+}
+
+ContextHandle adopt_context(CUcontext ctx, Owner owner) {
+  return std::make_shared<const ContextBox>(ctx, -1, ContextKind::adopted, std::move(owner));
+}
+
+StreamBox::~StreamBox() {
+  if (owned)
+    if (const auto* t = loaded()) t->cuStreamDestroy(stream);
+}
+
+StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* priority) {
+  // The box first: should it fail to allocate, no stream is left behind.
+  auto box = make_box<StreamBox>();
+  box->ctx = ctx;
+  const DriverTable& d = driver();
+  CUstream h = nullptr;
+  if (priority)
+    check(d.cuStreamCreateWithPriority(&h, flags, *priority), "cuStreamCreateWithPriority");
+  else
+    check(d.cuStreamCreate(&h, flags), "cuStreamCreate");
+  box->stream = h;
+  box->owned = true;
+  return box;
+}
+
+StreamHandle adopt_stream(CUstream stream, Owner owner) {
+  auto box = make_box<StreamBox>();
+  box->stream = stream;
+  box->owner = std::move(owner);
+  return box;
+}
+
+EventBox::~EventBox() {
+  if (event)
+    if (const auto* t = loaded()) t->cuEventDestroy(event);
+}
+
+EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOptions& options) {
+  auto box = make_box<EventBox>();
+  box->ctx = ctx;
+  box->options = options;
+  CUevent e = nullptr;
+  check(driver().cuEventCreate(&e, flags), "cuEventCreate");
+  box->event = e;
+  return box;
+}
+
+PoolBox::~PoolBox() {
+  if (owned)
+    if (const auto* t = loaded()) t->cuMemPoolDestroy(pool);
+}
+
+PoolHandle create_pool(const CUmemPoolProps& props) {
+  auto box = std::make_shared<PoolBox>();
+  CUmemoryPool pool = nullptr;
+  check(driver().cuMemPoolCreate(&pool, &props), "cuMemPoolCreate");
+  box->pool = pool;
+  box->owned = true;
+  return box;
+}
+
+PoolHandle adopt_pool(CUmemoryPool pool) {
+  auto box = std::make_shared<PoolBox>();
+  box->pool = pool;
+  return box;
+}
+
+LibraryBox::~LibraryBox() {
+  if (library)
+    if (const auto* t = loaded(); t && t->cuLibraryUnload) t->cuLibraryUnload(library);
+}
+
+LibraryHandle load_library(const void* image, const char* what) {
+  auto box = std::make_shared<LibraryBox>();
+  const DriverTable& d = driver();
+  require(reinterpret_cast<const void*>(d.cuLibraryLoadData), 12000, "context-independent loading (cuLibraryLoadData)");
+  CUlibrary lib = nullptr;
+  check(d.cuLibraryLoadData(&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0), what);
+  box->library = lib;
+  return box;
+}
+
+}  // namespace cucore::detail

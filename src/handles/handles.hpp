@@ -1,0 +1,118 @@
+#pragma once
+// The handle layer, as cuda.core's _cpp resource handles: each native
+// resource cucore holds lives in one reference-counted box (std::make_shared:
+// one allocation) that also holds shares of the boxes it depends on: a stream
+// its context, an event its context, a kernel its library
+// (launch/kernel_info.hpp). A box releases its resource in its destructor,
+// which runs when the last share goes, so after everything that depends on it
+// has released its own: the public objects can be destroyed in any order.
+//
+// An allocation's box is the Buffer itself (its one owner, so allocating costs
+// no box): it holds its memory resource and a share of the stream it is freed
+// on.
+//
+// A box may also hold an Owner: a foreign object (a Python object, a PyTorch
+// stream) kept alive as long as the box and released the way its maker chose
+// (the Python module's takes the GIL first).
+//
+// Releases never throw and never load the driver: they go through the table
+// already loaded; with none (process exit, a test that put its table back)
+// the resource is left to the process's end.
+#include <cuda.h>
+
+#include <atomic>
+#include <memory>
+
+#include <cucore/event.hpp>
+
+namespace cucore::detail {
+
+// A foreign object kept alive with a box; type-erased.
+using Owner = std::shared_ptr<const void>;
+
+// ---- contexts ------------------------------------------------------------------
+
+enum class ContextKind : unsigned char {
+  primary,  // a device's primary context: retained once per process and kept
+  adopted,  // made elsewhere (Context::from_handle): never released by cucore
+  // Green contexts, a later feature, add a kind whose box destroys its context.
+};
+
+struct ContextBox {
+  CUcontext ctx = nullptr;
+  mutable std::atomic<int> device_ordinal{-1};  // resolved lazily for adopted contexts
+  ContextKind kind = ContextKind::adopted;
+  Owner owner;
+  ContextBox(CUcontext c, int ordinal, ContextKind k, Owner o) noexcept
+      : ctx(c), device_ordinal(ordinal), kind(k), owner(std::move(o)) {}
+};
+using ContextHandle = std::shared_ptr<const ContextBox>;
+
+ContextHandle make_primary_context(CUcontext ctx, int ordinal);
+ContextHandle adopt_context(CUcontext ctx, Owner owner = {});
+
+// ---- streams -------------------------------------------------------------------
+
+struct StreamBox {
+  CUstream stream = nullptr;
+  ContextHandle ctx;  // the context it was made in; none for adopted streams (their owner keeps it)
+  Owner owner;
+  bool owned = false;  // cuStreamDestroy when the box goes
+  StreamBox() = default;
+  StreamBox(const StreamBox&) = delete;
+  StreamBox& operator=(const StreamBox&) = delete;
+  ~StreamBox();
+};
+using StreamHandle = std::shared_ptr<const StreamBox>;
+
+// A new stream in `ctx`, which must be current; `priority` null: the default.
+StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* priority);
+// A stream made elsewhere, never destroyed by cucore; `owner` lives as long.
+StreamHandle adopt_stream(CUstream stream, Owner owner);
+
+// ---- events --------------------------------------------------------------------
+
+struct EventBox {
+  CUevent event = nullptr;
+  ContextHandle ctx;
+  EventOptions options;
+  EventBox() = default;
+  EventBox(const EventBox&) = delete;
+  EventBox& operator=(const EventBox&) = delete;
+  ~EventBox();
+};
+using EventHandle = std::shared_ptr<const EventBox>;
+
+// A new event in `ctx`, which must be current.
+EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOptions& options);
+
+// ---- memory pools --------------------------------------------------------------
+
+struct PoolBox {
+  CUmemoryPool pool = nullptr;
+  bool owned = false;  // cuMemPoolDestroy when the box goes (the driver waits for outstanding frees)
+  PoolBox() = default;
+  PoolBox(const PoolBox&) = delete;
+  PoolBox& operator=(const PoolBox&) = delete;
+  ~PoolBox();
+};
+using PoolHandle = std::shared_ptr<const PoolBox>;
+
+PoolHandle create_pool(const CUmemPoolProps& props);
+PoolHandle adopt_pool(CUmemoryPool pool);  // a device's default pool, or one made elsewhere
+
+// ---- libraries (loaded code) ------------------------------------------------------
+
+struct LibraryBox {
+  CUlibrary library = nullptr;
+  LibraryBox() = default;
+  LibraryBox(const LibraryBox&) = delete;
+  LibraryBox& operator=(const LibraryBox&) = delete;
+  ~LibraryBox();  // cuLibraryUnload
+};
+using LibraryHandle = std::shared_ptr<const LibraryBox>;
+
+// cuLibraryLoadData of `image`; `what` names it in the error.
+LibraryHandle load_library(const void* image, const char* what);
+
+}  // namespace cucore::detail

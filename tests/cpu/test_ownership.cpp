@@ -1,0 +1,414 @@
+// Ownership against the fake driver, whose ledger records every release and
+// every call a real driver would fault on (tests/common/fake_driver.hpp):
+// each dependent set of objects is destroyed in every order, and each order
+// must release every driver object exactly once, after everything that
+// depends on it, with nothing used after its release. Then: every operation
+// on a closed or moved-from object throws ClosedError naming the object and
+// the operation, close() is idempotent, and nothing is released twice.
+#include <cucore/adaptors.hpp>
+#include <cucore/buffer.hpp>
+#include <cucore/context.hpp>
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/event.hpp>
+#include <cucore/kernel.hpp>
+#include <cucore/launch.hpp>
+#include <cucore/memory.hpp>
+#include <cucore/object_code.hpp>
+#include <cucore/stream.hpp>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <optional>
+#include <random>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "common/fake_driver.hpp"
+
+using namespace cucore;
+using cucore::test::FakeDriver;
+
+namespace {
+
+std::vector<std::byte> fake_cubin() {
+  std::vector<std::byte> b(64, std::byte{0});
+  std::memcpy(b.data(), "\x7f" "ELF", 4);
+  return b;
+}
+
+// Runs `body(order)` once per permutation of 0..n-1.
+void for_each_order(int n, const std::function<void(const std::vector<int>&)>& body) {
+  std::vector<int> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  int runs = 0;
+  do {
+    body(order);
+    ++runs;
+  } while (std::next_permutation(order.begin(), order.end()));
+  int expected = 1;
+  for (int i = 2; i <= n; ++i) expected *= i;
+  ASSERT_EQ(runs, expected);
+}
+
+std::string describe(const std::vector<int>& order, const std::vector<const char*>& names) {
+  std::string s;
+  for (int i : order) s += std::string(s.empty() ? "" : ", ") + names[static_cast<std::size_t>(i)];
+  return "destroyed in the order " + s;
+}
+
+// A type-erased owner whose release is counted (what the Python module's owner hook does, less the GIL).
+struct CountingOwner {
+  static inline std::atomic<int> released{0};
+  static std::shared_ptr<const void> make() {
+    return std::shared_ptr<const void>(new int(7), [](const void* p) {
+      ++released;
+      delete static_cast<const int*>(p);
+    });
+  }
+};
+
+}  // namespace
+
+// ---- every destruction order -------------------------------------------------------------
+
+TEST(Ownership, StreamPoolBufferEventInEveryOrder) {
+  for_each_order(5, [](const std::vector<int>& order) {
+    FakeDriver fake;
+    std::optional<Stream> stream(Device(0).create_stream());
+    std::optional<Stream> copy(*stream);  // a second share of the same stream
+    std::optional<DeviceMemoryResource> pool(std::in_place, 0, DeviceMemoryResourceOptions{});
+    std::optional<Buffer> buffer(pool->allocate(4096, *stream));
+    std::optional<Event> event(stream->record());
+    buffer->fill(std::uint8_t{0x5a}, *stream);
+    stream.value().wait(*event);
+    ASSERT_EQ(FakeDriver::streams_created.load(), 1);
+    ASSERT_EQ(FakeDriver::pools_created.load(), 1);
+    ASSERT_EQ(FakeDriver::events_created.load(), 1);
+    for (int i : order) {
+      switch (i) {
+        case 0: stream.reset(); break;
+        case 1: copy.reset(); break;
+        case 2: pool.reset(); break;
+        case 3: buffer.reset(); break;
+        case 4: event.reset(); break;
+      }
+    }
+    const std::string what = describe(order, {"stream", "its copy", "pool", "buffer", "event"});
+    EXPECT_EQ(FakeDriver::ledger_problems(), "") << what;
+    EXPECT_EQ(FakeDriver::streams_destroyed.load(), 1) << what;
+    EXPECT_EQ(FakeDriver::pools_destroyed.load(), 1) << what;
+    EXPECT_EQ(FakeDriver::pool_frees.load(), 1) << what;
+    EXPECT_EQ(FakeDriver::events_destroyed.load(), 1) << what;
+    // The buffer is freed on its stream before the stream and the pool go.
+    const auto& r = FakeDriver::releases;
+    auto at = [&](const char* prefix) {
+      return std::find_if(r.begin(), r.end(), [&](const std::string& s) { return s.rfind(prefix, 0) == 0; }) -
+             r.begin();
+    };
+    EXPECT_LT(at("free "), at("stream ")) << what;
+    EXPECT_LT(at("free "), at("pool ")) << what;
+  });
+}
+
+TEST(Ownership, AdaptorsOverAPoolInEveryOrder) {
+  for_each_order(4, [](const std::vector<int>& order) {
+    FakeDriver fake;
+    std::optional<Stream> stream(Device(0).create_stream());
+    std::optional<MemoryResource> pool(DeviceMemoryResource(0, DeviceMemoryResourceOptions{}));
+    std::optional<LimitingResourceAdaptor> limited(std::in_place, StatisticsResourceAdaptor(*pool), 1 << 20);
+    std::optional<Buffer> buffer(limited->allocate(1000, *stream));
+    for (int i : order) {
+      switch (i) {
+        case 0: stream.reset(); break;
+        case 1: pool.reset(); break;
+        case 2: limited.reset(); break;
+        case 3: buffer.reset(); break;
+      }
+    }
+    EXPECT_EQ(FakeDriver::ledger_problems(), "") << describe(order, {"stream", "pool", "adaptors", "buffer"});
+    EXPECT_EQ(FakeDriver::pool_frees.load(), 1);
+  });
+}
+
+TEST(Ownership, ObjectCodeKernelsAndLaunchesInEveryOrder) {
+  for_each_order(4, [](const std::vector<int>& order) {
+    FakeDriver fake;
+    std::optional<ObjectCode> code(ObjectCode::from_cubin(fake_cubin(), "k.cubin"));
+    std::optional<Kernel> k1(code->get_kernel("k"));
+    std::optional<Kernel> k2(code->get_kernel("k"));
+    std::optional<Stream> stream(Device(0).create_stream());
+    EXPECT_EQ(k1->info(), k2->info()) << "one box per symbol";
+    int* p = nullptr;
+    for (int i : order) {
+      // Whatever is still here still launches, on whatever stream is still here.
+      StreamRef s = stream ? StreamRef(*stream) : Stream::legacy_default();
+      if (k1) launch(s, {.grid = 1, .block = 32}, *k1, 3, p);
+      if (k2) launch(s, {.grid = 1, .block = 32}, *k2, 4, p);
+      switch (i) {
+        case 0: code.reset(); break;
+        case 1: k1.reset(); break;
+        case 2: k2.reset(); break;
+        case 3: stream.reset(); break;
+      }
+    }
+    const std::string what = describe(order, {"object code", "kernel", "kernel copy", "stream"});
+    EXPECT_EQ(FakeDriver::libraries_loaded.load(), 1) << what;
+    EXPECT_EQ(FakeDriver::libraries_unloaded.load(), 1) << what;
+    EXPECT_EQ(FakeDriver::ledger_problems(), "") << what;
+  });
+}
+
+TEST(Ownership, StreamsAndEventsInAnAdoptedContextInEveryOrder) {
+  for_each_order(4, [](const std::vector<int>& order) {
+    FakeDriver fake;
+    std::optional<Context> ctx(Context::from_handle(reinterpret_cast<CUcontext>(0x4000)));
+    EXPECT_FALSE(ctx->is_primary());
+    std::optional<Stream> stream(std::in_place, *ctx, StreamOptions{});
+    std::optional<Event> event(std::in_place, *ctx, EventOptions{.timing_enabled = true});
+    std::optional<Stream> primary_stream(Device(0).create_stream());
+    stream->record(*event);
+    primary_stream->wait(*stream);
+    for (int i : order) {
+      switch (i) {
+        case 0: ctx.reset(); break;
+        case 1: stream.reset(); break;
+        case 2: event.reset(); break;
+        case 3: primary_stream.reset(); break;
+      }
+    }
+    EXPECT_EQ(FakeDriver::ledger_problems(), "") << describe(order, {"context", "stream", "event", "primary stream"});
+    EXPECT_EQ(FakeDriver::primary_releases.load(), 0) << "primary contexts are kept for the process";
+  });
+}
+
+TEST(Ownership, ForeignOwnersAreReleasedOnceAfterTheLastShare) {
+  for_each_order(3, [](const std::vector<int>& order) {
+    FakeDriver fake;
+    CountingOwner::released = 0;
+    CUstream foreign = nullptr;
+    ASSERT_EQ(fake.table.cuStreamCreate(&foreign, 0), CUDA_SUCCESS);  // another library's stream
+    std::optional<Stream> adopted(Stream::from_handle(foreign, CountingOwner::make()));
+    std::optional<Buffer> buffer(DeviceMemoryResource(0).allocate(64, *adopted));
+    std::vector<std::byte> host(32);
+    std::optional<Buffer> view(Buffer::from_handle(host.data(), host.size(), {}, CountingOwner::make()));
+    EXPECT_NE(adopted->owner(), nullptr);
+    EXPECT_NE(view->owner(), nullptr);
+    for (int i : order) {
+      switch (i) {
+        case 0: adopted.reset(); break;
+        case 1: buffer.reset(); break;
+        case 2: view.reset(); break;
+      }
+    }
+    const std::string what = describe(order, {"adopted stream", "buffer freed on it", "view with an owner"});
+    EXPECT_EQ(CountingOwner::released.load(), 2) << what;
+    EXPECT_EQ(FakeDriver::streams_destroyed.load(), 0) << what << ": cucore never destroys an adopted stream";
+    ASSERT_EQ(fake.table.cuStreamDestroy(foreign), CUDA_SUCCESS);
+    EXPECT_EQ(FakeDriver::ledger_problems(), "") << what;
+  });
+}
+
+TEST(Ownership, ABufferOutlivesTheStreamItWasAllocatedOnAndFreesOnIt) {
+  FakeDriver fake;
+  std::vector<std::uint32_t> host(1024);
+  std::mt19937 rng(17);
+  for (auto& x : host) x = rng() | 1u;
+  std::optional<Buffer> b;
+  CUstream raw = nullptr;
+  {
+    Stream s = Device(0).create_stream();
+    raw = s.handle();
+    b = DeviceMemoryResource(0).allocate(host.size() * 4, s);
+    b->copy_from(std::span<const std::uint32_t>(host), s);
+    EXPECT_EQ(b->stream(), StreamRef(raw));
+  }
+  EXPECT_EQ(FakeDriver::streams_destroyed.load(), 0) << "the buffer holds a share of its stream";
+  std::vector<std::uint32_t> out(host.size());
+  b->copy_to(std::span<std::uint32_t>(out), b->stream());
+  for (std::size_t i = 0; i < host.size(); ++i) ASSERT_EQ(out[i], host[i]) << i;
+  b.reset();
+  EXPECT_EQ(FakeDriver::streams_destroyed.load(), 1);
+  ASSERT_EQ(FakeDriver::releases.size(), 2u);
+  char expect[64];
+  std::snprintf(expect, sizeof expect, "stream %p", static_cast<void*>(raw));
+  EXPECT_NE(FakeDriver::releases[0].find("on " + std::string(expect + 7)), std::string::npos)
+      << FakeDriver::releases[0];
+  EXPECT_EQ(FakeDriver::releases[1], expect);
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+// ---- closed means closed -----------------------------------------------------------------
+
+namespace {
+template <typename F>
+void expect_closed(F&& use, const char* object, const std::string& operation) {
+  try {
+    use();
+    ADD_FAILURE() << object << ": " << operation << " did not throw";
+  } catch (const ClosedError& e) {
+    EXPECT_EQ(e.object(), object);
+    EXPECT_NE(e.operation().find(operation), std::string::npos) << e.what();
+    EXPECT_EQ(std::string(e.what()).rfind(std::string(object) + " has been closed (", 0), 0u) << e.what();
+  }
+}
+
+// Every operation on a closed Stream (`s`) throws, and nothing reaches the driver.
+void expect_stream_closed(const Stream& s) {
+  EXPECT_TRUE(s.is_closed());
+  EXPECT_NE(s.handle(), nullptr) << "closed is not the NULL (legacy) stream";
+  EXPECT_NE(s.handle(), CU_STREAM_LEGACY);
+  const StreamRef r = s;  // a view taken from it is closed too
+  Event e = Device(0).create_event();
+  Stream live = Device(0).create_stream();
+  Kernel k = ObjectCode::from_cubin(fake_cubin()).get_kernel("k");
+  DeviceMemoryResource mr(0);
+  Buffer b = mr.allocate(64, live);
+  std::vector<std::byte> host(64);
+  for (StreamRef x : {StreamRef(s), r}) {
+    expect_closed([&] { x.sync(); }, "Stream", "sync");
+    expect_closed([&] { (void)x.is_done(); }, "Stream", "is_done");
+    expect_closed([&] { x.wait(e); }, "Stream", "wait");
+    expect_closed([&] { x.wait(live); }, "Stream", "wait");
+    expect_closed([&] { live.wait(x); }, "Stream", "wait");
+    expect_closed([&] { (void)x.record(); }, "Stream", "record");
+    expect_closed([&] { x.record(e); }, "Stream", "record");
+    expect_closed([&] { (void)x.context(); }, "Stream", "context");
+    expect_closed([&] { (void)x.device(); }, "Stream", "context");
+    expect_closed([&] { (void)x.priority(); }, "Stream", "priority");
+    expect_closed([&] { (void)x.is_nonblocking(); }, "Stream", "is_nonblocking");
+    expect_closed([&] { (void)x.id(); }, "Stream", "id");
+    expect_closed([&] { launch(x, {.grid = 1, .block = 1}, k, 1, static_cast<int*>(nullptr)); }, "Stream", "launch");
+    expect_closed([&] { (void)mr.allocate(64, x); }, "Stream", "allocate");
+    expect_closed([&] { b.fill(std::uint8_t{1}, x); }, "Stream", "fill");
+    expect_closed([&] { b.copy_to(std::span<std::byte>(host), x); }, "Stream", "copy_to");
+    expect_closed([&] { b.copy_from(std::span<const std::byte>(host), x); }, "Stream", "copy_from");
+    expect_closed([&] { b.close(x); }, "Stream", "deallocate");
+    EXPECT_FALSE(b.is_closed()) << "a refused close keeps the buffer";
+  }
+  expect_closed([&] { (void)s.context(); }, "Stream", "context");
+  expect_closed([&] { (void)mr.allocate(64, s); }, "Stream", "allocate");
+  expect_closed([&] { (void)Stream::from_handle(s.handle()); }, "Stream", "from_handle");
+}
+}  // namespace
+
+TEST(Ownership, EveryOperationOnAClosedStreamThrows) {
+  FakeDriver fake;
+  Stream closed = Device(0).create_stream();
+  closed.close();
+  closed.close();  // idempotent
+  expect_stream_closed(closed);
+  Stream moved_from = Device(0).create_stream();
+  Stream taker = std::move(moved_from);
+  expect_stream_closed(moved_from);  // NOLINT(bugprone-use-after-move): the point of the test
+  Stream assigned_from = Device(0).create_stream();
+  taker = std::move(assigned_from);
+  expect_stream_closed(assigned_from);  // NOLINT(bugprone-use-after-move)
+  taker.close();
+  EXPECT_EQ(FakeDriver::streams_created.load(), FakeDriver::streams_destroyed.load());
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+TEST(Ownership, DefaultStreamsAreNamedAndNeverClosed) {
+  FakeDriver fake;
+  EXPECT_EQ(Stream::legacy_default().handle(), CU_STREAM_LEGACY);
+  EXPECT_EQ(Stream::per_thread_default().handle(), CU_STREAM_PER_THREAD);
+  Stream legacy = Stream::from_handle(CU_STREAM_LEGACY);
+  legacy.close();
+  EXPECT_FALSE(legacy.is_closed());
+  EXPECT_NO_THROW(legacy.sync());
+  EXPECT_THROW((void)Stream::from_handle(nullptr), std::invalid_argument);
+  Stream null_of_a_library = Stream::from_handle(nullptr, CountingOwner::make());  // a foreign "stream 0"
+  EXPECT_EQ(null_of_a_library.handle(), nullptr);
+  EXPECT_NO_THROW(null_of_a_library.sync());
+  // StreamRef(0) and StreamRef(nullptr) do not compile:
+  static_assert(!std::is_constructible_v<StreamRef, int>);
+  static_assert(!std::is_constructible_v<StreamRef, std::nullptr_t>);
+  static_assert(!std::is_convertible_v<int, StreamRef>);
+  static_assert(std::is_constructible_v<StreamRef, CUstream>);
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+TEST(Ownership, EveryOperationOnAClosedEventThrows) {
+  FakeDriver fake;
+  {
+    Stream s = Device(0).create_stream();
+    Event closed = s.record({.timing_enabled = true});
+    Event copy = closed;  // shares the event
+    closed.close();
+    closed.close();
+    EXPECT_EQ(FakeDriver::events_destroyed.load(), 0) << "the copy still holds it";
+    Event moved_from = Device(0).create_event();
+    Event taker = std::move(moved_from);
+    for (const Event* e : {&closed, &moved_from}) {  // NOLINT(bugprone-use-after-move)
+      EXPECT_TRUE(e->is_closed());
+      EXPECT_EQ(e->handle(), nullptr);
+      expect_closed([&] { e->sync(); }, "Event", "sync");
+      expect_closed([&] { (void)e->is_done(); }, "Event", "is_done");
+      expect_closed([&] { (void)e->is_timing_enabled(); }, "Event", "is_timing_enabled");
+      expect_closed([&] { (void)e->is_sync_busy_waited(); }, "Event", "is_sync_busy_waited");
+      expect_closed([&] { (void)e->is_ipc_enabled(); }, "Event", "is_ipc_enabled");
+      expect_closed([&] { (void)e->context(); }, "Event", "context");
+      expect_closed([&] { (void)e->device(); }, "Event", "context");
+      expect_closed([&] { s.wait(*e); }, "Event", "wait");
+      expect_closed([&] { s.record(*e); }, "Event", "record");
+      expect_closed([&] { (void)(copy - *e); }, "Event", "elapsed_time_ms: the start event");
+      expect_closed([&] { (void)(*e - copy); }, "Event", "elapsed_time_ms: the end event");
+  }
+  EXPECT_NO_THROW(copy.sync());
+  copy.close();
+  taker.close();
+  EXPECT_EQ(FakeDriver::events_destroyed.load(), 2);
+  }
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+TEST(Ownership, EveryOperationOnAClosedBufferThrows) {
+  FakeDriver fake;
+  {
+    Stream s = Device(0).create_stream();
+    DeviceMemoryResource mr(0);
+    Kernel k = ObjectCode::from_cubin(fake_cubin()).get_kernel("k");
+    Buffer closed = mr.allocate(64, s);
+    closed.close();
+    closed.close();
+    Buffer moved_from = mr.allocate(64, s);
+    Buffer taker = std::move(moved_from);
+    Buffer never_open;
+    Buffer open = mr.allocate(64, s);
+    std::vector<std::byte> host(64);
+    for (Buffer* b : {&closed, &moved_from, &never_open}) {  // NOLINT(bugprone-use-after-move)
+      EXPECT_TRUE(b->is_closed());
+      EXPECT_EQ(b->handle(), 0u);
+      EXPECT_EQ(b->size(), 0u);
+      expect_closed([&] { (void)b->device_id(); }, "Buffer", "device_id");
+      expect_closed([&] { (void)b->is_device_accessible(); }, "Buffer", "is_device_accessible");
+      expect_closed([&] { (void)b->is_host_accessible(); }, "Buffer", "is_host_accessible");
+      expect_closed([&] { (void)b->is_managed(); }, "Buffer", "is_managed");
+      expect_closed([&] { b->fill(std::uint8_t{1}, s); }, "Buffer", "fill");
+      expect_closed([&] { b->fill(std::uint16_t{1}, s); }, "Buffer", "fill");
+      expect_closed([&] { b->fill(std::uint32_t{1}, s); }, "Buffer", "fill");
+      expect_closed([&] { b->copy_to(std::span<std::byte>(host), s); }, "Buffer", "copy_to");
+      expect_closed([&] { b->copy_from(std::span<const std::byte>(host), s); }, "Buffer", "copy_from");
+      expect_closed([&] { (void)b->copy_to(s); }, "Buffer", "copy_to");
+      expect_closed([&] { (void)b->copy_to(StreamRef(s)); }, "Buffer", "copy_to");
+      expect_closed([&] { b->copy_to(open, s); }, "Buffer", "copy_to");
+      expect_closed([&] { open.copy_to(*b, s); }, "Buffer", "copy_to (the destination)");
+      expect_closed([&] { open.copy_from(*b, s); }, "Buffer", "copy_from (the source)");
+      expect_closed([&] { launch(s, {.grid = 1, .block = 1}, k, 1, *b); }, "Buffer", "k: argument 1");
+      expect_closed([&] { KernelArgs().push(1).push(*b); }, "Buffer", "argument 1");
+      EXPECT_NO_THROW(b->close());
+  }
+  open.close();
+  taker.close();
+  EXPECT_EQ(FakeDriver::pool_frees.load(), 3) << "each allocation freed once";
+  }
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
