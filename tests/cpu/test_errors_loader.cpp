@@ -136,12 +136,13 @@ TEST(Loader, SearchOrderIsReportedStepByStep) {
 
 TEST(Loader, OverrideVariableWins) {
   // Point the override at the toolkit's lib directory: found by the override
-  // step (nvJitLink may already be loaded by another test; use a fresh soname list).
+  // step. The library is one cucore never loads (NVRTC loads nvrtc-builtins,
+  // and other tests in this process compile), so no earlier test has it.
   ::setenv("CUCORE_TEST_OVERRIDE", "/usr/local/cuda/lib64", 1);
-  detail::LibrarySpec spec{"culibos-like", {"libnvrtc-builtins.so.13.0"}, "CUCORE_TEST_OVERRIDE", true, ""};
+  detail::LibrarySpec spec{"cudart-like", {"libcudart.so.13"}, "CUCORE_TEST_OVERRIDE", true, ""};
   auto r = detail::load_library(spec);
   ::unsetenv("CUCORE_TEST_OVERRIDE");
-  if (r.info.found_by == "already loaded") GTEST_SKIP() << "nvrtc-builtins was loaded by an earlier test";
+  ASSERT_NE(r.info.found_by, "already loaded") << "libcudart.so.13 was loaded before this test";
   ASSERT_TRUE(r.info.found) << testing::PrintToString(r.info.searched);
   EXPECT_EQ(r.info.found_by, "$CUCORE_TEST_OVERRIDE");
   EXPECT_TRUE(contains(r.info.path, "/usr/local/cuda/lib64")) << r.info.path;
