@@ -37,7 +37,7 @@ int run_info(const CacheArgs& a) {
   std::map<std::string, std::size_t> by_type;
   for (const auto& e : entries) {
     bytes += e.size_bytes;
-    ++by_type[e.code_type.empty() ? "unrecorded" : e.code_type];
+    ++by_type[e.code_type ? std::string(to_string(*e.code_type)) : "unrecorded"];
   }
   std::error_code ec;
   const bool exists = std::filesystem::is_directory(cache.path(), ec);

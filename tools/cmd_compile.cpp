@@ -67,6 +67,7 @@ int run_compile(const CompileArgs& a) {
   if (out.empty()) out = std::filesystem::path(a.file).replace_extension("." + a.target);
 
   try {
+    const CodeType target = *parse_code_type(a.target);  // CLI11 checked the spelling
     Program program(std::move(source), "c++", std::move(opts));
     ObjectCode code;
     std::optional<bool> hit;
@@ -75,17 +76,17 @@ int run_compile(const CompileArgs& a) {
     // stale hit.
     const bool cached = !a.no_cache && a.include_dirs.empty();
     if (!cached) {
-      code = program.compile(a.target, {});
+      code = program.compile(target, {});
     } else {
       ProgramCache& cache = default_program_cache();
       const auto before = cache.stats().hits;
-      code = program.compile(a.target, {}, &cache);
+      code = program.compile(target, {}, &cache);
       hit = cache.stats().hits > before;
     }
     auto bytes = code.code();
     std::size_t size = bytes.size();
     // PTX is kept NUL-terminated for the driver; the file is plain text.
-    if (code.code_type() == "ptx" && size && bytes[size - 1] == std::byte{0}) --size;
+    if (code.code_type() == CodeType::ptx && size && bytes[size - 1] == std::byte{0}) --size;
     std::ofstream f(out, std::ios::binary | std::ios::trunc);
     f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(size));
     f.close();

@@ -63,11 +63,11 @@ bool is_cucore_cache(nb::handle h) { return nb::isinstance<ProgramCache>(h); }
 
 }  // namespace
 
-nb::object program_compile(PyProgram& p, std::string target, nb::handle name_expressions, nb::handle logs,
+nb::object program_compile(PyProgram& p, std::string target_type, nb::handle name_expressions, nb::handle logs,
                            nb::handle cache) {
   if (p.closed) throw nb::value_error("the program is closed");
   std::vector<std::string> names = name_expressions_arg(name_expressions);
-  for (auto& c : target) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const cucore::CodeType target = code_type_arg(std::move(target_type), "target_type");
   cucore::ObjectCode result;
   if (cache.is_none()) {
     nb::gil_scoped_release nogil;
@@ -196,7 +196,8 @@ void bind_cache(nb::module_& m) {
         std::vector<std::string> names = name_expressions_arg(name_expressions);
         std::string extra;
         if (!extra_digest.is_none()) extra = key_arg(extra_digest);
-        std::string key = cucore::make_program_cache_key(src, code_type, po, target_type, names, extra);
+        std::string key =
+            cucore::make_program_cache_key(src, code_type, po, code_type_arg(target_type, "target_type"), names, extra);
         return nb::bytes(key.data(), key.size());
       }, nb::kw_only(), nb::arg("code"), nb::arg("code_type"), nb::arg("options"), nb::arg("target_type"),
       nb::arg("name_expressions") = nb::tuple(), nb::arg("extra_digest") = nb::none(),

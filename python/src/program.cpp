@@ -231,6 +231,14 @@ std::vector<std::string> name_expressions_arg(nb::handle names) {
 
 nb::object object_code_bytes(const cucore::ObjectCode& oc) { return to_bytes(oc.code()); }
 
+cucore::CodeType code_type_arg(std::string name, const char* what) {
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (auto t = cucore::parse_code_type(name)) return *t;
+  throw nb::value_error((std::string(what) + ": '" + name +
+                         "' is not a code type (valid: cubin, ptx, ltoir, fatbin, object, library)")
+                            .c_str());
+}
+
 void bind_program(nb::module_& m) {
   // ---- ObjectCode -----------------------------------------------------------------------
   auto oc = nb::class_<cucore::ObjectCode>(m, "ObjectCode",
@@ -242,7 +250,7 @@ void bind_program(nb::module_& m) {
       .CUCORE_FROM(object)
       .CUCORE_FROM(library)
       .def_prop_ro("code", [](const cucore::ObjectCode& o) { return to_bytes(o.code()); }, "The code's bytes.")
-      .def_prop_ro("code_type", &cucore::ObjectCode::code_type)
+      .def_prop_ro("code_type", [](const cucore::ObjectCode& o) { return std::string(to_string(o.code_type())); })
       .def_prop_ro("name", &cucore::ObjectCode::name)
       .def_prop_ro("symbol_mapping", &cucore::ObjectCode::symbol_mapping)
       .def_prop_ro("compile_log", &cucore::ObjectCode::compile_log, "The compiler's warnings, if any (cucore extra).")
@@ -263,15 +271,16 @@ void bind_program(nb::module_& m) {
         nb::dict mapping;
         for (auto& [k, v] : o.symbol_mapping()) mapping[nb::str(k.c_str())] = nb::str(v.c_str());
         return nb::make_tuple(nb::module_::import_("cucore._options").attr("_object_code_from_bytes"),
-                              nb::make_tuple(to_bytes(o.code()), o.code_type(), o.name(), mapping));
+                              nb::make_tuple(to_bytes(o.code()), std::string(to_string(o.code_type())), o.name(), mapping));
       })
       .def("__repr__", [](const cucore::ObjectCode& o) {
-        return "<ObjectCode " + o.code_type() + " '" + o.name() + "' " + std::to_string(o.code().size()) + " bytes>";
+        return "<ObjectCode " + std::string(to_string(o.code_type())) + " '" + o.name() + "' " + std::to_string(o.code().size()) + " bytes>";
       });
   g_types.object_code = reinterpret_cast<PyTypeObject*>(oc.ptr());
   m.def("_object_code_from_bytes", [](nb::bytes code, std::string code_type, std::string name, nb::handle mapping) {
     const auto* p = reinterpret_cast<const std::byte*>(code.c_str());
-    return cucore::ObjectCode::from_bytes(std::vector<std::byte>(p, p + code.size()), code_type, name,
+    return cucore::ObjectCode::from_bytes(std::vector<std::byte>(p, p + code.size()),
+                                          code_type_arg(code_type, "code_type"), name,
                                           mapping_arg(mapping));
   });
 
@@ -391,7 +400,7 @@ void bind_program(nb::module_& m) {
       .def("link", [](PyLinker& l, std::string target) {
         if (l.closed) throw nb::value_error("the linker is closed");
         nb::gil_scoped_release nogil;
-        return l.linker.link(target);
+        return l.linker.link(code_type_arg(target, "target_type"));
       }, nb::arg("target_type"))
       .def("get_error_log", [](const PyLinker& l) { return l.linker.error_log(); })
       .def("get_info_log", [](const PyLinker& l) { return l.linker.info_log(); })

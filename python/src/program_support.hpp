@@ -20,6 +20,9 @@ struct PyLinker {
 cucore::ProgramOptions program_options(nb::handle options);
 cucore::LinkerOptions linker_options(nb::handle options);
 std::vector<std::string> name_expressions_arg(nb::handle names);
+// A code type as Python spells it ("cubin", in any case) as a CodeType;
+// ValueError naming `what` for any other string.
+cucore::CodeType code_type_arg(std::string name, const char* what);
 // Program.compile(target_type, name_expressions=(), logs=None, *, cache=None)
 nb::object program_compile(PyProgram& p, std::string target, nb::handle name_expressions, nb::handle logs,
                            nb::handle cache);

@@ -13,13 +13,14 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/program_cache_internal.hpp"
+#include "cache/code_format.hpp"
+#include "cache/toolchain_identity.hpp"
 
 namespace cucore {
 
 // ---------------------------------------------------------------- ProgramCache
 
-std::optional<ObjectCode> ProgramCache::get(std::string_view key, std::string_view code_type) {
+std::optional<ObjectCode> ProgramCache::get(std::string_view key, CodeType code_type) {
   auto found = get(key);
   if (found && found->code_type() != code_type) {
     erase(key);
@@ -28,16 +29,15 @@ std::optional<ObjectCode> ProgramCache::get(std::string_view key, std::string_vi
   return found;
 }
 
-void ProgramCache::put(std::string_view key, std::span<const std::byte> code, std::string_view code_type) {
-  std::string type(code_type);
-  if (type.empty()) {
-    type = detail::detect_code_type(code);
-    if (type.empty())
+void ProgramCache::put(std::string_view key, std::span<const std::byte> code, std::optional<CodeType> code_type) {
+  if (!code_type) {
+    code_type = detail::detect_code_type(code);
+    if (!code_type)
       throw std::invalid_argument("ProgramCache::put: cannot tell the code type of these bytes; pass code_type");
-  } else if (!detail::structurally_valid(type, code)) {
-    throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + type);
+  } else if (!detail::structurally_valid(*code_type, code)) {
+    throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + std::string(to_string(*code_type)));
   }
-  put(key, ObjectCode::from_bytes(std::vector<std::byte>(code.begin(), code.end()), std::move(type)));
+  put(key, ObjectCode::from_bytes(std::vector<std::byte>(code.begin(), code.end()), *code_type));
 }
 
 // ---------------------------------------------------------------- InMemoryProgramCache
@@ -138,7 +138,7 @@ std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key) {
   return it->second.code;
 }
 
-std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, std::string_view code_type) {
+std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, CodeType code_type) {
   std::lock_guard lock(impl_->mutex);
   auto it = impl_->map.find(key);
   if (it == impl_->map.end()) {
@@ -214,13 +214,13 @@ TwoLevelProgramCache::TwoLevelProgramCache(std::optional<std::size_t> memory_max
     : memory_(memory_max_bytes), disk_(std::move(dir), disk_max_bytes), counters_(std::make_unique<Counters>()) {}
 TwoLevelProgramCache::~TwoLevelProgramCache() = default;
 
-std::optional<ObjectCode> TwoLevelProgramCache::lookup(std::string_view key, std::string_view code_type) {
-  auto m = code_type.empty() ? memory_.get(key) : memory_.get(key, code_type);
+std::optional<ObjectCode> TwoLevelProgramCache::lookup(std::string_view key, std::optional<CodeType> code_type) {
+  auto m = code_type ? memory_.get(key, *code_type) : memory_.get(key);
   if (m) {
     ++counters_->hits;
     return m;
   }
-  auto d = code_type.empty() ? disk_.get(key) : disk_.get(key, code_type);
+  auto d = code_type ? disk_.get(key, *code_type) : disk_.get(key);
   if (d) {
     ++counters_->hits;
     // Two threads may both read the disk: the first promotion wins, both return
@@ -232,7 +232,7 @@ std::optional<ObjectCode> TwoLevelProgramCache::lookup(std::string_view key, std
 }
 
 std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key) { return lookup(key, {}); }
-std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key, std::string_view code_type) {
+std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key, CodeType code_type) {
   return lookup(key, code_type);
 }
 
@@ -304,7 +304,7 @@ std::atomic<std::uint64_t> g_flights_landed{0};
 
 }  // namespace
 
-ObjectCode Program::compile(std::string_view target, std::vector<std::string> name_expressions,
+ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions,
                             ProgramCache* cache) const {
   if (!cache) return compile(target, std::move(name_expressions));
   std::string key = make_program_cache_key(code(), code_type(), options(), target, name_expressions);

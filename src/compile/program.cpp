@@ -282,42 +282,42 @@ std::string Program::backend() const {
   }
 }
 
-ObjectCode Program::compile(std::string_view target, std::vector<std::string> name_expressions) const {
+ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions) const {
   if (code_type_ == "ptx") {
     if (!name_expressions.empty())
       throw std::invalid_argument("Program::compile: name expressions need C++ source; this program is PTX");
-    if (target == "ptx") {
+    if (target == CodeType::ptx) {
       return ObjectCode::from_ptx(std::string_view(code_), options_.name);
     }
-    if (target == "cubin") {
+    if (target == CodeType::cubin) {
       Linker linker({ObjectCode::from_ptx(std::string_view(code_), options_.name)}, linker_options_for_ptx(options_));
-      return linker.link("cubin");
+      return linker.link(CodeType::cubin);
     }
-    throw std::invalid_argument("Program::compile: unknown target " + squote(target) +
+    throw std::invalid_argument("Program::compile: unknown target " + squote(to_string(target)) +
                                 " for PTX (valid: \"cubin\", \"ptx\")");
   }
 
-  if (target != "ptx" && target != "cubin" && target != "ltoir")
-    throw std::invalid_argument("Program::compile: unknown target " + squote(target) +
+  if (target != CodeType::ptx && target != CodeType::cubin && target != CodeType::ltoir)
+    throw std::invalid_argument("Program::compile: unknown target " + squote(to_string(target)) +
                                 " (valid: \"ptx\", \"cubin\", \"ltoir\")");
   for (const auto& n : name_expressions)
     if (n.empty()) throw std::invalid_argument("Program::compile: a name expression is empty");
 
-  if (target == "cubin" && options_.arch.starts_with("compute_"))
+  if (target == CodeType::cubin && options_.arch.starts_with("compute_"))
     throw std::invalid_argument("Program::compile: arch " + squote(options_.arch) +
                                 " makes PTX only; a cubin needs \"sm_<CC>\"");
 
   std::vector<std::string> flags = options_.as_nvrtc_flags();
   const bool lto = options_.link_time_optimization.value_or(false);
-  if (target == "ltoir" && !lto) {
+  if (target == CodeType::ltoir && !lto) {
     // LTO-IR is what -dlto makes; unset means "do what the target needs".
     if (options_.link_time_optimization.has_value())
       throw std::invalid_argument(
           "Program::compile: target \"ltoir\" needs link_time_optimization, which is set to false");
     flags.emplace_back("--dlink-time-opt");
-  } else if (target != "ltoir" && lto) {
+  } else if (target != CodeType::ltoir && lto) {
     throw std::invalid_argument(std::string("Program::compile: link_time_optimization makes LTO-IR; target ") +
-                                squote(target) + " needs it unset or false (or compile to \"ltoir\" and link)");
+                                squote(to_string(target)) + " needs it unset or false (or compile to \"ltoir\" and link)");
   }
 
   const auto& t = detail::nvrtc();
@@ -343,11 +343,11 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
 
   std::size_t size = 0;
   std::vector<std::byte> out;
-  if (target == "ptx") {
+  if (target == CodeType::ptx) {
     detail::check_nvrtc(t.nvrtcGetPTXSize(p.prog, &size), "nvrtcGetPTXSize");
     out.resize(size);
     detail::check_nvrtc(t.nvrtcGetPTX(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetPTX");
-  } else if (target == "cubin") {
+  } else if (target == CodeType::cubin) {
     detail::check_nvrtc(t.nvrtcGetCUBINSize(p.prog, &size), "nvrtcGetCUBINSize");
     out.resize(size);
     detail::check_nvrtc(t.nvrtcGetCUBIN(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetCUBIN");
@@ -357,7 +357,7 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
     detail::check_nvrtc(t.nvrtcGetLTOIR(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetLTOIR");
   }
   if (out.empty())
-    throw CompileError("compiling '" + options_.name + "': NVRTC produced no " + std::string(target) +
+    throw CompileError("compiling '" + options_.name + "': NVRTC produced no " + std::string(to_string(target)) +
                            " (a compute_ arch gives PTX only; use sm_ for cubin)",
                        std::move(log));
 
@@ -367,7 +367,7 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
     detail::check_nvrtc(t.nvrtcGetLoweredName(p.prog, n.c_str(), &lowered), "nvrtcGetLoweredName");
     if (lowered) mapping.emplace(n, lowered);
   }
-  return ObjectCode::from_bytes(std::move(out), std::string(target), options_.name, std::move(mapping),
+  return ObjectCode::from_bytes(std::move(out), target, options_.name, std::move(mapping),
                                 std::move(log));
 }
 

@@ -5,8 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <ostream>
 #include <stdexcept>
 #include <string>
+
+namespace cucore {
+// GoogleTest prints CodeType values by name.
+inline void PrintTo(CodeType type, std::ostream* os) { *os << to_string(type); }
+}  // namespace cucore
 
 namespace cucore::test {
 

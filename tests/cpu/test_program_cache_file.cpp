@@ -35,7 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "cache/program_cache_internal.hpp"
+#include "cache/hashing.hpp"
+#include "cache/toolchain_identity.hpp"
 
 extern char** environ;
 
@@ -59,7 +60,7 @@ class CountingCache final : public ProgramCache {
   explicit CountingCache(ProgramCache& inner) : inner_(inner) {}
   using ProgramCache::put;
   std::optional<ObjectCode> get(std::string_view key) override { return inner_.get(key); }
-  std::optional<ObjectCode> get(std::string_view key, std::string_view type) override { return inner_.get(key, type); }
+  std::optional<ObjectCode> get(std::string_view key, CodeType type) override { return inner_.get(key, type); }
   void put(std::string_view key, const ObjectCode& code) override {
     ++puts;
     inner_.put(key, code);
@@ -83,9 +84,9 @@ std::string key_for(int k) { return detail::sha256("stress-key-" + std::to_strin
 ObjectCode make_payload(int k, int writer, int seq, std::size_t size, bool big_record) {
   std::mt19937_64 rng(std::uint64_t(k) * 1000003u + std::uint64_t(writer) * 10007u + std::uint64_t(seq));
   std::vector<std::byte> b;
-  std::string type;
+  CodeType type;
   if (k % 2 == 0) {
-    type = "ptx";
+    type = CodeType::ptx;
     char head[128];
     int n = std::snprintf(head, sizeof head, "// k=%d w=%d s=%d n=%zu\n.target sm_90\n", k, writer, seq, size);
     std::string text(head, static_cast<std::size_t>(n));
@@ -94,7 +95,7 @@ ObjectCode make_payload(int k, int writer, int seq, std::size_t size, bool big_r
     b.resize(text.size());
     std::memcpy(b.data(), text.data(), text.size());
   } else {
-    type = "fatbin";
+    type = CodeType::fatbin;
     size = std::max<std::size_t>(size, 64);
     b.resize(size);
     const std::uint32_t magic = 0xBA55ED50u;
@@ -121,16 +122,16 @@ std::string verify_payload(const ObjectCode& o, int k, bool big_record) {
   int k2 = -1, w = -1, s = -1;
   std::size_t n = 0;
   auto c = o.code();
-  if (o.code_type() == "ptx") {
+  if (o.code_type() == CodeType::ptx) {
     std::string head(reinterpret_cast<const char*>(c.data()), std::min<std::size_t>(c.size(), 100));
     if (std::sscanf(head.c_str(), "// k=%d w=%d s=%d n=%zu", &k2, &w, &s, &n) != 4) return "unparsable ptx";
-  } else if (o.code_type() == "fatbin" && c.size() >= 48) {
+  } else if (o.code_type() == CodeType::fatbin && c.size() >= 48) {
     std::int64_t ids[4];
     std::memcpy(ids, c.data() + 16, sizeof ids);
     k2 = static_cast<int>(ids[0]), w = static_cast<int>(ids[1]), s = static_cast<int>(ids[2]);
     n = static_cast<std::size_t>(ids[3]);
   } else {
-    return "unexpected type " + o.code_type();
+    return "unexpected type " + std::string(to_string(o.code_type()));
   }
   if (k2 != k) return "entry of key " + std::to_string(k2) + " under key " + std::to_string(k);
   ObjectCode expect = make_payload(k, w, s, n, big_record);
@@ -157,7 +158,7 @@ int child_compile() {
   FileStreamProgramCache disk(env_or("CUCORE_CACHE_TEST_DIR"));
   CountingCache cache(disk);
   Program prog(kSaxpy, "c++", sm90());
-  ObjectCode o = prog.compile("cubin", {"saxpy<float>"}, &cache);
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
   auto s = disk.stats();
   auto c = o.code();
   char sum[32];
@@ -168,7 +169,7 @@ int child_compile() {
                 {"errors", std::to_string(s.errors)},
                 {"lowered", o.symbol_mapping().count("saxpy<float>") ? o.symbol_mapping().at("saxpy<float>") : ""},
                 {"checksum", sum},
-                {"type", o.code_type()}});
+                {"type", std::string(to_string(o.code_type()))}});
   return 0;
 }
 
@@ -217,19 +218,19 @@ int child_fsize() {
   std::string outcome = "ok";
   ObjectCode o;
   try {
-    o = prog.compile("cubin", {"saxpy<float>"}, &cache);  // a ~3 KiB cubin: the write fails
+    o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);  // a ~3 KiB cubin: the write fails
   } catch (const std::exception& e) {
     outcome = e.what();
   }
   auto again = disk.get(
-      make_program_cache_key(prog.code(), "c++", prog.options(), "cubin", std::vector<std::string>{"saxpy<float>"}));
+      make_program_cache_key(prog.code(), "c++", prog.options(), CodeType::cubin, std::vector<std::string>{"saxpy<float>"}));
   int leftovers = 0;
-  for (const auto& e : fs::directory_iterator(dir)) (void)e, ++leftovers;
+  for (const auto& e : fs::directory_iterator(dir)) leftovers += e.path().filename() != ".cucore-lock";
   auto s = disk.stats();
   rlimit none{RLIM_INFINITY, RLIM_INFINITY};
   ::setrlimit(RLIMIT_FSIZE, &none);
   write_result({{"outcome", outcome},
-                {"compiled", o && o.code_type() == "cubin" ? "1" : "0"},
+                {"compiled", o && o.code_type() == CodeType::cubin ? "1" : "0"},
                 {"puts", std::to_string(cache.puts.load())},
                 {"errors", std::to_string(s.errors)},
                 {"stored", again ? "1" : "0"},
@@ -239,7 +240,7 @@ int child_fsize() {
 
 int child_default() {
   Program prog(kSaxpy, "c++", sm90());
-  ObjectCode o = prog.compile("cubin", {"saxpy<float>"}, &default_program_cache());
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &default_program_cache());
   auto& two = default_two_level_program_cache();
   write_result({{"dir", two.disk().path().string()},
                 {"entries", std::to_string(two.disk().entries().size())},
@@ -340,12 +341,12 @@ class FileCache : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  static ObjectCode compiled(const std::string& target) {
-    static std::map<std::string, ObjectCode> objects;
+  static ObjectCode compiled(CodeType target) {
+    static std::map<CodeType, ObjectCode> objects;
     if (!objects.count(target)) objects[target] = Program(kSaxpy, "c++", sm90()).compile(target, {"saxpy<float>"});
     return objects[target];
   }
-  static std::string key_of(const std::string& target) {
+  static std::string key_of(CodeType target) {
     Program prog(kSaxpy, "c++", sm90());
     return make_program_cache_key(prog.code(), "c++", prog.options(), target, std::vector<std::string>{"saxpy<float>"});
   }
@@ -360,17 +361,19 @@ class FileCache : public ::testing::Test {
     ASSERT_EQ(got.code().size(), want.code().size());
     EXPECT_EQ(std::memcmp(got.code().data(), want.code().data(), want.code().size()), 0);
   }
+  // Files in the cache directory but its writers' lock file.
   int count_files(const std::string& prefix = "") const {
     int n = 0;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir_, ec))
-      if (e.path().filename().string().starts_with(prefix)) ++n;
+      if (e.path().filename() != ".cucore-lock" && e.path().filename().string().starts_with(prefix)) ++n;
     return n;
   }
   // Mounts a tmpfs at `where` (needs root); false (and why) otherwise.
   bool mount_tmpfs(const fs::path& where, const std::string& options, std::string& why) {
     fs::create_directories(where);
-    if (::mount("tmpfs", where.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+    // mode=0700: a cache directory must be private (tmpfs roots are 1777 by default).
+    if (::mount("tmpfs", where.c_str(), "tmpfs", 0, (options + ",mode=0700").c_str()) != 0) {
       why = std::string("cannot mount a tmpfs here: ") + std::strerror(errno);
       return false;
     }
@@ -385,19 +388,19 @@ class FileCache : public ::testing::Test {
 TEST_F(FileCache, RoundTripKeepsBytesTypeNameAndMappingInARawFile) {
   FileStreamProgramCache cache(dir_);
   std::map<std::string, ObjectCode> put;
-  for (const char* target : {"cubin", "ptx", "ltoir"}) put[key_of(target)] = compiled(target);
+  for (CodeType target : {CodeType::cubin, CodeType::ptx, CodeType::ltoir}) put[key_of(target)] = compiled(target);
   put[key_for(1)] = make_payload(1, 0, 0, 5000, false);  // a fatbin
   put["any string can be a key"] = make_payload(3, 0, 0, 700, false);
   {  // a ~2 KiB record: still an xattr, but larger than the first read's buffer
-    ObjectCode c = compiled("cubin");
+    ObjectCode c = compiled(CodeType::cubin);
     auto symbols = c.symbol_mapping();
     for (int i = 0; i < 40; ++i) symbols["saxpy<S" + std::to_string(i) + ">"] = std::string(40, 'a' + i % 26);
-    put[key_for(5)] = ObjectCode::from_bytes({c.code().begin(), c.code().end()}, "cubin", "many names", symbols);
+    put[key_for(5)] = ObjectCode::from_bytes({c.code().begin(), c.code().end()}, CodeType::cubin, "many names", symbols);
   }
   for (const auto& [k, o] : put) cache.put(k, o);
   for (const auto& [k, o] : put) {
     auto got = cache.get(k);
-    ASSERT_TRUE(got) << o.code_type();
+    ASSERT_TRUE(got) << to_string(o.code_type());
     expect_same(*got, o);
     // The file is the raw binary, as cuobjdump and nvdisasm read it.
     EXPECT_FALSE(fs::exists(cache.entry_path(k).string() + ".meta"));  // the record is an xattr
@@ -411,13 +414,13 @@ TEST_F(FileCache, RoundTripKeepsBytesTypeNameAndMappingInARawFile) {
   EXPECT_EQ(entries.size(), put.size());
   std::size_t total = 0;
   for (const auto& e : entries) {
-    EXPECT_FALSE(e.code_type.empty());
+    EXPECT_TRUE(e.code_type.has_value());
     total += e.size_bytes;
   }
   EXPECT_EQ(cache.size_bytes(), total);
-  EXPECT_TRUE(cache.erase(key_of("ptx")));
-  EXPECT_FALSE(cache.erase(key_of("ptx")));
-  EXPECT_FALSE(cache.get(key_of("ptx")));
+  EXPECT_TRUE(cache.erase(key_of(CodeType::ptx)));
+  EXPECT_FALSE(cache.erase(key_of(CodeType::ptx)));
+  EXPECT_FALSE(cache.get(key_of(CodeType::ptx)));
   cache.clear();
   EXPECT_EQ(count_files(), 0);
 }
@@ -435,13 +438,13 @@ TEST_F(FileCache, SecondProcessHitsWithoutCompiling) {
   EXPECT_EQ(second["checksum"], first["checksum"]);
   EXPECT_EQ(second["type"], "cubin");
   // The name-expression mapping survived the disk: get_kernel("saxpy<float>") can find it.
-  EXPECT_EQ(second["lowered"], compiled("cubin").symbol_mapping().at("saxpy<float>"));
+  EXPECT_EQ(second["lowered"], compiled(CodeType::cubin).symbol_mapping().at("saxpy<float>"));
   EXPECT_FALSE(second["lowered"].empty());
 }
 
 TEST_F(FileCache, DamagedEntriesAreCountedRemovedMissedAndRepaired) {
-  const std::string key = key_of("cubin");
-  const ObjectCode good = compiled("cubin");
+  const std::string key = key_of(CodeType::cubin);
+  const ObjectCode good = compiled(CodeType::cubin);
   std::mt19937 rng(99);
   struct Damage {
     const char* what;
@@ -476,34 +479,34 @@ TEST_F(FileCache, DamagedEntriesAreCountedRemovedMissedAndRepaired) {
        }},
       {"PTX text in the cubin's place",
        [&](const fs::path& f) {
-         auto ptx = compiled("ptx").code();
+         auto ptx = compiled(CodeType::ptx).code();
          std::ofstream out(f, std::ios::binary | std::ios::trunc);  // keeps the cubin record
          out.write(reinterpret_cast<const char*>(ptx.data()), static_cast<std::streamsize>(ptx.size()));
        }},
       {"another entry moved over it (PTX with its own record)",
        [&](const fs::path& f) {
          FileStreamProgramCache other(dir_);
-         other.put(key_of("ptx"), compiled("ptx"));
-         fs::rename(other.entry_path(key_of("ptx")), f);
+         other.put(key_of(CodeType::ptx), compiled(CodeType::ptx));
+         fs::rename(other.entry_path(key_of(CodeType::ptx)), f);
        }},
   };
   for (const auto& d : damages) {
     SCOPED_TRACE(d.what);
     FileStreamProgramCache cache(dir_);
     Program prog(kSaxpy, "c++", sm90());
-    prog.compile("cubin", {"saxpy<float>"}, &cache);
+    prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
     ASSERT_TRUE(fs::exists(cache.entry_path(key)));
     d.apply(cache.entry_path(key));
     FileStreamProgramCache reader(dir_);
-    EXPECT_FALSE(reader.get(key, "cubin"));
+    EXPECT_FALSE(reader.get(key, CodeType::cubin));
     EXPECT_EQ(reader.stats().errors, 1u);
     EXPECT_EQ(reader.stats().misses, 1u);
     EXPECT_FALSE(fs::exists(reader.entry_path(key))) << "damaged entry left in place";
     // The next compile through the cache stores a good entry again.
     CountingCache counting(reader);
-    expect_same(prog.compile("cubin", {"saxpy<float>"}, &counting), good);
+    expect_same(prog.compile(CodeType::cubin, {"saxpy<float>"}, &counting), good);
     EXPECT_EQ(counting.puts.load(), 1);
-    auto again = FileStreamProgramCache(dir_).get(key, "cubin");
+    auto again = FileStreamProgramCache(dir_).get(key, CodeType::cubin);
     ASSERT_TRUE(again);
     expect_same(*again, good);
   }
@@ -522,25 +525,25 @@ TEST_F(FileCache, AFifoOrDirectoryUnderAnEntryNameIsADamagedMissNotAHang) {
 
 TEST_F(FileCache, AskingForAnotherTypeIsADamagedMiss) {
   FileStreamProgramCache cache(dir_);
-  cache.put(key_of("cubin"), compiled("cubin"));
-  EXPECT_FALSE(cache.get(key_of("cubin"), "ptx"));
+  cache.put(key_of(CodeType::cubin), compiled(CodeType::cubin));
+  EXPECT_FALSE(cache.get(key_of(CodeType::cubin), CodeType::ptx));
   EXPECT_EQ(cache.stats().errors, 1u);
-  EXPECT_FALSE(cache.get(key_of("cubin")));
+  EXPECT_FALSE(cache.get(key_of(CodeType::cubin)));
 }
 
 TEST_F(FileCache, TruncationOfEveryTypeIsDetectedInBothRecordForms) {
   std::mt19937 rng(5);
   for (bool sidecar : {false, true}) {
-    for (const char* type : {"cubin", "ptx", "ltoir", "fatbin"}) {
-      SCOPED_TRACE(std::string(type) + (sidecar ? " with a sidecar record" : " with an xattr record"));
-      ObjectCode obj = std::string(type) == "fatbin" ? make_payload(1, 0, 0, 6000, false) : compiled(type);
+    for (CodeType type : {CodeType::cubin, CodeType::ptx, CodeType::ltoir, CodeType::fatbin}) {
+      SCOPED_TRACE(std::string(to_string(type)) + (sidecar ? " with a sidecar record" : " with an xattr record"));
+      ObjectCode obj = type == CodeType::fatbin ? make_payload(1, 0, 0, 6000, false) : compiled(type);
       if (sidecar) {  // the same bytes with a record too large for an xattr
         auto symbols = obj.symbol_mapping();
         for (int i = 0; i < 200; ++i) symbols["expr<" + std::to_string(i) + ">"] = std::string(30, 'x');
         obj = ObjectCode::from_bytes({obj.code().begin(), obj.code().end()}, obj.code_type(), obj.name(), symbols);
       }
       FileStreamProgramCache cache(dir_);
-      const std::string key = std::string("truncate-") + type;
+      const std::string key = std::string("truncate-") + std::string(to_string(type));
       for (int t = 0; t < 8; ++t) {
         cache.put(key, obj);
         const fs::path f = cache.entry_path(key);
@@ -565,7 +568,7 @@ TEST_F(FileCache, BytesNotOfTheirTypeAreNotStoredAndDoNotThrow) {
   std::mt19937 rng(3);
   for (auto& b : junk) b = static_cast<std::byte>(rng());
   testing::internal::CaptureStderr();
-  EXPECT_NO_THROW(cache.put("junk", ObjectCode::from_bytes(junk, "cubin")));
+  EXPECT_NO_THROW(cache.put("junk", ObjectCode::from_bytes(junk, CodeType::cubin)));
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("not a valid cubin"), std::string::npos) << err;
   EXPECT_EQ(cache.stats().errors, 1u);
@@ -684,11 +687,11 @@ TEST_F(FileCache, UncreatableDirectoryDoesNotFailCompiles) {
   CountingCache cache(disk);
   Program prog(kSaxpy, "c++", sm90());
   testing::internal::CaptureStderr();
-  ObjectCode a = prog.compile("cubin", {"saxpy<float>"}, &cache);
-  ObjectCode b = prog.compile("cubin", {"saxpy<double>"}, &cache);
+  ObjectCode a = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
+  ObjectCode b = prog.compile(CodeType::cubin, {"saxpy<double>"}, &cache);
   std::string err = testing::internal::GetCapturedStderr();
-  expect_same(a, compiled("cubin"));
-  EXPECT_EQ(b.code_type(), "cubin");
+  expect_same(a, compiled(CodeType::cubin));
+  EXPECT_EQ(b.code_type(), CodeType::cubin);
   EXPECT_EQ(disk.stats().errors, 2u);
   EXPECT_FALSE(disk.usable());
   // Said once, naming the directory.
@@ -705,7 +708,7 @@ TEST_F(FileCache, ReadOnlyDirectoryServesHitsAndDoesNotFailCompiles) {
   Program prog(kSaxpy, "c++", sm90());
   {
     FileStreamProgramCache writer(dir_);
-    prog.compile("cubin", {"saxpy<float>"}, &writer);
+    prog.compile(CodeType::cubin, {"saxpy<float>"}, &writer);
   }
   if (::geteuid() == 0)
     ASSERT_EQ(::mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0) << std::strerror(errno);
@@ -714,13 +717,13 @@ TEST_F(FileCache, ReadOnlyDirectoryServesHitsAndDoesNotFailCompiles) {
   FileStreamProgramCache disk(dir_);
   CountingCache cache(disk);
   testing::internal::CaptureStderr();
-  ObjectCode hit = prog.compile("cubin", {"saxpy<float>"}, &cache);  // stored before: a hit
-  ObjectCode miss1 = prog.compile("ptx", {"saxpy<float>"}, &cache);
-  ObjectCode miss2 = prog.compile("ltoir", {"saxpy<float>"}, &cache);
+  ObjectCode hit = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);  // stored before: a hit
+  ObjectCode miss1 = prog.compile(CodeType::ptx, {"saxpy<float>"}, &cache);
+  ObjectCode miss2 = prog.compile(CodeType::ltoir, {"saxpy<float>"}, &cache);
   std::string err = testing::internal::GetCapturedStderr();
-  expect_same(hit, compiled("cubin"));
-  expect_same(miss1, compiled("ptx"));
-  EXPECT_EQ(miss2.code_type(), "ltoir");
+  expect_same(hit, compiled(CodeType::cubin));
+  expect_same(miss1, compiled(CodeType::ptx));
+  EXPECT_EQ(miss2.code_type(), CodeType::ltoir);
   EXPECT_EQ(cache.puts.load(), 2);
   EXPECT_EQ(disk.stats().hits, 1u);
   EXPECT_EQ(disk.stats().errors, 2u);
@@ -741,9 +744,9 @@ TEST_F(FileCache, FullFilesystemDoesNotFailCompiles) {
     stored += disk.get("fill-" + std::to_string(i)).has_value();
   }
   Program prog(kSaxpy + "// full\n", "c++", sm90());
-  ObjectCode o = prog.compile("cubin", {"saxpy<float>"}, &cache);
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
   std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(o.code_type(), "cubin");
+  EXPECT_EQ(o.code_type(), CodeType::cubin);
   EXPECT_GT(stored, 0);
   EXPECT_LT(stored, 12);
   EXPECT_GT(disk.stats().errors, 0u);
@@ -824,7 +827,7 @@ TEST_F(FileCache, CliInfoAndClear) {
   if (std::string(CUCORE_CLI_PATH).empty()) GTEST_SKIP() << "the cucore tool is not built";
   FileStreamProgramCache cache(dir_);
   std::size_t bytes = 0;
-  for (const char* t : {"cubin", "ptx"}) {
+  for (CodeType t : {CodeType::cubin, CodeType::ptx}) {
     cache.put(key_of(t), compiled(t));
     bytes += compiled(t).code().size();
   }
