@@ -14,7 +14,11 @@
 #include <vector>
 
 #include "cache/code_format.hpp"
+#include "cache/hashing.hpp"
+#include "cache/include_manifest.hpp"
+#include "cache/program_key.hpp"
 #include "cache/toolchain_identity.hpp"
+#include "compile/program_compile.hpp"
 
 namespace cucore {
 
@@ -304,13 +308,146 @@ std::atomic<std::uint64_t> g_flights_landed{0};
 
 }  // namespace
 
-ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions,
-                            ProgramCache* cache) const {
+namespace {
+
+// The result of a compile that could not go through the cache, with a line in
+// its log saying why.
+ObjectCode uncached(const Program& program, CodeType target, const std::vector<std::string>& names,
+                    const std::string& why) {
+  ObjectCode o = detail::compile_program(program, target, names, nullptr);
+  std::string log = o.compile_log();
+  if (!log.empty()) log += '\n';
+  log += "cucore: not cached: " + why;
+  auto bytes = o.code();
+  return ObjectCode::from_bytes({bytes.begin(), bytes.end()}, o.code_type(), o.name(), o.symbol_mapping(),
+                                std::move(log));
+}
+
+// Why a compile with these options cannot be cached, or "".
+std::string uncacheable(const ProgramOptions& o) {
+  // Side effects a hit would skip.
+  if (!o.create_pch.empty()) return "create_pch writes a file, which a cache hit would not";
+  if (!o.time.empty()) return "time writes a timing file, which a cache hit would not";
+  if (o.fdevice_time_trace.value_or(false)) return "fdevice_time_trace writes a trace, which a cache hit would not";
+  // Inputs nobody can follow: NVRTC's own precompiled headers.
+  if (o.pch.value_or(false) || !o.use_pch.empty() || !o.pch_dir.empty())
+    return "precompiled headers (pch, use_pch, pch_dir) are files the key cannot see";
+  return {};
+}
+
+// How one compile is keyed: the key, and (when its includes were read) what
+// NVRTC must be handed so that it compiles exactly what was keyed.
+struct Keyed {
+  std::string key;
+  std::optional<detail::ResolvedIncludes> includes;
+  std::string unfollowable;  // non-empty: compile without the cache, for this reason
+};
+
+class Keying {
+ public:
+  Keying(const Program& p, CodeType target, const std::vector<std::string>& names)
+      : program_(p), target_(target), names_(names) {
+    if (p.code_type() == "c++") {
+      const detail::IncludeScan& scan = detail::code_includes(p.code());
+      unfollowable_ = scan.unfollowable.empty() ? std::string() : p.options().name + ": " + scan.unfollowable;
+      follows_ = !scan.directives.empty() || !p.options().pre_include.empty();
+    }
+  }
+
+  const std::string& unfollowable() const { return unfollowable_; }
+
+  // The key from what is remembered of the headers (their manifest, its probes
+  // checked by stat), or std::nullopt when the headers must be read.
+  std::optional<std::string> quick_key() {
+    fields();
+    if (!follows_) return key_from(nullptr);
+    auto probes = detail::load_include_manifest(manifest_key());
+    if (!probes || !detail::probes_hold(*probes)) return std::nullopt;
+    return key_from(&*probes);
+  }
+
+  // Reads and follows the includes; the key of what was read.
+  Keyed full_key() {
+    Keyed k;
+    fields();
+    if (!follows_) {
+      k.key = key_from(nullptr);
+      return k;
+    }
+    k.includes = detail::resolve_includes(program_.code(), program_.options());
+    if (!k.includes->unfollowable.empty()) {
+      k.unfollowable = k.includes->unfollowable;
+      return k;
+    }
+    k.key = key_from(&k.includes->probes);
+    detail::store_include_manifest(manifest_key(), k.includes->probes);
+    return k;
+  }
+
+  // After a compile: the key again if the compiler identity turned out to be
+  // other than the memo said (the entry then goes under the corrected key).
+  std::optional<std::string> corrected(const Keyed& k) {
+    if (program_.code_type() != "c++" || !detail::refresh_nvrtc_identity()) return std::nullopt;
+    fields_.clear();
+    fields();
+    if (k.includes) detail::store_include_manifest(manifest_key(), k.includes->probes);
+    return key_from(k.includes ? &k.includes->probes : nullptr);
+  }
+
+ private:
+  void fields() {
+    if (fields_.empty())
+      detail::write_key_fields(fields_, program_.code(), program_.code_type(), program_.options(), target_, names_,
+                               {});
+  }
+  // Without includes to follow and with no include_path, the key is exactly
+  // make_program_cache_key's, so either names the same entry.
+  std::string key_from(const std::vector<detail::IncludeProbe>* probes) {
+    if (!follows_ && program_.options().include_path.empty()) return detail::sha256(fields_);
+    std::string buf = fields_;
+    detail::append_search_field(buf, search(), false);
+    if (probes) detail::append_includes_field(buf, *probes);
+    return detail::sha256(buf);
+  }
+  std::string manifest_key() {
+    std::string buf = fields_;
+    buf += "include-manifest";
+    detail::append_search_field(buf, search(), true);
+    return detail::sha256(buf);
+  }
+  const detail::IncludeSearch& search() {
+    if (!search_) search_ = detail::IncludeSearch::of(program_.options());
+    return *search_;
+  }
+
+  const Program& program_;
+  CodeType target_;
+  const std::vector<std::string>& names_;
+  bool follows_ = false;
+  std::string unfollowable_;
+  std::string fields_;
+  std::optional<detail::IncludeSearch> search_;
+};
+
+}  // namespace
+
+ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const {
   if (!cache) return compile(target, std::move(name_expressions));
-  std::string key = make_program_cache_key(code(), code_type(), options(), target, name_expressions);
+  if (std::string why = uncacheable(options()); !why.empty()) return uncached(*this, target, name_expressions, why);
+  Keying keying(*this, target, name_expressions);
+  if (!keying.unfollowable().empty()) return uncached(*this, target, name_expressions, keying.unfollowable());
 
   const std::uint64_t landed_before = g_flights_landed.load(std::memory_order_acquire);
-  if (auto hit = cache->get(key, target)) return std::move(*hit);
+  if (auto key = keying.quick_key())
+    if (auto hit = cache->get(*key, target)) return std::move(*hit);
+
+  // The headers are read now (unless there are none), so the compile gets
+  // exactly what the key names.
+  Keyed keyed = keying.full_key();
+  if (!keyed.unfollowable.empty()) return uncached(*this, target, name_expressions, keyed.unfollowable);
+  std::string& key = keyed.key;
+  if (keyed.includes)  // the manifest was stale, but the headers may match an entry still
+    if (auto hit = cache->get(key, target)) return std::move(*hit);
 
   FlightKey fk{cache, key};
   std::shared_ptr<Flight> flight;
@@ -342,11 +479,11 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
     g_flights.erase(fk);
   };
   try {
-    ObjectCode result = compile(target, name_expressions);
+    ObjectCode result = detail::compile_program(*this, target, name_expressions,
+                                                keyed.includes ? &*keyed.includes : nullptr);
     // The key named the compiler from a memo; now that NVRTC is loaded, make
     // sure it named the one that compiled (else store under the right key).
-    if (code_type() == "c++" && detail::refresh_nvrtc_identity())
-      key = make_program_cache_key(code(), code_type(), options(), target, name_expressions);
+    if (auto again = keying.corrected(keyed)) key = std::move(*again);
     if (auto* memory = dynamic_cast<InMemoryProgramCache*>(cache))
       result = memory->put_if_absent(key, result);
     else

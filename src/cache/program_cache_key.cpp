@@ -1,12 +1,15 @@
-// make_program_cache_key: the digest that names a cache entry.
+// make_program_cache_key: the digest that names a cache entry, and the pieces
+// Program::compile adds to it for headers.
 #include <cucore/program_cache.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "cache/hashing.hpp"
+#include "cache/program_key.hpp"
 #include "cache/toolchain_identity.hpp"
 
 namespace cucore {
@@ -39,31 +42,83 @@ struct KeyWriter {
   }
 };
 
-// SHA-256 of the code, remembered per thread: a cached compile keys the same
-// source on every call, and hashing 2 KB with SHA-256 costs ~2 us, most of a hit.
-// A remembered digest is used only after a full comparison with the stored
-// copy of the code, so it can never stand for other code.
-const std::string& code_digest(std::string_view code) {
-  struct Slot {
-    std::uint64_t hash = 0;
-    std::string code, digest;
-  };
-  thread_local Slot slots[8];
-  thread_local std::string uncached;
-  if (code.size() > (256u << 10)) return uncached = sha256(code);  // big sources: not worth a copy
+// Remembered per source, per thread: hashing 2 KB with SHA-256 costs ~2 us,
+// most of a hit. A slot is used only after a full comparison with its copy of
+// the code, so it can never stand for other code.
+struct SourceSlot {
+  std::uint64_t hash = 0;
+  std::string code, digest;
+  std::optional<IncludeScan> scan;
+};
+
+SourceSlot& source_slot(std::string_view code) {
+  thread_local SourceSlot slots[8];
+  thread_local SourceSlot uncached;
+  if (code.size() > (256u << 10)) {  // big sources: not worth a copy
+    uncached.digest = sha256(code);
+    uncached.scan.reset();
+    uncached.code.clear();
+    return uncached;
+  }
   const std::uint64_t h = checksum64(code.data(), code.size(), 0x636f6465);
-  Slot& s = slots[h % 8];
+  SourceSlot& s = slots[h % 8];
   if (s.digest.empty() || s.hash != h || s.code != code) {
     s.digest = sha256(code);
     s.code.assign(code);
     s.hash = h;
+    s.scan.reset();
   }
-  return s.digest;
+  return s;
 }
 
 [[noreturn]] void refuse(const std::string& what) { throw std::invalid_argument("make_program_cache_key: " + what); }
 
 }  // namespace
+
+const std::string& code_digest(std::string_view code) { return source_slot(code).digest; }
+
+const IncludeScan& code_includes(std::string_view code) {
+  SourceSlot& s = source_slot(code);
+  if (!s.scan) s.scan = scan_includes(code);
+  return *s.scan;
+}
+
+void write_key_fields(std::string& buf, std::string_view code, std::string_view code_type,
+                      const ProgramOptions& options, CodeType target, std::span<const std::string> name_expressions,
+                      std::string_view extra_digest) {
+  const std::vector<std::string> flags = options.as_nvrtc_flags();
+  std::vector<std::string_view> names(name_expressions.begin(), name_expressions.end());
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  buf.clear();
+  KeyWriter w{buf};
+  w.field("schema", "cucore-program-cache-key-1");
+  w.field("compiler", code_type == "c++" ? nvrtc_identity() : linker_identity(options));
+  w.field("code_type", code_type);
+  w.field("target", to_string(target));
+  w.field("code_sha256", code_digest(code));
+  w.list("flags", flags);
+  w.list("name_expressions", names);
+  w.field("name", options.name);
+  w.field("extra_digest", extra_digest);
+}
+
+void append_search_field(std::string& buf, const IncludeSearch& search, bool with_source_dir) {
+  std::vector<std::string> dirs;
+  if (with_source_dir) dirs.push_back("source " + search.source_dir.string());
+  for (const auto& d : search.user_dirs) dirs.push_back("-I " + d.string());
+  KeyWriter{buf}.list("include_search", dirs);
+}
+
+void append_includes_field(std::string& buf, const std::vector<IncludeProbe>& probes) {
+  std::vector<std::string> items;
+  items.reserve(probes.size());
+  for (const auto& p : probes)
+    items.push_back(std::string(1, static_cast<char>('0' + p.kind)) + (p.kind == IncludeProbe::file ? p.digest : "") +
+                    p.path);
+  KeyWriter{buf}.list("includes", items);
+}
+
 }  // namespace detail
 
 std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
@@ -99,23 +154,8 @@ std::string make_program_cache_key(std::string_view code, std::string_view code_
              "): fingerprint those files and pass the digest as extra_digest");
     }
   }
-  const std::vector<std::string> flags = options.as_nvrtc_flags();
-  std::vector<std::string_view> names(name_expressions.begin(), name_expressions.end());
-  std::sort(names.begin(), names.end());
-  names.erase(std::unique(names.begin(), names.end()), names.end());
-
   thread_local std::string buf;  // reused: keys are computed on every cached compile
-  buf.clear();
-  detail::KeyWriter w{buf};
-  w.field("schema", "cucore-program-cache-key-1");
-  w.field("compiler", code_type == "c++" ? detail::nvrtc_identity() : detail::linker_identity(options));
-  w.field("code_type", code_type);
-  w.field("target", to_string(target));
-  w.field("code_sha256", detail::code_digest(code));
-  w.list("flags", flags);
-  w.list("name_expressions", names);
-  w.field("name", options.name);
-  w.field("extra_digest", extra_digest);
+  detail::write_key_fields(buf, code, code_type, options, target, name_expressions, extra_digest);
   return detail::sha256(buf);
 }
 

@@ -92,6 +92,11 @@ LoadedLibrary load_library(const LibrarySpec& spec) {
       } else if (try_open(out, o, step.c_str())) {
         return out;
       }
+      // An explicit choice that does not load is an error, not a hint to look
+      // elsewhere: a silent fallback would run another library than the one asked for.
+      out.info.hint = "$" + std::string(spec.override_env) + " is set to '" + o + "', which is not a loadable " +
+                      spec.component + " library (see above); fix it or unset it";
+      return out;
     } else {
       out.info.searched.push_back(std::string("$") + spec.override_env + ": not set");
     }
