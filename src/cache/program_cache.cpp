@@ -375,6 +375,7 @@ class Keying {
       return k;
     }
     k.includes = detail::resolve_includes(program_.code(), program_.options());
+    if (!k.includes->error.empty()) throw std::invalid_argument("Program::compile: " + k.includes->error);
     if (!k.includes->unfollowable.empty()) {
       k.unfollowable = k.includes->unfollowable;
       return k;

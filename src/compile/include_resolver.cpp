@@ -115,7 +115,8 @@ struct Resolver {
         out.headers.emplace_back(path, std::move(*contents));
       }
     } else if (p.kind == IncludeProbe::other) {
-      fail(path + " is not a regular file or directory");
+      out.error = path + " is not a regular file or directory (a FIFO or device?): NVRTC would block reading it";
+      fail(out.error);
     }
     probed.emplace(path, out.probes.size());
     out.probes.push_back(std::move(p));

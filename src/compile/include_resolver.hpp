@@ -60,9 +60,12 @@ struct ResolvedIncludes {
   std::string source;
   std::vector<std::pair<std::string, std::string>> headers;
   std::vector<std::string> pre_include;
-  // Non-empty: the includes cannot be followed (a computed #include, a header
-  // that is not a regular file, too many or too large headers); why.
+  // Non-empty: the includes cannot be followed (a computed #include, too many
+  // or too large headers); why. The compile can still go on, uncached.
   std::string unfollowable;
+  // Non-empty: a header candidate that no compiler can read (a FIFO, socket or
+  // device, which would block NVRTC); the compile must not go on.
+  std::string error;
 };
 
 // Reads and follows every include of `source` (and of options.pre_include).

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "common/gpu.hpp"
+#include "loader/library.hpp"
 #include "loader/toolkit.hpp"
 
 #include "common/compile_helpers.hpp"
@@ -253,6 +254,37 @@ TEST(Program, CodeTypesAndTargetsAreChecked) {
   expect_invalid([] { Program(kSaxpy, "c++", {.arch = "compute_90"}).compile(CodeType::cubin); }, "compute_90");
   EXPECT_NE(text_of(Program(kSaxpy, "c++", {.arch = "compute_90"}).compile(CodeType::ptx).code()).find(".target sm_90"),
             std::string::npos);
+}
+
+TEST(Program, NulBytesAreRefusedRatherThanCutShort) {
+  // NVRTC reads C strings: a NUL would silently drop the rest.
+  const std::string src = std::string(kSaxpy) + std::string("\0__global__ void hidden() {}", 29);
+  expect_invalid([&] { Program(src, "c++", sm90()); }, "NUL byte at offset " + std::to_string(std::strlen(kSaxpy)));
+  ProgramOptions o = sm90();
+  o.name = std::string("a\0b", 3);
+  expect_invalid([&] { Program(kSaxpy, "c++", o); }, "ProgramOptions::name: contains a NUL byte at offset 1");
+  o = sm90();
+  o.include_path = {"inc", std::string("x\0y", 3)};
+  expect_invalid([&] { Program(kSaxpy, "c++", o); }, "ProgramOptions::include_path: contains a NUL byte");
+  o = sm90();
+  o.define_macro = {std::pair<std::string, std::string>("N", std::string("1\0", 2))};
+  expect_invalid([&] { Program(kSaxpy, "c++", o); }, "ProgramOptions::define_macro: contains a NUL byte");
+  expect_invalid([] { Program(kSaxpy, "c++", sm90()).compile(CodeType::ptx, {std::string("saxpy\0x", 7)}); },
+                 "contains a NUL byte");
+}
+
+TEST(Program, AnOverrideThatIsNotALibraryIsNamedWhenNothingElseLoads) {
+  const std::string file = "/proc/self/cmdline";  // exists, and is no library
+  ::setenv("CUCORE_TEST_GHOST_PATH", file.c_str(), 1);
+  cucore::detail::LibrarySpec spec{"ghost", {"libcucore_ghost.so.1"}, "CUCORE_TEST_GHOST_PATH", true, "install ghost"};
+  auto r = cucore::detail::load_library(spec);
+  ::unsetenv("CUCORE_TEST_GHOST_PATH");
+  EXPECT_FALSE(r.info.found);
+  EXPECT_NE(r.info.hint.find("$CUCORE_TEST_GHOST_PATH is set to '" + file + "', which is not a loadable ghost library"),
+            std::string::npos)
+      << r.info.hint;
+  cucore::LibraryNotFoundError e(spec.component, r.info.searched, r.info.hint);
+  EXPECT_NE(std::string(e.what()).find("CUCORE_TEST_GHOST_PATH is set to"), std::string::npos) << e.what();
 }
 
 TEST(Program, OwnsACopyOfItsSource) {
