@@ -258,8 +258,8 @@ int main() {
     bench::report(c);
     bench::report_value(std::string(what) + " (goal 500 us)", c.cucore, "us", 500);
     // Where a warm start goes (medians of each part).
-    bench::report_value("  of which Program construction (loads NVRTC today)", bench::median(program_us), "us");
-    bench::report_value("  of which the first key (OpenSSL set-up, identity)", bench::median(key_us), "us");
+    bench::report_value("  of which the cache and Program construction", bench::median(program_us), "us");
+    bench::report_value("  of which the first key (OpenSSL set-up, identity memo)", bench::median(key_us), "us");
     bench::report_value("  of which compile(cubin, cache): key + disk hit", bench::median(compile_us), "us");
     if (g_gpu) bench::report_value("  of which get_kernel (module load)", bench::median(load_us), "us");
     if (!all_hit) std::printf("  warning: a warm run missed the cache or a cold run hit it\n");

@@ -122,21 +122,20 @@ bool read_all(int fd, void* data, std::size_t n) {
   return true;
 }
 
-// The record in the open file's xattr: the bytes, std::nullopt when there is
-// none (ENODATA, or no xattrs on this filesystem), "" on any other failure.
-std::optional<std::string> xattr_record(int fd) {
-  char small[1024];
+// The record in the open file's xattr, read into `small` (no allocation on a
+// hit) or, when larger, `big`: std::nullopt when there is none (ENODATA, or no
+// xattrs on this filesystem), an empty view on any other failure.
+std::optional<std::string_view> xattr_record(int fd, char (&small)[1024], std::string& big) {
   ssize_t n = ::fgetxattr(fd, kXattr, small, sizeof small);
-  if (n >= 0) return std::string(small, static_cast<std::size_t>(n));
+  if (n >= 0) return std::string_view(small, static_cast<std::size_t>(n));
   if (errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP) return std::nullopt;
-  if (errno != ERANGE) return std::string();
+  if (errno != ERANGE) return std::string_view();
   const ssize_t need = ::fgetxattr(fd, kXattr, nullptr, 0);
-  if (need <= 0 || static_cast<std::size_t>(need) > kMaxRecordRead) return std::string();
-  std::string big(static_cast<std::size_t>(need), '\0');
+  if (need <= 0 || static_cast<std::size_t>(need) > kMaxRecordRead) return std::string_view();
+  big.resize(static_cast<std::size_t>(need));
   n = ::fgetxattr(fd, kXattr, big.data(), big.size());
-  if (n < 0) return std::string();
-  big.resize(static_cast<std::size_t>(n));
-  return big;
+  if (n < 0) return std::string_view();
+  return std::string_view(big.data(), static_cast<std::size_t>(n));
 }
 
 // Removes `name` in `dfd` whatever it is; a directory (which no writer of ours
@@ -348,15 +347,19 @@ struct FileStreamProgramCache::Impl {
     if (::fstat(fd.fd, &st) != 0) return Outcome::miss;
     if (!S_ISREG(st.st_mode)) return Outcome::damaged;  // a FIFO, directory or device
     // The record: in the file's xattr (atomic with the bytes), else the sidecar.
-    std::optional<std::string> raw = xattr_record(fd.fd);
+    char small[1024];
+    std::string big;
+    std::optional<std::string_view> raw = xattr_record(fd.fd, small, big);
     bool sidecar = false;
     if (!raw) {
       int err = 0;
-      raw = detail::read_file_safely(dfd, meta_name(name).c_str(), kMaxRecordRead, false, &err);
-      if (!raw) return err == ENOENT ? Outcome::no_record : Outcome::damaged;
+      auto meta = detail::read_file_safely(dfd, meta_name(name).c_str(), kMaxRecordRead, false, &err);
+      if (!meta) return err == ENOENT ? Outcome::no_record : Outcome::damaged;
+      big = std::move(*meta);
+      raw = big;
       sidecar = true;
     }
-    const std::optional<EntryRecord> rec = detail::decode_entry_record(*raw);
+    std::optional<EntryRecord> rec = detail::decode_entry_record(*raw);
     if (!rec || rec->entry != name) return Outcome::damaged;
     if (sidecar && rec->data_inode != static_cast<std::uint64_t>(st.st_ino)) return Outcome::foreign_record;
     if (expected && rec->code_type != *expected) return Outcome::damaged;  // wrong type
@@ -370,7 +373,7 @@ struct FileStreamProgramCache::Impl {
         return Outcome::damaged;
       // Least-recently-read eviction needs the read time; atime updates may be off.
       touch(fd.fd);
-      out = ObjectCode::from_bytes(std::move(data), rec->code_type, rec->name, rec->symbols);
+      out = ObjectCode::from_bytes(std::move(data), rec->code_type, std::move(rec->name), std::move(rec->symbols));
     } catch (...) {  // std::bad_alloc of a huge but real file: a miss like any other
       return Outcome::damaged;
     }
@@ -747,10 +750,14 @@ std::vector<FileCacheEntry> FileStreamProgramCache::entries() const {
     Fd fd(::openat(dfd, e.name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
     struct stat st;
     if (fd.fd >= 0 && ::fstat(fd.fd, &st) == 0 && S_ISREG(st.st_mode)) {
-      std::optional<std::string> raw = xattr_record(fd.fd);
-      if (!raw) raw = detail::read_file_safely(dfd, meta_name(e.name).c_str(), kMaxRecordRead);
-      if (raw)
-        if (auto rec = detail::decode_entry_record(*raw)) fe.code_type = rec->code_type;
+      char small[1024];
+      std::string big;
+      std::optional<std::string_view> raw = xattr_record(fd.fd, small, big);
+      if (!raw) {
+        big = detail::read_file_safely(dfd, meta_name(e.name).c_str(), kMaxRecordRead).value_or("");
+        raw = big;
+      }
+      if (auto rec = detail::decode_entry_record(*raw)) fe.code_type = rec->code_type;
     }
     out.push_back(std::move(fe));
   }

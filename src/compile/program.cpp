@@ -159,6 +159,21 @@ LinkerOptions linker_options_for_ptx(const ProgramOptions& o) {
 
 }  // namespace
 
+namespace {
+// How the call in progress on this thread renders the toolkit's directories
+// (set by detail::nvrtc_flags around as_nvrtc_flags).
+thread_local detail::ToolkitFlags t_toolkit_flags = detail::ToolkitFlags::paths;
+}  // namespace
+
+std::vector<std::string> detail::nvrtc_flags(const ProgramOptions& options, ToolkitFlags toolkit) {
+  struct Restore {
+    ToolkitFlags before = t_toolkit_flags;
+    ~Restore() { t_toolkit_flags = before; }
+  } restore;
+  t_toolkit_flags = toolkit;
+  return options.as_nvrtc_flags();
+}
+
 std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
   // Validate everything first, so no half-rendered state escapes.
   check_arch(arch);
@@ -242,13 +257,17 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
   for (const auto& p : include_path) f.push_back("--include-path=" + p);
   if (use_toolkit_headers) {
     // After the caller's paths, so their headers win.
-    static const std::vector<std::string> toolkit = [] {
-      std::vector<std::string> dirs;
-      if (auto d = pathfinder::cccl_include_dir()) dirs.push_back("--include-path=" + *d);
-      if (auto d = pathfinder::cuda_include_dir()) dirs.push_back("--include-path=" + *d);
-      return dirs;
-    }();
-    f.insert(f.end(), toolkit.begin(), toolkit.end());
+    if (t_toolkit_flags == detail::ToolkitFlags::placeholder) {
+      f.emplace_back("--include-path=<toolkit headers>");
+    } else {
+      static const std::vector<std::string> toolkit = [] {
+        std::vector<std::string> dirs;
+        if (auto d = pathfinder::cccl_include_dir()) dirs.push_back("--include-path=" + *d);
+        if (auto d = pathfinder::cuda_include_dir()) dirs.push_back("--include-path=" + *d);
+        return dirs;
+      }();
+      f.insert(f.end(), toolkit.begin(), toolkit.end());
+    }
   }
   for (const auto& h : pre_include) f.push_back("--pre-include=" + h);
   if (no_source_include.value_or(false)) f.emplace_back("--no-source-include");
@@ -297,8 +316,8 @@ Program::Program(std::string code, std::string code_type, ProgramOptions options
   if (auto at = code_.find('\0'); at != std::string::npos)
     throw std::invalid_argument("Program: the source contains a NUL byte at offset " + std::to_string(at));
   if (options_.arch.empty()) options_.arch = resolve_arch_from_device();
-  if (code_type_ == "c++")
-    (void)options_.as_nvrtc_flags();  // fail on bad options now, not at compile
+  if (code_type_ == "c++")  // fail on bad options now, not at compile (the toolkit's directories can wait)
+    (void)detail::nvrtc_flags(options_, detail::ToolkitFlags::placeholder);
   else
     (void)linker_options_for_ptx(options_).as_nvjitlink_flags();
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cucore/program.hpp>
+#include <cucore/pathfinder.hpp>
 #include <cucore/program_cache.hpp>
 
 #include <algorithm>
@@ -77,12 +78,21 @@ TEST(ProgramCacheKey, MatchesTheDocumentedFieldLayout) {
   EXPECT_NE(identity.find("cccl "), std::string::npos) << identity;
   auto [major, minor] = nvrtc_version();
   EXPECT_EQ(identity.rfind("nvrtc " + std::to_string(major) + "." + std::to_string(minor) + ";", 0), 0u) << identity;
-  field("schema", "cucore-program-cache-key-1");
+  field("schema", "cucore-program-cache-key-2");
   field("compiler", identity);
   field("code_type", "c++");
   field("target", "cubin");
   field("code_sha256", detail::sha256(kSource));
-  list("flags", o.as_nvrtc_flags());
+  // The flags as they reach NVRTC, but the toolkit's header directories as one
+  // placeholder (the compiler identity names the toolkit).
+  std::vector<std::string> flags = o.as_nvrtc_flags(), toolkit;
+  for (const auto& d : {pathfinder::cccl_include_dir(), pathfinder::cuda_include_dir()})
+    if (d) toolkit.push_back("--include-path=" + *d);
+  auto at = std::search(flags.begin(), flags.end(), toolkit.begin(), toolkit.end());
+  ASSERT_NE(at, flags.end());
+  at = flags.erase(at, at + static_cast<std::ptrdiff_t>(toolkit.size()));
+  flags.insert(at, "--include-path=<toolkit headers>");
+  list("flags", flags);
   list("name_expressions", {"saxpy<double>", "saxpy<float>"});  // sorted, once each
   field("name", "saxpy.cu");
   field("extra_digest", "");
