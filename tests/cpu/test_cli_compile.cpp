@@ -258,7 +258,7 @@ TEST_F(CliCompile, SourcesThatAreNotTextFilesAreRefusedByName) {
   CliResult r = run("adir.cu --arch sm_90 --no-cache");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("'adir.cu' is a directory"), std::string::npos) << r.err;
-  write("nul.cu", std::string("__global__ void k() {}\n\0 hidden", 33));
+  write("nul.cu", std::string("__global__ void k() {}\n") + '\0' + " hidden");
   r = run("nul.cu --arch sm_90 --no-cache");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("'nul.cu' contains a NUL byte at offset 23"), std::string::npos) << r.err;

@@ -258,7 +258,7 @@ TEST(Program, CodeTypesAndTargetsAreChecked) {
 
 TEST(Program, NulBytesAreRefusedRatherThanCutShort) {
   // NVRTC reads C strings: a NUL would silently drop the rest.
-  const std::string src = std::string(kSaxpy) + std::string("\0__global__ void hidden() {}", 29);
+  const std::string src = std::string(kSaxpy) + '\0' + "__global__ void hidden() {}";
   expect_invalid([&] { Program(src, "c++", sm90()); }, "NUL byte at offset " + std::to_string(std::strlen(kSaxpy)));
   ProgramOptions o = sm90();
   o.name = std::string("a\0b", 3);
