@@ -63,13 +63,13 @@ int main(int argc, char** argv) {
     std::printf("NVRTC %d.%d, SAXPY to cubin for %s, flags:", major, minor, arch.c_str());
     for (const auto& f : flags) std::printf(" %s", f.c_str());
     std::printf("\n");
-    if (program.compile("cubin").code().size() != raw_compile(raw_argv))
+    if (program.compile(cucore::CodeType::cubin).code().size() != raw_compile(raw_argv))
       std::printf("note: cucore's and the raw cubin differ in size\n");
 
     std::size_t sink = 0;
     auto c = bench::compare(
         "NVRTC compile, SAXPY -> cubin", "raw NVRTC",
-        [&] { sink += program.compile("cubin").code().size(); }, [&] { sink += raw_compile(raw_argv); }, samples,
+        [&] { sink += program.compile(cucore::CodeType::cubin).code().size(); }, [&] { sink += raw_compile(raw_argv); }, samples,
         /*inner=*/1, /*warmup=*/3);
     c.unit = "ms";
     c.cucore /= 1e6;

@@ -77,7 +77,7 @@ int main() {
     Device dev(0);
     dev.set_current();
     Stream stream = dev.create_stream();
-    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin");
+    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile(CodeType::cubin);
     Kernel empty = code.get_kernel("empty_kernel");
     Kernel saxpy = code.get_kernel("saxpy");
     const int n = 256;  // one block: the device work is negligible next to the enqueue

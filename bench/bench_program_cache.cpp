@@ -85,9 +85,9 @@ int child_main() {
   const auto t1 = bench::clock::now();
   // The first key in a process pays one-time costs (OpenSSL set-up, the compiler
   // identity); timed apart, then compile() computes it again (~1 us).
-  (void)cucore::make_program_cache_key(program.code(), "c++", program.options(), "cubin");
+  (void)cucore::make_program_cache_key(program.code(), "c++", program.options(), cucore::CodeType::cubin);
   const auto t2 = bench::clock::now();
-  cucore::ObjectCode code = program.compile("cubin", {}, &cache);
+  cucore::ObjectCode code = program.compile(cucore::CodeType::cubin, {}, &cache);
   const auto t3 = bench::clock::now();
   if (g_gpu) (void)code.get_kernel("saxpy");
   const auto t4 = bench::clock::now();
@@ -151,8 +151,8 @@ int main() {
 
   const std::string src = source_2kb();
   cucore::Program program(src, "c++", {.arch = g_arch});
-  const cucore::ObjectCode cubin = program.compile("cubin");
-  const std::string key = cucore::make_program_cache_key(program.code(), "c++", program.options(), "cubin");
+  const cucore::ObjectCode cubin = program.compile(cucore::CodeType::cubin);
+  const std::string key = cucore::make_program_cache_key(program.code(), "c++", program.options(), cucore::CodeType::cubin);
 
   // 1. In-memory hit, against the floor: a mutex-guarded unordered_map of shared objects.
   {
@@ -175,12 +175,12 @@ int main() {
   // 2. compile() through an in-memory cache, hit, 2 KB source, key included.
   {
     cucore::InMemoryProgramCache cache;
-    (void)program.compile("cubin", {}, &cache);
+    (void)program.compile(cucore::CodeType::cubin, {}, &cache);
     volatile std::size_t sink = 0;
     auto c = bench::compare(
         "compile(cubin, cache) hit, 2 KB source", "make_program_cache_key alone",
-        [&] { sink = sink + program.compile("cubin", {}, &cache).code().size(); },
-        [&] { sink = sink + cucore::make_program_cache_key(program.code(), "c++", program.options(), "cubin").size(); },
+        [&] { sink = sink + program.compile(cucore::CodeType::cubin, {}, &cache).code().size(); },
+        [&] { sink = sink + cucore::make_program_cache_key(program.code(), "c++", program.options(), cucore::CodeType::cubin).size(); },
         41, 2000);
     bench::report(c);
     bench::report_value("compile(cubin, cache) hit incl. key (goal 3 us)", c.cucore / 1000, "us", 3.0);
@@ -215,7 +215,7 @@ int main() {
     bench::report_value("  cubin size", static_cast<double>(cubin.code().size()), "bytes");
     // SAXPY alone: the mission's kernel, a ~4 KB cubin.
     cucore::Program saxpy(src.substr(0, src.find("extern", 10)), "c++", {.arch = g_arch});
-    const cucore::ObjectCode small = saxpy.compile("cubin");
+    const cucore::ObjectCode small = saxpy.compile(cucore::CodeType::cubin);
     cache.put("saxpy", small);
     const double small_ns = bench::median([&] {
       std::vector<double> v;
@@ -258,8 +258,8 @@ int main() {
     bench::report(c);
     bench::report_value(std::string(what) + " (goal 500 us)", c.cucore, "us", 500);
     // Where a warm start goes (medians of each part).
-    bench::report_value("  of which Program construction (loads NVRTC today)", bench::median(program_us), "us");
-    bench::report_value("  of which the first key (OpenSSL set-up, identity)", bench::median(key_us), "us");
+    bench::report_value("  of which the cache and Program construction", bench::median(program_us), "us");
+    bench::report_value("  of which the first key (OpenSSL set-up, identity memo)", bench::median(key_us), "us");
     bench::report_value("  of which compile(cubin, cache): key + disk hit", bench::median(compile_us), "us");
     if (g_gpu) bench::report_value("  of which get_kernel (module load)", bench::median(load_us), "us");
     if (!all_hit) std::printf("  warning: a warm run missed the cache or a cold run hit it\n");

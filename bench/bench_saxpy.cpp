@@ -59,7 +59,7 @@ int main() {
     Device dev(0);
     dev.set_current();
     Stream stream = dev.create_stream();
-    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin");
+    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile(CodeType::cubin);
     Kernel saxpy = code.get_kernel("saxpy");
 
     const std::size_t bytes = std::size_t(kN) * sizeof(float);

@@ -48,14 +48,14 @@ int main() {
     cucore::Program program(kSaxpy, "c++", {.arch = arch});
     cucore::InMemoryProgramCache cache;
     const std::string key =
-        cucore::make_program_cache_key(program.code(), program.code_type(), program.options(), "cubin");
+        cucore::make_program_cache_key(program.code(), program.code_type(), program.options(), cucore::CodeType::cubin);
     std::printf("cache key  %s\n", cucore::program_cache_key_hex(key).c_str());
 
     // First request: a miss, so compile with NVRTC and store the cubin.
     auto t0 = std::chrono::steady_clock::now();
     std::optional<cucore::ObjectCode> code = cache.get(key);
     if (!code) {
-      code = program.compile("cubin");
+      code = program.compile(cucore::CodeType::cubin);
       cache.put(key, *code);
     }
     const double cold_us = micros_since(t0);
@@ -74,7 +74,7 @@ int main() {
     for (int i = 0; i < kHits; ++i) again = cache.get(key);
     const double mean_hit_us = micros_since(t0) / kHits;
 
-    std::printf("compiled   %s, %zu bytes of %s\n", arch.c_str(), again->code().size(), again->code_type().c_str());
+    std::printf("compiled   %s, %zu bytes of %s\n", arch.c_str(), again->code().size(), std::string(to_string(again->code_type())).c_str());
     std::printf("cold compile       %10.1f us\n", cold_us);
     std::printf("cache hit          %10.3f us (mean of %d: %.3f us), %.0fx faster than compiling\n", hit_us, kHits,
                 mean_hit_us, cold_us / mean_hit_us);

@@ -46,13 +46,13 @@ cucore::ObjectCode compile(const std::string& arch, double& ms, bool& cached) {
   cucore::ObjectCode code;
   cached = false;
   try {
-    code = program.compile("cubin", {}, &cucore::default_program_cache());
+    code = program.compile(cucore::CodeType::cubin, {}, &cucore::default_program_cache());
     cached = true;
   } catch (const cucore::CompileError&) {
     throw;
   } catch (const std::exception& e) {
     std::printf("program cache unavailable (%s); compiling without it\n", e.what());
-    code = program.compile("cubin");
+    code = program.compile(cucore::CodeType::cubin);
   }
   ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   return code;

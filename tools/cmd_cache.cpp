@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -18,30 +19,32 @@ namespace cucore::cli {
 namespace {
 
 struct CacheArgs {
-  std::string dir;
+  std::optional<std::string> dir;
   bool json = false;
 };
 
 // The cache the command works on: the process default, or the one at --dir.
 FileStreamProgramCache& disk_cache(const CacheArgs& a, std::optional<FileStreamProgramCache>& own) {
-  if (a.dir.empty()) return default_two_level_program_cache().disk();
-  own.emplace(a.dir);
+  if (!a.dir) return default_two_level_program_cache().disk();
+  // An empty --dir (an unset variable in a script) must not mean the default cache.
+  if (a.dir->empty()) throw std::invalid_argument("--dir is empty; name a cache directory, or leave --dir out");
+  own.emplace(*a.dir);
   return *own;
 }
 
 int run_info(const CacheArgs& a) {
   std::optional<FileStreamProgramCache> own;
   FileStreamProgramCache& cache = disk_cache(a, own);
-  const auto entries = cache.entries();
+  const auto entries = cache.entries();  // throws when the directory cannot be read
   std::size_t bytes = 0;
   std::map<std::string, std::size_t> by_type;
   for (const auto& e : entries) {
     bytes += e.size_bytes;
-    ++by_type[e.code_type.empty() ? "unrecorded" : e.code_type];
+    ++by_type[e.code_type ? std::string(to_string(*e.code_type)) : "unrecorded"];
   }
   std::error_code ec;
   const bool exists = std::filesystem::is_directory(cache.path(), ec);
-  const CacheStats s = a.dir.empty() ? default_program_cache().stats() : cache.stats();
+  const CacheStats s = a.dir ? cache.stats() : default_program_cache().stats();
   if (a.json) {
     nlohmann::json j{
         {"directory", cache.path().string()},

@@ -52,9 +52,9 @@ class Linker {
   // link-time optimization with no usable nvJitLink: FeatureUnavailableError.
   explicit Linker(std::vector<ObjectCode> object_codes, LinkerOptions options = {});
 
-  // target: "cubin" or "ptx" (the latter needs options.ptx). Failures throw
-  // CompileError whose log() is the linker's error log.
-  ObjectCode link(std::string_view target);
+  // target: CodeType::cubin, or CodeType::ptx (which needs options.ptx).
+  // Failures throw CompileError whose log() is the linker's error log.
+  ObjectCode link(CodeType target);
 
   // The logs of the last link() (empty before it).
   const std::string& error_log() const noexcept { return error_log_; }

@@ -4,9 +4,11 @@
 // driver lazily, once, context-independently (cuLibraryLoadData), and every
 // Kernel taken from it keeps it loaded.
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -16,6 +18,15 @@
 namespace cucore {
 
 class Kernel;
+
+// The kinds of compiled code, as cuda.core names them ("cubin", "ptx", "ltoir",
+// "fatbin", "object", "library").
+enum class CodeType : std::uint8_t { cubin, ptx, ltoir, fatbin, object, library };
+
+// "cubin", "ptx", ...
+std::string_view to_string(CodeType type) noexcept;
+// The CodeType named `name` exactly ("cubin", ...); std::nullopt for any other string.
+std::optional<CodeType> parse_code_type(std::string_view name) noexcept;
 
 namespace detail {
 struct ObjectCodeState;
@@ -67,11 +78,11 @@ class ObjectCode {
   static ObjectCode from_library(const std::filesystem::path& file, std::string name = {},
                                  std::map<std::string, std::string> symbol_mapping = {});
   // Used by the compiler and the caches: takes the bytes without copying.
-  static ObjectCode from_bytes(std::vector<std::byte> code, std::string code_type, std::string name = {},
+  static ObjectCode from_bytes(std::vector<std::byte> code, CodeType code_type, std::string name = {},
                                std::map<std::string, std::string> symbol_mapping = {}, std::string log = {});
 
   std::span<const std::byte> code() const noexcept;
-  const std::string& code_type() const noexcept;  // "cubin", "ptx", "ltoir", "fatbin", "object", "library"
+  CodeType code_type() const noexcept;  // CodeType::cubin for an empty ObjectCode
   const std::string& name() const noexcept;
   const std::map<std::string, std::string>& symbol_mapping() const noexcept;
   const std::string& compile_log() const noexcept;  // the compiler's warnings, if any

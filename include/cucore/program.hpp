@@ -94,16 +94,16 @@ class Program {
   // that is std::invalid_argument asking for arch. Options are validated here.
   explicit Program(std::string code, std::string code_type = "c++", ProgramOptions options = {});
 
-  // target: "ptx", "cubin" or "ltoir" for C++ ("ltoir" adds --dlink-time-opt
-  // when link_time_optimization is unset); "cubin" (linked) or "ptx" (the
-  // source as is) for PTX. Name expressions ("saxpy<float>") are registered
-  // and their lowered names kept, so get_kernel("saxpy<float>") works.
-  // Compiler errors throw CompileError (what(): the first error line; log():
-  // all of it); a successful compile's warnings are the result's compile_log().
-  // Each call runs the compiler afresh, so concurrent calls are safe.
-  ObjectCode compile(std::string_view target, std::vector<std::string> name_expressions = {}) const;
+  // target: ptx, cubin or ltoir for C++ (ltoir adds --dlink-time-opt when
+  // link_time_optimization is unset); cubin (linked) or ptx (the source as is)
+  // for PTX. Name expressions ("saxpy<float>") are registered and their lowered
+  // names kept, so get_kernel("saxpy<float>") works. Compiler errors throw
+  // CompileError (what(): the first error line; log(): all of it); a
+  // successful compile's warnings are the result's compile_log(). Each call
+  // runs the compiler afresh, so concurrent calls are safe.
+  ObjectCode compile(CodeType target, std::vector<std::string> name_expressions = {}) const;
   // Through a cache: a hit returns the stored object with no compiler call.
-  ObjectCode compile(std::string_view target, std::vector<std::string> name_expressions, ProgramCache* cache) const;
+  ObjectCode compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const;
 
   const std::string& code() const noexcept { return code_; }
   const std::string& code_type() const noexcept { return code_type_; }

@@ -42,7 +42,7 @@ struct CacheStats {
 // and extra_digest is empty (fingerprint those files and pass it), and for
 // options with side effects (create_pch, time, fdevice_time_trace).
 std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
-                                   std::string_view target, std::span<const std::string> name_expressions = {},
+                                   CodeType target, std::span<const std::string> name_expressions = {},
                                    std::string_view extra_digest = {});
 inline constexpr std::size_t kProgramCacheKeySize = 32;
 // Lower-case hex of a key (64 characters for a make_program_cache_key key).
@@ -59,11 +59,11 @@ class ProgramCache {
   virtual std::optional<ObjectCode> get(std::string_view key) = 0;
   // Like get(), but an entry of another code type than `code_type` is damage:
   // counted in errors, removed, and a miss.
-  virtual std::optional<ObjectCode> get(std::string_view key, std::string_view code_type);
+  virtual std::optional<ObjectCode> get(std::string_view key, CodeType code_type);
   virtual void put(std::string_view key, const ObjectCode& code) = 0;
-  // Raw bytes (copied). An empty code_type is recognised from the bytes (ELF
+  // Raw bytes (copied). With no code_type it is recognised from the bytes (ELF
   // cubin, fatbin, LTO-IR, PTX text); std::invalid_argument when it cannot be.
-  void put(std::string_view key, std::span<const std::byte> code, std::string_view code_type = {});
+  void put(std::string_view key, std::span<const std::byte> code, std::optional<CodeType> code_type = {});
   virtual bool erase(std::string_view key) = 0;
   virtual void clear() = 0;
   virtual std::size_t size_bytes() const = 0;
@@ -83,7 +83,7 @@ class InMemoryProgramCache final : public ProgramCache {
 
   using ProgramCache::put;
   std::optional<ObjectCode> get(std::string_view key) override;
-  std::optional<ObjectCode> get(std::string_view key, std::string_view code_type) override;
+  std::optional<ObjectCode> get(std::string_view key, CodeType code_type) override;
   void put(std::string_view key, const ObjectCode& code) override;
   // Stores `code` unless the key is present; returns the resident object either
   // way (how concurrent fillers end up sharing one loaded module).
@@ -103,8 +103,8 @@ class InMemoryProgramCache final : public ProgramCache {
 
 // One entry of a FileStreamProgramCache directory.
 struct FileCacheEntry {
-  std::filesystem::path file;  // the raw binary
-  std::string code_type;       // "cubin", ...; empty when its record is missing
+  std::filesystem::path file;         // the raw binary
+  std::optional<CodeType> code_type;  // empty when its record is missing or unreadable
   std::size_t size_bytes = 0;
   std::filesystem::file_time_type last_read;
 };
@@ -117,11 +117,15 @@ struct FileCacheEntry {
 // temporary file that is fsynced and renamed into place. Reads check the record
 // against the bytes (size, checksum, ELF/fatbin/LTO-IR/PTX structure); a
 // damaged entry is counted in errors, removed and a miss. Eviction removes the
-// least recently read entries while over the cap. An unwritable or missing
-// directory or a full disk never throws: the cache misses and says so once.
+// least recently read entries, so the directory stays under the cap whenever a
+// put returns. An unwritable or missing directory or a full disk never throws:
+// the cache misses and says so once. So does a directory another user could
+// write (not owned by this user, or writable by group or others, or with such
+// a parent): it is refused, since anyone who can write it can plant entries.
 class FileStreamProgramCache final : public ProgramCache {
  public:
-  // $XDG_CACHE_HOME/cucore/programs, else ~/.cache/cucore/programs.
+  // $XDG_CACHE_HOME/cucore/programs, else $HOME/.cache/cucore/programs, else
+  // $TMPDIR/cucore-<uid>/programs (private, and refused if someone else made it).
   static std::filesystem::path default_path();
 
   explicit FileStreamProgramCache(std::filesystem::path path = default_path(),
@@ -132,7 +136,7 @@ class FileStreamProgramCache final : public ProgramCache {
 
   using ProgramCache::put;
   std::optional<ObjectCode> get(std::string_view key) override;
-  std::optional<ObjectCode> get(std::string_view key, std::string_view code_type) override;
+  std::optional<ObjectCode> get(std::string_view key, CodeType code_type) override;
   void put(std::string_view key, const ObjectCode& code) override;
   bool erase(std::string_view key) override;
   void clear() override;  // removes every entry (and stray temporary files)
@@ -142,6 +146,8 @@ class FileStreamProgramCache final : public ProgramCache {
   const std::filesystem::path& path() const noexcept;
   std::optional<std::size_t> max_size_bytes() const noexcept;
   std::filesystem::path entry_path(std::string_view key) const;
+  // Every entry. Empty when the directory does not exist; std::runtime_error
+  // (naming it and why) when it exists but cannot be read or is refused.
   std::vector<FileCacheEntry> entries() const;
   // Whether the directory can be used (false after a failure was reported).
   bool usable() const noexcept;
@@ -163,7 +169,7 @@ class TwoLevelProgramCache final : public ProgramCache {
 
   using ProgramCache::put;
   std::optional<ObjectCode> get(std::string_view key) override;
-  std::optional<ObjectCode> get(std::string_view key, std::string_view code_type) override;
+  std::optional<ObjectCode> get(std::string_view key, CodeType code_type) override;
   void put(std::string_view key, const ObjectCode& code) override;
   bool erase(std::string_view key) override;
   void clear() override;
@@ -174,7 +180,7 @@ class TwoLevelProgramCache final : public ProgramCache {
   FileStreamProgramCache& disk() noexcept { return disk_; }
 
  private:
-  std::optional<ObjectCode> lookup(std::string_view key, std::string_view code_type);
+  std::optional<ObjectCode> lookup(std::string_view key, std::optional<CodeType> code_type);
   InMemoryProgramCache memory_;
   FileStreamProgramCache disk_;
   struct Counters;

@@ -4,6 +4,7 @@
 #include <cucore/program_cache.hpp>
 
 #include <filesystem>
+#include <limits>
 
 #include "program_support.hpp"
 
@@ -54,20 +55,71 @@ std::size_t entry_count(ProgramCache& c) {
 
 std::optional<std::size_t> max_size_arg(nb::handle v) {
   if (v.is_none()) return std::nullopt;
-  long long n = nb::cast<long long>(v);
-  if (n <= 0) throw nb::value_error("max_size_bytes must be positive or None (0 would evict every write)");
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
+    raise_type_error("max_size_bytes must be an int or None, got " + nb::cast<std::string>(nb::repr(v)));
+  nb::object i = nb::steal(PyNumber_Index(v.ptr()));
+  if (!i.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (n == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow < 0 || (!overflow && n <= 0))
+    throw nb::value_error("max_size_bytes must be positive or None (0 would evict every write)");
+  if (overflow > 0) return std::numeric_limits<std::size_t>::max();  // larger than any disk
   return static_cast<std::size_t>(n);
 }
 
 bool is_cucore_cache(nb::handle h) { return nb::isinstance<ProgramCache>(h); }
 
+// A mapping-like program cache from Python seen as a ProgramCache: bytes keys,
+// compiled bytes (or ObjectCode) values. Called with the GIL released (from
+// Program::compile), so each call takes it.
+class MappingCache final : public ProgramCache {
+ public:
+  MappingCache(nb::handle mapping, std::string name) : mapping_(mapping), name_(std::move(name)) {}
+  using ProgramCache::put;
+  // Program::compile asks by type: raw bytes carry none of their own.
+  std::optional<cucore::ObjectCode> get(std::string_view) override { return std::nullopt; }
+  std::optional<cucore::ObjectCode> get(std::string_view key, cucore::CodeType type) override {
+    return lookup(key, type);
+  }
+  void put(std::string_view key, const cucore::ObjectCode& code) override {
+    nb::gil_scoped_acquire gil;
+    mapping_[nb::bytes(key.data(), key.size())] = nb::cast(code);
+  }
+  bool erase(std::string_view) override { return false; }
+  void clear() override {}
+  std::size_t size_bytes() const override { return 0; }
+  cucore::CacheStats stats() const override { return {}; }
+
+ private:
+  std::optional<cucore::ObjectCode> lookup(std::string_view key, cucore::CodeType type) {
+    nb::gil_scoped_acquire gil;
+    nb::object hit = mapping_.attr("get")(nb::bytes(key.data(), key.size()));
+    if (hit.is_none()) return std::nullopt;
+    if (PyObject_TypeCheck(hit.ptr(), g_types.object_code)) {
+      const auto& o = *nb::inst_ptr<cucore::ObjectCode>(hit);
+      if (o.code_type() != type) return std::nullopt;
+      return o;
+    }
+    Py_buffer view;
+    if (PyObject_GetBuffer(hit.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+    const auto* b = static_cast<const std::byte*>(view.buf);
+    std::vector<std::byte> bytes(b, b + view.len);
+    PyBuffer_Release(&view);
+    if (bytes.empty()) return std::nullopt;
+    return cucore::ObjectCode::from_bytes(std::move(bytes), type, name_);
+  }
+  nb::handle mapping_;
+  std::string name_;
+};
+
 }  // namespace
 
-nb::object program_compile(PyProgram& p, std::string target, nb::handle name_expressions, nb::handle logs,
+nb::object program_compile(PyProgram& p, std::string target_type, nb::handle name_expressions, nb::handle logs,
                            nb::handle cache) {
   if (p.closed) throw nb::value_error("the program is closed");
   std::vector<std::string> names = name_expressions_arg(name_expressions);
-  for (auto& c : target) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const cucore::CodeType target = code_type_arg(std::move(target_type), "target_type");
   cucore::ObjectCode result;
   if (cache.is_none()) {
     nb::gil_scoped_release nogil;
@@ -78,27 +130,13 @@ nb::object program_compile(PyProgram& p, std::string target, nb::handle name_exp
     result = p.program.compile(target, names, c);
   } else {
     // Any other mapping-like program cache (a user's ProgramCacheResource, or
-    // cuda.core's): key it with cucore's key, store raw bytes.
+    // cuda.core's): keyed as cucore's caches are, holding raw bytes.
     if (!names.empty())
       throw nb::value_error("name_expressions cannot be combined with a foreign cache= (the symbol mapping is not "
                             "stored with the binary)");
-    std::string key = cucore::make_program_cache_key(p.program.code(), p.program.code_type(), p.program.options(),
-                                                     target, {}, {});
-    nb::bytes k(key.data(), key.size());
-    nb::object hit = cache.attr("get")(k);
-    if (!hit.is_none()) {
-      Py_buffer view;
-      if (PyObject_GetBuffer(hit.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
-      const auto* b = static_cast<const std::byte*>(view.buf);
-      std::vector<std::byte> bytes(b, b + view.len);
-      PyBuffer_Release(&view);
-      return nb::cast(cucore::ObjectCode::from_bytes(std::move(bytes), target, p.program.options().name));
-    }
-    {
-      nb::gil_scoped_release nogil;
-      result = p.program.compile(target, names);
-    }
-    cache[k] = nb::cast(result);
+    MappingCache mapping(cache, p.program.options().name);
+    nb::gil_scoped_release nogil;
+    result = p.program.compile(target, names, &mapping);
   }
   if (!logs.is_none() && !result.compile_log().empty()) logs.attr("write")(result.compile_log());
   return nb::cast(std::move(result));
@@ -168,11 +206,7 @@ void bind_cache(nb::module_& m) {
       "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs).")
       .def("__init__", [](cucore::FileStreamProgramCache* self, nb::handle path, nb::handle max_size_bytes) {
         std::filesystem::path p = cucore::FileStreamProgramCache::default_path();
-        if (!path.is_none()) {
-          nb::object fs = nb::steal(PyOS_FSPath(path.ptr()));
-          if (!fs.is_valid()) throw nb::python_error();
-          p = nb::cast<std::string>(fs);
-        }
+        if (!path.is_none()) p = path_arg(path, "FileStreamProgramCache: path");
         new (self) cucore::FileStreamProgramCache(p, max_size_arg(max_size_bytes));
       }, nb::arg("path") = nb::none(), nb::kw_only(), nb::arg("max_size_bytes") = nb::none())
       .def_prop_ro("path", [](const cucore::FileStreamProgramCache& c) { return c.path().string(); })
@@ -196,7 +230,8 @@ void bind_cache(nb::module_& m) {
         std::vector<std::string> names = name_expressions_arg(name_expressions);
         std::string extra;
         if (!extra_digest.is_none()) extra = key_arg(extra_digest);
-        std::string key = cucore::make_program_cache_key(src, code_type, po, target_type, names, extra);
+        std::string key =
+            cucore::make_program_cache_key(src, code_type, po, code_type_arg(target_type, "target_type"), names, extra);
         return nb::bytes(key.data(), key.size());
       }, nb::kw_only(), nb::arg("code"), nb::arg("code_type"), nb::arg("options"), nb::arg("target_type"),
       nb::arg("name_expressions") = nb::tuple(), nb::arg("extra_digest") = nb::none(),

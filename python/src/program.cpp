@@ -5,6 +5,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -17,6 +18,31 @@
 namespace cucore::python {
 namespace {
 
+std::string py_repr(nb::handle v) { return nb::cast<std::string>(nb::repr(v)); }
+
+// A str (or bytes) argument; TypeError naming `what` for anything else.
+std::string str_arg(nb::handle v, const std::string& what) {
+  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
+  if (!PyUnicode_Check(v.ptr())) raise_type_error(what + " must be a str, got " + py_repr(v));
+  return nb::cast<std::string>(v);
+}
+
+// A C int: TypeError for a non-int, OverflowError naming `what` when it does not
+// fit (a truncated value would be another option than the one given).
+int c_int_arg(nb::handle v, const std::string& what) {
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr())) raise_type_error(what + " must be an int, got " + py_repr(v));
+  nb::object i = nb::steal(PyNumber_Index(v.ptr()));
+  if (!i.is_valid()) throw nb::python_error();
+  int overflow = 0;
+  const long long r = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (r == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow || r < INT_MIN || r > INT_MAX) {
+    PyErr_SetString(PyExc_OverflowError, (what + " = " + py_repr(v) + " does not fit in a C int").c_str());
+    throw nb::python_error();
+  }
+  return static_cast<int>(r);
+}
+
 // define_macro: "NAME", ("NAME", "VALUE"), or a list of those.
 void parse_macros(nb::handle v, cucore::ProgramOptions& po) {
   if (v.is_none()) return;
@@ -24,8 +50,8 @@ void parse_macros(nb::handle v, cucore::ProgramOptions& po) {
     if (PyUnicode_Check(item.ptr())) {
       po.define_macro.emplace_back(nb::cast<std::string>(item));
     } else if (PyTuple_Check(item.ptr()) && PyTuple_GET_SIZE(item.ptr()) == 2) {
-      po.define_macro.emplace_back(std::pair<std::string, std::string>(nb::cast<std::string>(item[0]),
-                                                                       nb::cast<std::string>(item[1])));
+      po.define_macro.emplace_back(
+          std::pair<std::string, std::string>(str_arg(item[0], "define_macro"), str_arg(item[1], "define_macro")));
     } else {
       throw nb::type_error("define_macro: expected 'NAME', ('NAME', 'VALUE') or a list of those");
     }
@@ -46,9 +72,7 @@ template <typename F>
 cucore::ObjectCode from_module(nb::handle module, const char* kind, F&& make) {
   PyObject* o = module.ptr();
   if (PyUnicode_Check(o) || PyObject_HasAttrString(o, "__fspath__")) {
-    nb::object p = nb::steal(PyOS_FSPath(o));
-    if (!p.is_valid()) throw nb::python_error();
-    return make(std::filesystem::path(nb::cast<std::string>(p)));
+    return make(path_arg(module, (std::string("ObjectCode.from_") + kind + ": module").c_str()));
   }
   Py_buffer view;
   if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) {
@@ -63,20 +87,12 @@ cucore::ObjectCode from_module(nb::handle module, const char* kind, F&& make) {
 std::map<std::string, std::string> mapping_arg(nb::handle h) {
   std::map<std::string, std::string> m;
   if (h.is_none()) return m;
-  for (auto [k, v] : nb::borrow<nb::dict>(h)) {
-    auto s = [](nb::handle x) {
-      if (PyBytes_Check(x.ptr())) return std::string(PyBytes_AsString(x.ptr()), PyBytes_Size(x.ptr()));
-      return nb::cast<std::string>(x);
-    };
-    m[s(k)] = s(v);
-  }
+  if (!PyDict_Check(h.ptr())) raise_type_error("symbol_mapping must be a dict, got " + py_repr(h));
+  for (auto [k, v] : nb::borrow<nb::dict>(h)) m[str_arg(k, "symbol_mapping")] = str_arg(v, "symbol_mapping");
   return m;
 }
 
-std::string name_arg(nb::handle name) {
-  if (PyBytes_Check(name.ptr())) return std::string(PyBytes_AsString(name.ptr()), PyBytes_Size(name.ptr()));
-  return nb::cast<std::string>(name);
-}
+std::string name_arg(nb::handle name) { return str_arg(name, "name"); }
 
 #define CUCORE_FROM(kind)                                                                                   \
   def_static(                                                                                               \
@@ -105,7 +121,8 @@ struct PyKernelOccupancy {
 // the binding follows the header's choice of types).
 void read_field(std::optional<bool>& field, nb::handle o, const char* name) { field = opt_bool(o, name); }
 void read_field(std::optional<int>& field, nb::handle o, const char* name) {
-  if (auto v = opt_int(o, name)) field = static_cast<int>(*v);
+  nb::object v = nb::getattr(o, name, nb::none());
+  if (!v.is_none()) field = c_int_arg(v, name);
 }
 void read_field(std::string& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
@@ -120,7 +137,21 @@ void read_field(bool& field, nb::handle o, const char* name) {
   if (auto v = opt_bool(o, name)) field = *v;
 }
 void read_field(std::vector<std::string>& field, nb::handle o, const char* name) { field = opt_str_list(o, name); }
-void read_field(std::vector<int>& field, nb::handle o, const char* name) { field = opt_int_list(o, name); }
+void read_field(std::vector<int>& field, nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  field.clear();
+  if (v.is_none()) return;
+  if (PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
+    field.push_back(c_int_arg(v, name));
+    return;
+  }
+  nb::object items = nb::steal(PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) ? nullptr : PyObject_GetIter(v.ptr()));
+  if (!items.is_valid()) {
+    PyErr_Clear();
+    raise_type_error(std::string(name) + " must be an int or a sequence of ints, got " + py_repr(v));
+  }
+  for (nb::handle item : v) field.push_back(c_int_arg(item, std::string(name) + " item"));
+}
 
 }  // namespace
 
@@ -231,6 +262,24 @@ std::vector<std::string> name_expressions_arg(nb::handle names) {
 
 nb::object object_code_bytes(const cucore::ObjectCode& oc) { return to_bytes(oc.code()); }
 
+std::filesystem::path path_arg(nb::handle v, const char* what) {
+  if (!PyUnicode_Check(v.ptr()) && !PyObject_HasAttrString(v.ptr(), "__fspath__"))
+    raise_type_error(std::string(what) + " must be a str or os.PathLike, got " + py_repr(v));
+  nb::object p = nb::steal(PyOS_FSPath(v.ptr()));
+  if (!p.is_valid()) throw nb::python_error();
+  if (!PyUnicode_Check(p.ptr()))
+    raise_type_error(std::string(what) + " must be a str or os.PathLike giving a str, got " + py_repr(v));
+  return std::filesystem::path(nb::cast<std::string>(p));
+}
+
+cucore::CodeType code_type_arg(std::string name, const char* what) {
+  for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (auto t = cucore::parse_code_type(name)) return *t;
+  throw nb::value_error((std::string(what) + ": '" + name +
+                         "' is not a code type (valid: cubin, ptx, ltoir, fatbin, object, library)")
+                            .c_str());
+}
+
 void bind_program(nb::module_& m) {
   // ---- ObjectCode -----------------------------------------------------------------------
   auto oc = nb::class_<cucore::ObjectCode>(m, "ObjectCode",
@@ -242,7 +291,7 @@ void bind_program(nb::module_& m) {
       .CUCORE_FROM(object)
       .CUCORE_FROM(library)
       .def_prop_ro("code", [](const cucore::ObjectCode& o) { return to_bytes(o.code()); }, "The code's bytes.")
-      .def_prop_ro("code_type", &cucore::ObjectCode::code_type)
+      .def_prop_ro("code_type", [](const cucore::ObjectCode& o) { return std::string(to_string(o.code_type())); })
       .def_prop_ro("name", &cucore::ObjectCode::name)
       .def_prop_ro("symbol_mapping", &cucore::ObjectCode::symbol_mapping)
       .def_prop_ro("compile_log", &cucore::ObjectCode::compile_log, "The compiler's warnings, if any (cucore extra).")
@@ -263,15 +312,16 @@ void bind_program(nb::module_& m) {
         nb::dict mapping;
         for (auto& [k, v] : o.symbol_mapping()) mapping[nb::str(k.c_str())] = nb::str(v.c_str());
         return nb::make_tuple(nb::module_::import_("cucore._options").attr("_object_code_from_bytes"),
-                              nb::make_tuple(to_bytes(o.code()), o.code_type(), o.name(), mapping));
+                              nb::make_tuple(to_bytes(o.code()), std::string(to_string(o.code_type())), o.name(), mapping));
       })
       .def("__repr__", [](const cucore::ObjectCode& o) {
-        return "<ObjectCode " + o.code_type() + " '" + o.name() + "' " + std::to_string(o.code().size()) + " bytes>";
+        return "<ObjectCode " + std::string(to_string(o.code_type())) + " '" + o.name() + "' " + std::to_string(o.code().size()) + " bytes>";
       });
   g_types.object_code = reinterpret_cast<PyTypeObject*>(oc.ptr());
   m.def("_object_code_from_bytes", [](nb::bytes code, std::string code_type, std::string name, nb::handle mapping) {
     const auto* p = reinterpret_cast<const std::byte*>(code.c_str());
-    return cucore::ObjectCode::from_bytes(std::vector<std::byte>(p, p + code.size()), code_type, name,
+    return cucore::ObjectCode::from_bytes(std::vector<std::byte>(p, p + code.size()),
+                                          code_type_arg(code_type, "code_type"), name,
                                           mapping_arg(mapping));
   });
 
@@ -385,13 +435,18 @@ void bind_program(nb::module_& m) {
   nb::class_<PyLinker>(m, "Linker", "Links ObjectCodes into one cubin (or PTX) with nvJitLink, else the driver's linker.")
       .def("__init__", [](PyLinker* self, nb::args object_codes, nb::handle options) {
         std::vector<cucore::ObjectCode> codes;
-        for (nb::handle h : object_codes) codes.push_back(nb::cast<cucore::ObjectCode>(h));
+        for (nb::handle h : object_codes) {
+          if (!PyObject_TypeCheck(h.ptr(), g_types.object_code))
+            raise_type_error("Linker: object_codes[" + std::to_string(codes.size()) + "] must be an ObjectCode, got " +
+                             py_repr(h));
+          codes.push_back(*nb::inst_ptr<cucore::ObjectCode>(h));
+        }
         new (self) PyLinker{cucore::Linker(std::move(codes), linker_options(options)), false};
       }, nb::arg("object_codes"), nb::kw_only(), nb::arg("options") = nb::none())
       .def("link", [](PyLinker& l, std::string target) {
         if (l.closed) throw nb::value_error("the linker is closed");
         nb::gil_scoped_release nogil;
-        return l.linker.link(target);
+        return l.linker.link(code_type_arg(target, "target_type"));
       }, nb::arg("target_type"))
       .def("get_error_log", [](const PyLinker& l) { return l.linker.error_log(); })
       .def("get_info_log", [](const PyLinker& l) { return l.linker.info_log(); })

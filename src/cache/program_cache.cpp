@@ -13,13 +13,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "cache/program_cache_internal.hpp"
+#include "cache/code_format.hpp"
+#include "cache/hashing.hpp"
+#include "cache/include_manifest.hpp"
+#include "cache/program_key.hpp"
+#include "cache/toolchain_identity.hpp"
+#include "compile/program_compile.hpp"
 
 namespace cucore {
 
 // ---------------------------------------------------------------- ProgramCache
 
-std::optional<ObjectCode> ProgramCache::get(std::string_view key, std::string_view code_type) {
+std::optional<ObjectCode> ProgramCache::get(std::string_view key, CodeType code_type) {
   auto found = get(key);
   if (found && found->code_type() != code_type) {
     erase(key);
@@ -28,16 +33,15 @@ std::optional<ObjectCode> ProgramCache::get(std::string_view key, std::string_vi
   return found;
 }
 
-void ProgramCache::put(std::string_view key, std::span<const std::byte> code, std::string_view code_type) {
-  std::string type(code_type);
-  if (type.empty()) {
-    type = detail::detect_code_type(code);
-    if (type.empty())
+void ProgramCache::put(std::string_view key, std::span<const std::byte> code, std::optional<CodeType> code_type) {
+  if (!code_type) {
+    code_type = detail::detect_code_type(code);
+    if (!code_type)
       throw std::invalid_argument("ProgramCache::put: cannot tell the code type of these bytes; pass code_type");
-  } else if (!detail::structurally_valid(type, code)) {
-    throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + type);
+  } else if (!detail::structurally_valid(*code_type, code)) {
+    throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + std::string(to_string(*code_type)));
   }
-  put(key, ObjectCode::from_bytes(std::vector<std::byte>(code.begin(), code.end()), std::move(type)));
+  put(key, ObjectCode::from_bytes(std::vector<std::byte>(code.begin(), code.end()), *code_type));
 }
 
 // ---------------------------------------------------------------- InMemoryProgramCache
@@ -138,7 +142,7 @@ std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key) {
   return it->second.code;
 }
 
-std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, std::string_view code_type) {
+std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, CodeType code_type) {
   std::lock_guard lock(impl_->mutex);
   auto it = impl_->map.find(key);
   if (it == impl_->map.end()) {
@@ -214,13 +218,13 @@ TwoLevelProgramCache::TwoLevelProgramCache(std::optional<std::size_t> memory_max
     : memory_(memory_max_bytes), disk_(std::move(dir), disk_max_bytes), counters_(std::make_unique<Counters>()) {}
 TwoLevelProgramCache::~TwoLevelProgramCache() = default;
 
-std::optional<ObjectCode> TwoLevelProgramCache::lookup(std::string_view key, std::string_view code_type) {
-  auto m = code_type.empty() ? memory_.get(key) : memory_.get(key, code_type);
+std::optional<ObjectCode> TwoLevelProgramCache::lookup(std::string_view key, std::optional<CodeType> code_type) {
+  auto m = code_type ? memory_.get(key, *code_type) : memory_.get(key);
   if (m) {
     ++counters_->hits;
     return m;
   }
-  auto d = code_type.empty() ? disk_.get(key) : disk_.get(key, code_type);
+  auto d = code_type ? disk_.get(key, *code_type) : disk_.get(key);
   if (d) {
     ++counters_->hits;
     // Two threads may both read the disk: the first promotion wins, both return
@@ -232,7 +236,7 @@ std::optional<ObjectCode> TwoLevelProgramCache::lookup(std::string_view key, std
 }
 
 std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key) { return lookup(key, {}); }
-std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key, std::string_view code_type) {
+std::optional<ObjectCode> TwoLevelProgramCache::get(std::string_view key, CodeType code_type) {
   return lookup(key, code_type);
 }
 
@@ -304,13 +308,147 @@ std::atomic<std::uint64_t> g_flights_landed{0};
 
 }  // namespace
 
-ObjectCode Program::compile(std::string_view target, std::vector<std::string> name_expressions,
-                            ProgramCache* cache) const {
+namespace {
+
+// The result of a compile that could not go through the cache, with a line in
+// its log saying why.
+ObjectCode uncached(const Program& program, CodeType target, const std::vector<std::string>& names,
+                    const std::string& why) {
+  ObjectCode o = detail::compile_program(program, target, names, nullptr);
+  std::string log = o.compile_log();
+  if (!log.empty()) log += '\n';
+  log += "cucore: not cached: " + why;
+  auto bytes = o.code();
+  return ObjectCode::from_bytes({bytes.begin(), bytes.end()}, o.code_type(), o.name(), o.symbol_mapping(),
+                                std::move(log));
+}
+
+// Why a compile with these options cannot be cached, or "".
+std::string uncacheable(const ProgramOptions& o) {
+  // Side effects a hit would skip.
+  if (!o.create_pch.empty()) return "create_pch writes a file, which a cache hit would not";
+  if (!o.time.empty()) return "time writes a timing file, which a cache hit would not";
+  if (o.fdevice_time_trace.value_or(false)) return "fdevice_time_trace writes a trace, which a cache hit would not";
+  // Inputs nobody can follow: NVRTC's own precompiled headers.
+  if (o.pch.value_or(false) || !o.use_pch.empty() || !o.pch_dir.empty())
+    return "precompiled headers (pch, use_pch, pch_dir) are files the key cannot see";
+  return {};
+}
+
+// How one compile is keyed: the key, and (when its includes were read) what
+// NVRTC must be handed so that it compiles exactly what was keyed.
+struct Keyed {
+  std::string key;
+  std::optional<detail::ResolvedIncludes> includes;
+  std::string unfollowable;  // non-empty: compile without the cache, for this reason
+};
+
+class Keying {
+ public:
+  Keying(const Program& p, CodeType target, const std::vector<std::string>& names)
+      : program_(p), target_(target), names_(names) {
+    if (p.code_type() == "c++") {
+      const detail::IncludeScan& scan = detail::code_includes(p.code());
+      unfollowable_ = scan.unfollowable.empty() ? std::string() : p.options().name + ": " + scan.unfollowable;
+      follows_ = !scan.directives.empty() || !p.options().pre_include.empty();
+    }
+  }
+
+  const std::string& unfollowable() const { return unfollowable_; }
+
+  // The key from what is remembered of the headers (their manifest, its probes
+  // checked by stat), or std::nullopt when the headers must be read.
+  std::optional<std::string> quick_key() {
+    fields();
+    if (!follows_) return key_from(nullptr);
+    auto probes = detail::load_include_manifest(manifest_key());
+    if (!probes || !detail::probes_hold(*probes)) return std::nullopt;
+    return key_from(&*probes);
+  }
+
+  // Reads and follows the includes; the key of what was read.
+  Keyed full_key() {
+    Keyed k;
+    fields();
+    if (!follows_) {
+      k.key = key_from(nullptr);
+      return k;
+    }
+    k.includes = detail::resolve_includes(program_.code(), program_.options());
+    if (!k.includes->error.empty()) throw std::invalid_argument("Program::compile: " + k.includes->error);
+    if (!k.includes->unfollowable.empty()) {
+      k.unfollowable = k.includes->unfollowable;
+      return k;
+    }
+    k.key = key_from(&k.includes->probes);
+    detail::store_include_manifest(manifest_key(), k.includes->probes);
+    return k;
+  }
+
+  // After a compile: the key again if the compiler identity turned out to be
+  // other than the memo said (the entry then goes under the corrected key).
+  std::optional<std::string> corrected(const Keyed& k) {
+    if (program_.code_type() != "c++" || !detail::refresh_nvrtc_identity()) return std::nullopt;
+    fields_.clear();
+    fields();
+    if (k.includes) detail::store_include_manifest(manifest_key(), k.includes->probes);
+    return key_from(k.includes ? &k.includes->probes : nullptr);
+  }
+
+ private:
+  void fields() {
+    if (fields_.empty())
+      detail::write_key_fields(fields_, program_.code(), program_.code_type(), program_.options(), target_, names_,
+                               {});
+  }
+  // Without includes to follow and with no include_path, the key is exactly
+  // make_program_cache_key's, so either names the same entry.
+  std::string key_from(const std::vector<detail::IncludeProbe>* probes) {
+    if (!follows_ && program_.options().include_path.empty()) return detail::sha256(fields_);
+    std::string buf = fields_;
+    detail::append_search_field(buf, search(), false);
+    if (probes) detail::append_includes_field(buf, *probes);
+    return detail::sha256(buf);
+  }
+  std::string manifest_key() {
+    std::string buf = fields_;
+    buf += "include-manifest";
+    detail::append_search_field(buf, search(), true);
+    return detail::sha256(buf);
+  }
+  const detail::IncludeSearch& search() {
+    if (!search_) search_ = detail::IncludeSearch::of(program_.options());
+    return *search_;
+  }
+
+  const Program& program_;
+  CodeType target_;
+  const std::vector<std::string>& names_;
+  bool follows_ = false;
+  std::string unfollowable_;
+  std::string fields_;
+  std::optional<detail::IncludeSearch> search_;
+};
+
+}  // namespace
+
+ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const {
   if (!cache) return compile(target, std::move(name_expressions));
-  std::string key = make_program_cache_key(code(), code_type(), options(), target, name_expressions);
+  if (std::string why = uncacheable(options()); !why.empty()) return uncached(*this, target, name_expressions, why);
+  Keying keying(*this, target, name_expressions);
+  if (!keying.unfollowable().empty()) return uncached(*this, target, name_expressions, keying.unfollowable());
 
   const std::uint64_t landed_before = g_flights_landed.load(std::memory_order_acquire);
-  if (auto hit = cache->get(key, target)) return std::move(*hit);
+  if (auto key = keying.quick_key())
+    if (auto hit = cache->get(*key, target)) return std::move(*hit);
+
+  // The headers are read now (unless there are none), so the compile gets
+  // exactly what the key names.
+  Keyed keyed = keying.full_key();
+  if (!keyed.unfollowable.empty()) return uncached(*this, target, name_expressions, keyed.unfollowable);
+  std::string& key = keyed.key;
+  if (keyed.includes)  // the manifest was stale, but the headers may match an entry still
+    if (auto hit = cache->get(key, target)) return std::move(*hit);
 
   FlightKey fk{cache, key};
   std::shared_ptr<Flight> flight;
@@ -342,11 +480,11 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
     g_flights.erase(fk);
   };
   try {
-    ObjectCode result = compile(target, name_expressions);
+    ObjectCode result = detail::compile_program(*this, target, name_expressions,
+                                                keyed.includes ? &*keyed.includes : nullptr);
     // The key named the compiler from a memo; now that NVRTC is loaded, make
     // sure it named the one that compiled (else store under the right key).
-    if (code_type() == "c++" && detail::refresh_nvrtc_identity())
-      key = make_program_cache_key(code(), code_type(), options(), target, name_expressions);
+    if (auto again = keying.corrected(keyed)) key = std::move(*again);
     if (auto* memory = dynamic_cast<InMemoryProgramCache*>(cache))
       result = memory->put_if_absent(key, result);
     else

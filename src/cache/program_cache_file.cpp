@@ -1,7 +1,14 @@
 // FileStreamProgramCache: one raw binary per key in a directory shared by
 // processes. The layout, the record and why they are so: docs/program-cache.md.
+//
+// Every file here is opened with O_NONBLOCK | O_NOFOLLOW and checked with fstat
+// before it is read, and no read allocates more than the file holds: a FIFO,
+// symlink, directory or crafted record planted under an entry's name is a
+// damaged entry (counted, removed, a miss), never a hang, a redirect or an
+// exception.
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -10,34 +17,46 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <map>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <map>
 #include <mutex>
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "cache/program_cache_internal.hpp"
+#include "cache/cache_dir.hpp"
+#include "cache/code_format.hpp"
+#include "cache/entry_record.hpp"
+#include "cache/hashing.hpp"
 
 namespace fs = std::filesystem;
 
 namespace cucore {
 namespace {
 
+using detail::EntryRecord;
+
 constexpr const char* kXattr = "user.cucore";
 constexpr std::string_view kMetaSuffix = ".meta";
 constexpr std::string_view kTempPrefix = ".tmp-";
-constexpr char kRecordMagic[4] = {'C', 'U', 'C', 'R'};
-constexpr std::uint8_t kRecordVersion = 1;
+// Writers take this lock around their renames and the size accounting; the
+// file holds the bytes the directory is known to hold (an upper bound).
+constexpr const char* kLockName = ".cucore-lock";
 // ext4 keeps all of an inode's xattrs in one 4 KiB block; larger records go to a sidecar.
 constexpr std::size_t kMaxXattrRecord = 3072;
+// Bounds on what a reader takes from a record's xattr or sidecar.
+constexpr std::size_t kMaxRecordRead = 16 << 20;
 // No writer holds a temporary file this long; older ones were left by a crash.
 constexpr std::time_t kStaleTempSeconds = 600;
+// A writer waits this long for another process's locked section (a few renames
+// and, rarely, an eviction scan) before it goes on without the lock.
+constexpr auto kLockPatience = std::chrono::seconds(5);
 
 // An entry's file name: the key's hex when it is a 32-byte digest, else the hex
 // of its SHA-256 (any string can be a key; names stay short and safe).
@@ -51,96 +70,7 @@ bool is_entry_name(std::string_view n) {
          std::all_of(n.begin(), n.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-// ---------------------------------------------------------------- the record
-// magic "CUCR" | u8 version | 3 reserved | u64 size | u64 checksum | str entry
-// name | str code type | str object name | u32 count, (str expr, str lowered)* |
-// u64 checksum of all the bytes before. Strings are u32 length + bytes.
-
-struct Record {
-  std::uint64_t size = 0, checksum = 0;
-  std::string entry, code_type, name;
-  std::map<std::string, std::string> symbols;
-};
-
-void put_u32(std::string& b, std::uint32_t v) {
-  for (int i = 0; i < 4; ++i) b.push_back(static_cast<char>(v >> (8 * i)));
-}
-void put_u64(std::string& b, std::uint64_t v) {
-  for (int i = 0; i < 8; ++i) b.push_back(static_cast<char>(v >> (8 * i)));
-}
-void put_str(std::string& b, std::string_view s) {
-  put_u32(b, static_cast<std::uint32_t>(s.size()));
-  b.append(s);
-}
-
-std::string encode(const Record& r) {
-  std::string b(kRecordMagic, 4);
-  b.push_back(static_cast<char>(kRecordVersion));
-  b.append(3, '\0');
-  put_u64(b, r.size);
-  put_u64(b, r.checksum);
-  put_str(b, r.entry);
-  put_str(b, r.code_type);
-  put_str(b, r.name);
-  put_u32(b, static_cast<std::uint32_t>(r.symbols.size()));
-  for (const auto& [k, v] : r.symbols) {
-    put_str(b, k);
-    put_str(b, v);
-  }
-  put_u64(b, detail::checksum64(b.data(), b.size()));
-  return b;
-}
-
-struct Reader {
-  std::string_view b;
-  std::size_t at = 0;
-  bool ok = true;
-  template <typename T>
-  T num() {
-    T v{};
-    if (b.size() - at < sizeof(T)) {
-      ok = false;
-      return v;
-    }
-    std::memcpy(&v, b.data() + at, sizeof(T));
-    at += sizeof(T);
-    return v;
-  }
-  std::string str() {
-    auto n = num<std::uint32_t>();
-    if (!ok || b.size() - at < n) {
-      ok = false;
-      return {};
-    }
-    std::string s(b.substr(at, n));
-    at += n;
-    return s;
-  }
-};
-
-std::optional<Record> decode(std::string_view b) {
-  if (b.size() < 4 + 4 + 16 + 8 || std::memcmp(b.data(), kRecordMagic, 4) != 0 ||
-      static_cast<std::uint8_t>(b[4]) != kRecordVersion)
-    return std::nullopt;
-  std::uint64_t tail;
-  std::memcpy(&tail, b.data() + b.size() - 8, 8);
-  if (tail != detail::checksum64(b.data(), b.size() - 8)) return std::nullopt;
-  Reader r{b.substr(0, b.size() - 8), 8};
-  Record rec;
-  rec.size = r.num<std::uint64_t>();
-  rec.checksum = r.num<std::uint64_t>();
-  rec.entry = r.str();
-  rec.code_type = r.str();
-  rec.name = r.str();
-  auto count = r.num<std::uint32_t>();
-  for (std::uint32_t i = 0; r.ok && i < count; ++i) {
-    std::string k = r.str();
-    std::string v = r.str();
-    rec.symbols.emplace(std::move(k), std::move(v));
-  }
-  if (!r.ok || r.at != r.b.size()) return std::nullopt;
-  return rec;
-}
+std::string meta_name(const std::string& name) { return name + std::string(kMetaSuffix); }
 
 // ---------------------------------------------------------------- small I/O helpers
 
@@ -192,33 +122,44 @@ bool read_all(int fd, void* data, std::size_t n) {
   return true;
 }
 
-// Asks for `n` bytes from the start and returns how many came, SIZE_MAX on an
-// error (a FIFO or a directory gives one). Stops once `enough` have come: a
-// whole entry is one pread that returns exactly its size (regular files read
-// short only at their end), while a longer file fills all `n`.
-std::size_t read_exactly(int fd, void* data, std::size_t n, std::size_t enough) {
-  char* p = static_cast<char*>(data);
-  std::size_t off = 0;
-  while (off < enough) {
-    ssize_t r = ::pread(fd, p + off, n - off, static_cast<off_t>(off));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      return SIZE_MAX;
-    }
-    if (r == 0) break;
-    off += static_cast<std::size_t>(r);
-  }
-  return off;
+// The record in the open file's xattr, read into `small` (no allocation on a
+// hit) or, when larger, `big`: std::nullopt when there is none (ENODATA, or no
+// xattrs on this filesystem), an empty view on any other failure.
+std::optional<std::string_view> xattr_record(int fd, char (&small)[1024], std::string& big) {
+  ssize_t n = ::fgetxattr(fd, kXattr, small, sizeof small);
+  if (n >= 0) return std::string_view(small, static_cast<std::size_t>(n));
+  if (errno == ENODATA || errno == ENOTSUP || errno == EOPNOTSUPP) return std::nullopt;
+  if (errno != ERANGE) return std::string_view();
+  const ssize_t need = ::fgetxattr(fd, kXattr, nullptr, 0);
+  if (need <= 0 || static_cast<std::size_t>(need) > kMaxRecordRead) return std::string_view();
+  big.resize(static_cast<std::size_t>(need));
+  n = ::fgetxattr(fd, kXattr, big.data(), big.size());
+  if (n < 0) return std::string_view();
+  return std::string_view(big.data(), static_cast<std::size_t>(n));
 }
 
-std::optional<std::string> read_small_file(int dirfd, const std::string& name) {
-  Fd fd(::openat(dirfd, name.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.fd < 0) return std::nullopt;
+// Removes `name` in `dfd` whatever it is; a directory (which no writer of ours
+// makes) only when it is this user's, with everything in it.
+void remove_tree_at(int dfd, const char* name, int depth = 0) {
   struct stat st;
-  if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (64 << 20)) return std::nullopt;
-  std::string s(static_cast<std::size_t>(st.st_size), '\0');
-  if (!read_all(fd.fd, s.data(), s.size())) return std::nullopt;
-  return s;
+  if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
+    ::unlinkat(dfd, name, 0);
+    return;
+  }
+  if (st.st_uid != ::geteuid() || depth > 16) return;
+  const int sub = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (sub < 0) return;
+  if (DIR* d = ::fdopendir(sub)) {
+    std::vector<std::string> names;
+    while (dirent* e = ::readdir(d))
+      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
+    for (const auto& n : names) remove_tree_at(::dirfd(d), n.c_str(), depth + 1);
+    ::closedir(d);
+  } else {
+    ::close(sub);
+  }
+  ::unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
 }  // namespace
@@ -233,20 +174,20 @@ struct FileStreamProgramCache::Impl {
   // are kept open until the cache goes, since a reader may still be using one.
   std::atomic<int> dirfd{-1};
   std::vector<int> retired;
-  // Best-effort cap without a directory scan per put: bytes known to be there
-  // (last scan) plus bytes written since. Other processes' writes show up at the
-  // next scan, which comes when the estimate passes the cap or every 64 puts.
-  std::mutex estimate_mutex;
-  std::optional<std::uint64_t> estimate;
+  std::mutex dir_mutex;  // reopening the directory
+  // Writers: this process's threads take the mutex, processes the file lock.
+  std::mutex write_mutex;
+  int lock_fd = -1;     // the lock file, in the current directory (under write_mutex)
+  int lock_dirfd = -1;  // the directory it was opened in
   int puts_since_scan = 0;
   std::atomic<std::uint64_t> hits{0}, misses{0}, evictions{0}, errors{0};
   std::atomic<bool> warned{false};
   std::atomic<bool> xattrs{true};  // false once the filesystem refused user xattrs
   std::atomic<bool> swept{false};
   std::atomic<std::uint64_t> temp_counter{0};
-  std::mutex dir_mutex;  // reopening the directory
 
   ~Impl() {
+    if (lock_fd >= 0) ::close(lock_fd);
     if (dirfd >= 0) ::close(dirfd);
     for (int fd : retired) ::close(fd);
   }
@@ -258,8 +199,9 @@ struct FileStreamProgramCache::Impl {
                    dir.c_str(), what.c_str());
   }
 
-  // `why` (if given) says what failed.
-  bool open_dir(bool create, std::string* why = nullptr) {
+  // Opens (or re-validates) the directory. `why` gets what is wrong, empty when
+  // it merely does not exist yet (and !create).
+  bool open_dir(bool create, std::string& why) {
     std::lock_guard lock(dir_mutex);
     if (dirfd >= 0) {
       // Still the directory at that path? (It may have been deleted and remade.)
@@ -269,21 +211,22 @@ struct FileStreamProgramCache::Impl {
         return true;
       retired.push_back(dirfd.exchange(-1));
     }
-    if (create) {
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      if (ec) {
-        if (why) *why = "cannot create the directory (" + ec.message() + ")";
-        return false;
-      }
-    }
-    int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-      if (why) *why = std::string("cannot open the directory (") + std::strerror(errno) + ")";
-      return false;
-    }
+    const int fd = detail::open_private_dir(dir, create, why);
+    if (fd < 0) return false;
     dirfd = fd;
     return true;
+  }
+
+  // The directory for a reader: opened if need be; -1 (a miss) if it cannot be.
+  int reader_dir() {
+    int dfd = dirfd.load(std::memory_order_acquire);
+    if (dfd >= 0) return dfd;
+    std::string why;
+    if (!open_dir(false, why)) {
+      if (!why.empty()) warn(why);
+      return -1;
+    }
+    return dirfd.load(std::memory_order_acquire);
   }
 
   std::string temp_name() {
@@ -294,15 +237,81 @@ struct FileStreamProgramCache::Impl {
     return buf;
   }
 
-  // Removes the entry `name` if it is still the file we read (another process
-  // may have replaced it with a good one meanwhile).
-  static void remove_damaged(int dfd, const std::string& name, const struct stat& seen, bool sidecar) {
-    struct stat now;
-    if (::fstatat(dfd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == seen.st_ino &&
-        now.st_dev == seen.st_dev) {
-      ::unlinkat(dfd, name.c_str(), 0);
-      if (sidecar) ::unlinkat(dfd, (name + std::string(kMetaSuffix)).c_str(), 0);
+  // ---- the writers' lock
+
+  // Runs `fn` holding the directory's lock (this process's threads by a mutex,
+  // other processes by flock on the lock file). A lock that cannot be had in
+  // kLockPatience (a stopped process holding it) is gone without: `fn` still runs.
+  template <typename F>
+  auto locked(int dfd, F&& fn) {
+    std::lock_guard guard(write_mutex);
+    if (lock_dirfd != dfd && lock_fd >= 0) {
+      ::close(lock_fd);
+      lock_fd = -1;
     }
+    if (lock_fd < 0) {
+      lock_dirfd = dfd;
+      lock_fd = open_lock_file(dfd);
+    }
+    bool held = false;
+    if (lock_fd >= 0) {
+      const auto give_up = std::chrono::steady_clock::now() + kLockPatience;
+      while (!(held = ::flock(lock_fd, LOCK_EX | LOCK_NB) == 0) && errno == EWOULDBLOCK &&
+             std::chrono::steady_clock::now() < give_up)
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    struct Unlock {
+      int fd;
+      bool held;
+      ~Unlock() {
+        if (held) ::flock(fd, LOCK_UN);
+      }
+    } unlock{lock_fd, held};
+    return fn(held);
+  }
+
+  static int open_lock_file(int dfd) {
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      const int fd = ::openat(dfd, kLockName, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+      struct stat st;
+      if (fd >= 0 && ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) return fd;
+      if (fd >= 0) ::close(fd);
+      remove_tree_at(dfd, kLockName);  // something else in its place: ours to replace
+    }
+    return -1;
+  }
+
+  // The byte count kept in the lock file (an upper bound of the directory's size).
+  std::optional<std::uint64_t> read_total() const {
+    char buf[24] = {};
+    if (lock_fd < 0 || ::pread(lock_fd, buf, 21, 0) != 21 || buf[20] != '\n') return std::nullopt;
+    std::uint64_t v = 0;
+    for (int i = 0; i < 20; ++i) {
+      if (buf[i] < '0' || buf[i] > '9') return std::nullopt;
+      v = v * 10 + static_cast<std::uint64_t>(buf[i] - '0');
+    }
+    return v;
+  }
+  void write_total(std::uint64_t v) const {
+    char buf[24];
+    std::snprintf(buf, sizeof buf, "%020llu\n", static_cast<unsigned long long>(v));
+    if (lock_fd >= 0) (void)!::pwrite(lock_fd, buf, 21, 0);
+  }
+
+  // ---- reading
+
+  // Removes the entry `name` if it is still the file we read (another process
+  // may have replaced it with a good one meanwhile), and its sidecar.
+  void remove_damaged(int dfd, const std::string& name, const struct stat& seen) {
+    locked(dfd, [&](bool) {
+      struct stat now;
+      if (::fstatat(dfd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == seen.st_ino &&
+          now.st_dev == seen.st_dev) {
+        remove_tree_at(dfd, name.c_str());
+        ::unlinkat(dfd, meta_name(name).c_str(), 0);
+      }
+      return 0;
+    });
   }
 
   // Read times order eviction. The kernel's own timestamps are tick-coarse (ms),
@@ -315,109 +324,102 @@ struct FileStreamProgramCache::Impl {
     ::futimens(fd, times);
   }
 
-  enum class Outcome { hit, miss, damaged, retry };
+  enum class Outcome {
+    hit,
+    miss,
+    damaged,
+    // The bytes have no record of their own: no xattr and no sidecar (after a
+    // re-read, damage), or a sidecar that describes other bytes (a writer
+    // between its two renames; after a re-read, a miss, or damage once old).
+    no_record,
+    foreign_record,
+  };
 
-  Outcome read_entry(int dfd, const std::string& name, std::string_view expected, std::optional<ObjectCode>& out) {
-    // O_NONBLOCK: a FIFO planted under an entry's name must not hang a reader.
-    Fd fd(::openat(dfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  Outcome read_entry(int dfd, const std::string& name, std::optional<CodeType> expected, std::optional<ObjectCode>& out,
+                     struct stat& st) {
+    Fd fd(::openat(dfd, name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
     if (fd.fd < 0) {
-      if (errno != ENOENT) warn(std::string("cannot read an entry (") + std::strerror(errno) + ")");
+      if (errno == ENOENT) return Outcome::miss;
+      if (errno == ELOOP && ::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) return Outcome::damaged;
+      warn(std::string("cannot read an entry (") + std::strerror(errno) + ")");
       return Outcome::miss;
     }
-    // No fstat on the way to a hit (a syscall is ~1 us on some machines): the
-    // record has the size, and reading one byte more than it says tells a
-    // truncated or extended file from a whole one.
-    auto damaged = [&] {
-      struct stat st;
-      if (::fstat(fd.fd, &st) == 0) remove_damaged(dfd, name, st, false);
-      return Outcome::damaged;
-    };
+    if (::fstat(fd.fd, &st) != 0) return Outcome::miss;
+    if (!S_ISREG(st.st_mode)) return Outcome::damaged;  // a FIFO, directory or device
     // The record: in the file's xattr (atomic with the bytes), else the sidecar.
     char small[1024];
     std::string big;
-    std::string_view raw;
+    std::optional<std::string_view> raw = xattr_record(fd.fd, small, big);
     bool sidecar = false;
-    ssize_t n = ::fgetxattr(fd.fd, kXattr, small, sizeof small);
-    if (n < 0 && errno == ERANGE) {
-      ssize_t need = ::fgetxattr(fd.fd, kXattr, nullptr, 0);
-      if (need > 0) {
-        big.resize(static_cast<std::size_t>(need));
-        n = ::fgetxattr(fd.fd, kXattr, big.data(), big.size());
-        if (n >= 0) raw = std::string_view(big.data(), static_cast<std::size_t>(n));
-      }
-    } else if (n >= 0) {
-      raw = std::string_view(small, static_cast<std::size_t>(n));
-    }
-    if (n < 0) {
-      auto meta = read_small_file(dfd, name + std::string(kMetaSuffix));
-      if (!meta) {
-        // A writer renames the sidecar before the bytes and an eraser removes the
-        // bytes first, so this is a race only if the bytes are gone now.
-        return Outcome::retry;
-      }
+    if (!raw) {
+      int err = 0;
+      auto meta = detail::read_file_safely(dfd, meta_name(name).c_str(), kMaxRecordRead, false, &err);
+      if (!meta) return err == ENOENT ? Outcome::no_record : Outcome::damaged;
       big = std::move(*meta);
       raw = big;
       sidecar = true;
     }
-    auto rec = decode(raw);
-    bool good = rec && rec->entry == name;
-    if (good && !expected.empty() && rec->code_type != expected) good = false;  // wrong type
-    std::vector<std::byte> data;
-    if (good) {
-      data.resize(rec->size + 1);
-      good = read_exactly(fd.fd, data.data(), data.size(), rec->size) == rec->size;
-      data.pop_back();
-      good = good && detail::checksum64(data.data(), data.size()) == rec->checksum &&
-             detail::structurally_valid(rec->code_type, data);
+    std::optional<EntryRecord> rec = detail::decode_entry_record(*raw);
+    if (!rec || rec->entry != name) return Outcome::damaged;
+    if (sidecar && rec->data_inode != static_cast<std::uint64_t>(st.st_ino)) return Outcome::foreign_record;
+    if (expected && rec->code_type != *expected) return Outcome::damaged;  // wrong type
+    // Sized by the file itself: a record cannot make the reader allocate more.
+    if (rec->size != static_cast<std::uint64_t>(st.st_size)) return Outcome::damaged;
+    try {
+      std::vector<std::byte> data(static_cast<std::size_t>(rec->size));
+      if (!read_all(fd.fd, data.data(), data.size()) ||
+          detail::checksum64(data.data(), data.size()) != rec->checksum ||
+          !detail::structurally_valid(rec->code_type, data))
+        return Outcome::damaged;
+      // Least-recently-read eviction needs the read time; atime updates may be off.
+      touch(fd.fd);
+      out = ObjectCode::from_bytes(std::move(data), rec->code_type, std::move(rec->name), std::move(rec->symbols));
+    } catch (...) {  // std::bad_alloc of a huge but real file: a miss like any other
+      return Outcome::damaged;
     }
-    if (!good) {
-      // A sidecar and its bytes are two renames: re-read once before calling it damage.
-      if (sidecar) return Outcome::retry;
-      return damaged();
-    }
-    // Least-recently-read eviction needs the read time; atime updates may be off.
-    touch(fd.fd);
-    out = ObjectCode::from_bytes(std::move(data), std::move(rec->code_type), std::move(rec->name),
-                                 std::move(rec->symbols));
     return Outcome::hit;
   }
 
-  std::optional<ObjectCode> get(std::string_view key, std::string_view expected) {
-    int dfd = dirfd.load(std::memory_order_acquire);
+  std::optional<ObjectCode> get(std::string_view key, std::optional<CodeType> expected) {
+    const int dfd = reader_dir();
     if (dfd < 0) {
-      if (!open_dir(false)) {
-        ++misses;
-        return std::nullopt;
-      }
-      dfd = dirfd.load(std::memory_order_acquire);
+      ++misses;
+      return std::nullopt;
     }
     const std::string name = entry_name(key);
     std::optional<ObjectCode> out;
+    struct stat st {};
+    Outcome o = Outcome::miss;
     for (int attempt = 0; attempt < 2; ++attempt) {
-      switch (read_entry(dfd, name, expected, out)) {
-        case Outcome::hit:
-          ++hits;
-          return out;
-        case Outcome::miss:
-          ++misses;
-          return std::nullopt;
-        case Outcome::damaged:
-          ++errors;
-          ++misses;
-          return std::nullopt;
-        case Outcome::retry:
-          break;
-      }
+      o = read_entry(dfd, name, expected, out, st);
+      if (o != Outcome::no_record && o != Outcome::foreign_record) break;
     }
-    // Still inconsistent after a re-read: damaged (sidecar mode).
-    struct stat st;
-    if (::fstatat(dfd, name.c_str(), &st, 0) == 0) {
-      remove_damaged(dfd, name, st, true);
-      ++errors;
+    switch (o) {
+      case Outcome::hit:
+        ++hits;
+        return out;
+      case Outcome::foreign_record: {
+        // A writer between its renames (or one that died there): damage only
+        // once the sidecar is older than any writer takes.
+        struct stat meta;
+        if (::fstatat(dfd, meta_name(name).c_str(), &meta, AT_SYMLINK_NOFOLLOW) != 0 ||
+            std::time(nullptr) - meta.st_mtim.tv_sec <= kStaleTempSeconds)
+          break;
+        [[fallthrough]];
+      }
+      case Outcome::no_record:  // writers put the sidecar in place before the bytes
+      case Outcome::damaged:
+        remove_damaged(dfd, name, st);
+        ++errors;
+        break;
+      case Outcome::miss:
+        break;
     }
     ++misses;
     return std::nullopt;
   }
+
+  // ---- writing
 
   void fail_write(int dfd, const std::string& tmp, const char* step, int err) {
     if (!tmp.empty()) ::unlinkat(dfd, tmp.c_str(), 0);
@@ -425,10 +427,12 @@ struct FileStreamProgramCache::Impl {
     warn(std::string(step) + " failed (" + std::strerror(err) + ")");
   }
 
-  // Writes `bytes` + `record` to a new temporary file, fsynced; returns its name or "".
-  std::string write_temp(int dfd, std::span<const std::byte> bytes, const std::string* xattr_record, bool& xattr_done) {
+  // Writes `bytes` (+ `xattr_record`) to a new temporary file, fsynced; returns
+  // its name ("" on failure) and inode.
+  std::string write_temp(int dfd, std::span<const std::byte> bytes, const std::string* xattr_record, bool& xattr_done,
+                         std::uint64_t& inode) {
     std::string tmp = temp_name();
-    Fd fd(::openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    Fd fd(::openat(dfd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
     if (fd.fd < 0) {
       fail_write(dfd, {}, "creating a file", errno);
       return {};
@@ -446,15 +450,43 @@ struct FileStreamProgramCache::Impl {
         xattrs = false;  // this filesystem has none: sidecars from now on
       }                  // E2BIG / ENOSPC / ERANGE: too large here; this entry uses a sidecar
     }
-    if (::fsync(fd.fd) != 0) {
+    struct stat st;
+    if (::fstat(fd.fd, &st) != 0 || ::fsync(fd.fd) != 0) {
       fail_write(dfd, tmp, "fsync", errno);
       return {};
     }
+    inode = static_cast<std::uint64_t>(st.st_ino);
     if (::close(fd.release()) != 0) {
       fail_write(dfd, tmp, "closing", errno);
       return {};
     }
     return tmp;
+  }
+
+  // renameat, replacing a directory found at `to` when it is this user's (none
+  // of our writers makes one: it was planted, or left by a bug).
+  static bool rename_into_place(int dfd, const std::string& from, const std::string& to) {
+    if (::renameat(dfd, from.c_str(), dfd, to.c_str()) == 0) return true;
+    if (errno != EISDIR && errno != ENOTEMPTY && errno != EEXIST) return false;
+    const int saved = errno;
+    struct stat st;
+    if (::fstatat(dfd, to.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != ::geteuid()) {
+      errno = saved;
+      return false;
+    }
+    remove_tree_at(dfd, to.c_str());
+    return ::renameat(dfd, from.c_str(), dfd, to.c_str()) == 0;
+  }
+
+  // Bytes that `name` (and its sidecar) take now; 0 if absent.
+  static std::uint64_t bytes_at(int dfd, const std::string& name) {
+    std::uint64_t total = 0;
+    struct stat st;
+    for (const std::string& n : {name, meta_name(name)})
+      if (::fstatat(dfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
+        total += static_cast<std::uint64_t>(st.st_size);
+    return total;
   }
 
   void put(std::string_view key, const ObjectCode& code) {
@@ -464,61 +496,85 @@ struct FileStreamProgramCache::Impl {
       // Never stored: a read would reject it. Not thrown either: a compile
       // that produced it must not fail because of the cache.
       ++errors;
-      warn("not storing an entry whose bytes are not a valid " + code.code_type());
+      warn("not storing an entry whose bytes are not a valid " + std::string(to_string(code.code_type())));
       return;
     }
     std::string why;
-    if (!open_dir(true, &why)) {
+    if (!open_dir(true, why)) {
       ++errors;
       warn(why);
       return;
     }
     const int dfd = dirfd.load(std::memory_order_acquire);
-    if (!swept.exchange(true)) maintain(false);
+    if (!swept.exchange(true)) locked(dfd, [&](bool) { return maintain(dfd, false); });
 
     const std::string name = entry_name(key);
-    Record rec;
+    EntryRecord rec;
     rec.size = bytes.size();
     rec.checksum = detail::checksum64(bytes.data(), bytes.size());
     rec.entry = name;
     rec.code_type = code.code_type();
     rec.name = code.name();
     rec.symbols = code.symbol_mapping();
-    const std::string record = encode(rec);
+    const std::string record = detail::encode_entry_record(rec);
 
     bool in_xattr = false;
+    std::uint64_t inode = 0;
     const bool try_xattr = xattrs.load() && record.size() <= kMaxXattrRecord;
-    std::string tmp = write_temp(dfd, bytes, try_xattr ? &record : nullptr, in_xattr);
+    std::string tmp = write_temp(dfd, bytes, try_xattr ? &record : nullptr, in_xattr, inode);
     if (tmp.empty()) return;
+    std::string mtmp;
+    std::uint64_t written = bytes.size();
     if (!in_xattr) {
-      // Sidecar first, then the bytes: a reader that sees the new bytes finds
-      // their record; one that sees old bytes with the new record re-reads.
-      std::string mtmp = temp_name();
-      Fd m(::openat(dfd, mtmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+      // A sidecar names the inode of its bytes, so a reader that sees it with
+      // other bytes knows a write is under way rather than damage.
+      rec.data_inode = inode;
+      const std::string sidecar = detail::encode_entry_record(rec);
+      written += sidecar.size();
+      mtmp = temp_name();
+      Fd m(::openat(dfd, mtmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
       if (m.fd < 0) return fail_write(dfd, tmp, "creating a record file", errno);
-      if (!write_all(m.fd, record.data(), record.size()) || ::fsync(m.fd) != 0) {
-        int e = errno;
+      if (!write_all(m.fd, sidecar.data(), sidecar.size()) || ::fsync(m.fd) != 0) {
+        const int e = errno;
         ::unlinkat(dfd, mtmp.c_str(), 0);
         return fail_write(dfd, tmp, "writing a record file", e);
       }
-      ::close(m.release());
-      if (::renameat(dfd, mtmp.c_str(), dfd, (name + std::string(kMetaSuffix)).c_str()) != 0) {
-        int e = errno;
-        ::unlinkat(dfd, mtmp.c_str(), 0);
-        return fail_write(dfd, tmp, "renaming a record file", e);
-      }
     }
-    if (::renameat(dfd, tmp.c_str(), dfd, name.c_str()) != 0) return fail_write(dfd, tmp, "renaming", errno);
-    if (max) {
-      bool scan_now;
-      {
-        std::lock_guard lock(estimate_mutex);
-        if (estimate) *estimate += bytes.size();
-        scan_now = !estimate || *estimate > *max || ++puts_since_scan >= 64;
+    // Renames and accounting under the lock: writers of one key never
+    // interleave their two renames, and the cap holds when each put returns.
+    locked(dfd, [&](bool held) {
+      const std::uint64_t replaced = max ? bytes_at(dfd, name) : 0;
+      if (!in_xattr) {
+        // Sidecar first, then the bytes: a reader that sees the new bytes finds
+        // their record.
+        if (!rename_into_place(dfd, mtmp, meta_name(name))) {
+          const int e = errno;
+          ::unlinkat(dfd, mtmp.c_str(), 0);
+          fail_write(dfd, tmp, "renaming a record file", e);
+          return 0;
+        }
       }
-      if (scan_now) maintain(true);
-    }
+      if (!rename_into_place(dfd, tmp, name)) {
+        fail_write(dfd, tmp, "renaming", errno);
+        return 0;
+      }
+      if (in_xattr) ::unlinkat(dfd, meta_name(name).c_str(), 0);  // a sidecar of an earlier write
+      if (max) {
+        std::optional<std::uint64_t> total = held ? read_total() : std::nullopt;
+        std::uint64_t next = total.value_or(0) + written;
+        next -= std::min(replaced, next);
+        // Other writers' removals (erase, clear, damage) only make the count
+        // high; a scan every 64 puts brings it back down.
+        if (!total || ++puts_since_scan >= 64 || next > *max)
+          maintain(dfd, true);
+        else
+          write_total(next);
+      }
+      return 0;
+    });
   }
+
+  // ---- scanning, eviction
 
   struct Scanned {
     std::string name;
@@ -527,16 +583,15 @@ struct FileStreamProgramCache::Impl {
     bool data = false, meta = false;
   };
 
-  // Lists entries; sweeps stale temporary files and orphaned sidecars.
-  std::vector<Scanned> scan(bool sweep) const {
+  // Lists entries; with `sweep`, removes stale temporary files and orphaned
+  // sidecars. `error` (if given) gets errno when the directory cannot be read.
+  std::vector<Scanned> scan(int dfd, bool sweep, int* error = nullptr) const {
     std::vector<Scanned> out;
-    const int dfd = dirfd.load(std::memory_order_acquire);
-    if (dfd < 0) return out;
-    int fd = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return out;
-    DIR* d = ::fdopendir(fd);
+    const int fd = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
     if (!d) {
-      ::close(fd);
+      if (error) *error = errno;
+      if (fd >= 0) ::close(fd);
       return out;
     }
     std::map<std::string, Scanned> by_name;
@@ -568,8 +623,7 @@ struct FileStreamProgramCache::Impl {
     for (auto& [n, s] : by_name) {
       if (!s.data) {
         // A sidecar whose bytes never arrived (or were removed): old ones are litter.
-        if (sweep && now - s.atime.tv_sec > kStaleTempSeconds)
-          ::unlinkat(dfd, (n + std::string(kMetaSuffix)).c_str(), 0);
+        if (sweep && now - s.atime.tv_sec > kStaleTempSeconds) ::unlinkat(dfd, meta_name(n).c_str(), 0);
         continue;
       }
       out.push_back(std::move(s));
@@ -577,41 +631,39 @@ struct FileStreamProgramCache::Impl {
     return out;
   }
 
-  void remove_entry(const std::string& name, bool meta) const {
-    const int dfd = dirfd.load(std::memory_order_acquire);
-    ::unlinkat(dfd, name.c_str(), 0);  // bytes first: readers then miss rather than see a lone record
-    if (meta) ::unlinkat(dfd, (name + std::string(kMetaSuffix)).c_str(), 0);
-  }
-
-  // Sweeps litter and, when capped, evicts least recently read entries.
-  void maintain(bool evict) {
-    auto entries = scan(true);
-    if (!evict || !max) return;
-    const int dfd = dirfd.load(std::memory_order_acquire);
+  // Sweeps litter and, when capped, evicts least recently read entries; the
+  // caller holds the lock. Records the total left in the lock file.
+  int maintain(int dfd, bool evict) {
+    auto entries = scan(dfd, true);
+    puts_since_scan = 0;
+    if (!evict || !max) return 0;
     std::uint64_t total = 0;
     for (const auto& e : entries) total += e.bytes;
-    struct Settle {  // records what is there once eviction is done
-      Impl& impl;
-      std::uint64_t& total;
-      ~Settle() {
-        std::lock_guard lock(impl.estimate_mutex);
-        impl.estimate = total;
-        impl.puts_since_scan = 0;
+    if (total > *max) {
+      std::sort(entries.begin(), entries.end(), [](const Scanned& a, const Scanned& b) {
+        if (a.atime.tv_sec != b.atime.tv_sec) return a.atime.tv_sec < b.atime.tv_sec;
+        if (a.atime.tv_nsec != b.atime.tv_nsec) return a.atime.tv_nsec < b.atime.tv_nsec;
+        return a.name < b.name;
+      });
+      for (const auto& e : entries) {
+        if (total <= *max) break;
+        // Bytes first: readers then miss rather than see a lone record.
+        if (::unlinkat(dfd, e.name.c_str(), 0) == 0) ++evictions;
+        if (e.meta) ::unlinkat(dfd, meta_name(e.name).c_str(), 0);
+        total -= e.bytes;
       }
-    } settle{*this, total};
-    if (total <= *max) return;
-    std::sort(entries.begin(), entries.end(), [](const Scanned& a, const Scanned& b) {
-      if (a.atime.tv_sec != b.atime.tv_sec) return a.atime.tv_sec < b.atime.tv_sec;
-      if (a.atime.tv_nsec != b.atime.tv_nsec) return a.atime.tv_nsec < b.atime.tv_nsec;
-      return a.name < b.name;
-    });
-    for (const auto& e : entries) {
-      if (total <= *max) break;
-      // Another process may be evicting too: count only what we removed.
-      if (::unlinkat(dfd, e.name.c_str(), 0) == 0) ++evictions;
-      if (e.meta) ::unlinkat(dfd, (e.name + std::string(kMetaSuffix)).c_str(), 0);
-      total -= e.bytes;
     }
+    write_total(total);
+    return 0;
+  }
+
+  // The directory for listing and clearing: throws when it exists but cannot be
+  // used; -1 when it does not exist.
+  int listing_dir(const char* what) {
+    std::string why;
+    if (dirfd.load() >= 0 || open_dir(false, why)) return dirfd.load();
+    if (why.empty()) return -1;
+    throw std::runtime_error(std::string("FileStreamProgramCache::") + what + ": " + dir.string() + ": " + why);
   }
 };
 
@@ -621,38 +673,52 @@ FileStreamProgramCache::FileStreamProgramCache(fs::path path, std::optional<std:
     : impl_(std::make_unique<Impl>()) {
   impl_->dir = std::move(path);
   impl_->max = max_size_bytes;
-  // Created lazily by the first put if missing; a failure here is not reported
-  // yet: a read-only cache directory still serves hits.
-  impl_->open_dir(false);
+  // Created lazily by the first put if missing; a refusal is reported at first use.
+  std::string why;
+  impl_->open_dir(false, why);
 }
 
 FileStreamProgramCache::~FileStreamProgramCache() = default;
 
-std::optional<ObjectCode> FileStreamProgramCache::get(std::string_view key) { return impl_->get(key, {}); }
-std::optional<ObjectCode> FileStreamProgramCache::get(std::string_view key, std::string_view code_type) {
+std::optional<ObjectCode> FileStreamProgramCache::get(std::string_view key) { return impl_->get(key, std::nullopt); }
+std::optional<ObjectCode> FileStreamProgramCache::get(std::string_view key, CodeType code_type) {
   return impl_->get(key, code_type);
 }
 void FileStreamProgramCache::put(std::string_view key, const ObjectCode& code) { impl_->put(key, code); }
 
 bool FileStreamProgramCache::erase(std::string_view key) {
-  if (impl_->dirfd < 0 && !impl_->open_dir(false)) return false;
+  const int dfd = impl_->reader_dir();
+  if (dfd < 0) return false;
   const std::string name = entry_name(key);
-  const int dfd = impl_->dirfd.load();
-  bool had = ::unlinkat(dfd, name.c_str(), 0) == 0;
-  ::unlinkat(dfd, (name + std::string(kMetaSuffix)).c_str(), 0);
-  return had;
+  return impl_->locked(dfd, [&](bool) {
+    const bool had = ::unlinkat(dfd, name.c_str(), 0) == 0;
+    ::unlinkat(dfd, meta_name(name).c_str(), 0);
+    return had;
+  });
 }
 
 void FileStreamProgramCache::clear() {
-  if (impl_->dirfd < 0 && !impl_->open_dir(false)) return;
-  for (const auto& e : impl_->scan(true)) impl_->remove_entry(e.name, e.meta);
+  const int dfd = impl_->reader_dir();
+  if (dfd < 0) return;
+  impl_->locked(dfd, [&](bool) {
+    for (const auto& e : impl_->scan(dfd, true)) {
+      ::unlinkat(dfd, e.name.c_str(), 0);  // bytes first: readers then miss rather than see a lone record
+      if (e.meta) ::unlinkat(dfd, meta_name(e.name).c_str(), 0);
+    }
+    impl_->write_total(0);
+    return 0;
+  });
 }
 
 std::size_t FileStreamProgramCache::size_bytes() const {
-  if (impl_->dirfd < 0 && !impl_->open_dir(false)) return 0;
-  std::size_t total = 0;
-  for (const auto& e : impl_->scan(false)) total += e.bytes;
-  return total;
+  const int dfd = impl_->reader_dir();
+  if (dfd < 0) return 0;
+  // Under the writers' lock: no put is between its rename and its eviction.
+  return impl_->locked(dfd, [&](bool) {
+    std::size_t total = 0;
+    for (const auto& e : impl_->scan(dfd, false)) total += e.bytes;
+    return total;
+  });
 }
 
 CacheStats FileStreamProgramCache::stats() const {
@@ -666,8 +732,14 @@ bool FileStreamProgramCache::usable() const noexcept { return impl_->dirfd >= 0 
 
 std::vector<FileCacheEntry> FileStreamProgramCache::entries() const {
   std::vector<FileCacheEntry> out;
-  if (impl_->dirfd < 0 && !impl_->open_dir(false)) return out;
-  for (const auto& e : impl_->scan(false)) {
+  const int dfd = impl_->listing_dir("entries");
+  if (dfd < 0) return out;
+  int error = 0;
+  const auto scanned = impl_->scan(dfd, false, &error);
+  if (error)
+    throw std::runtime_error("FileStreamProgramCache::entries: cannot read " + impl_->dir.string() + " (" +
+                             std::strerror(error) + ")");
+  for (const auto& e : scanned) {
     FileCacheEntry fe;
     fe.file = impl_->dir / e.name;
     fe.size_bytes = e.bytes;
@@ -675,23 +747,18 @@ std::vector<FileCacheEntry> FileStreamProgramCache::entries() const {
     auto since_epoch = std::chrono::seconds(e.atime.tv_sec) + std::chrono::nanoseconds(e.atime.tv_nsec);
     fe.last_read = fs::file_time_type::clock::from_sys(std::chrono::system_clock::time_point(
         std::chrono::duration_cast<std::chrono::system_clock::duration>(since_epoch)));
-    std::string raw(1024, '\0');
-    ssize_t n = ::getxattr(fe.file.c_str(), kXattr, raw.data(), raw.size());
-    std::optional<std::string> meta;
-    if (n >= 0) {
-      raw.resize(static_cast<std::size_t>(n));
-    } else {
-      if (errno == ERANGE) {
-        n = ::getxattr(fe.file.c_str(), kXattr, nullptr, 0);
-        raw.resize(n > 0 ? static_cast<std::size_t>(n) : 0);
-        n = n > 0 ? ::getxattr(fe.file.c_str(), kXattr, raw.data(), raw.size()) : -1;
+    Fd fd(::openat(dfd, e.name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOFOLLOW));
+    struct stat st;
+    if (fd.fd >= 0 && ::fstat(fd.fd, &st) == 0 && S_ISREG(st.st_mode)) {
+      char small[1024];
+      std::string big;
+      std::optional<std::string_view> raw = xattr_record(fd.fd, small, big);
+      if (!raw) {
+        big = detail::read_file_safely(dfd, meta_name(e.name).c_str(), kMaxRecordRead).value_or("");
+        raw = big;
       }
-      if (n < 0) {
-        meta = read_small_file(impl_->dirfd, e.name + std::string(kMetaSuffix));
-        raw = meta.value_or(std::string());
-      }
+      if (auto rec = detail::decode_entry_record(*raw)) fe.code_type = rec->code_type;
     }
-    if (auto rec = decode(raw)) fe.code_type = rec->code_type;
     out.push_back(std::move(fe));
   }
   return out;

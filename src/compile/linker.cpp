@@ -87,14 +87,16 @@ struct NvJitLinkHandle {
   }
 };
 
-nvJitLinkInputType nvjitlink_input_type(const std::string& code_type) {
-  if (code_type == "cubin") return NVJITLINK_INPUT_CUBIN;
-  if (code_type == "ptx") return NVJITLINK_INPUT_PTX;
-  if (code_type == "ltoir") return NVJITLINK_INPUT_LTOIR;
-  if (code_type == "fatbin") return NVJITLINK_INPUT_FATBIN;
-  if (code_type == "object") return NVJITLINK_INPUT_OBJECT;
-  if (code_type == "library") return NVJITLINK_INPUT_LIBRARY;
-  throw std::invalid_argument("Linker: cannot link code_type " + squote(code_type));
+nvJitLinkInputType nvjitlink_input_type(CodeType code_type) {
+  switch (code_type) {
+    case CodeType::cubin: return NVJITLINK_INPUT_CUBIN;
+    case CodeType::ptx: return NVJITLINK_INPUT_PTX;
+    case CodeType::ltoir: return NVJITLINK_INPUT_LTOIR;
+    case CodeType::fatbin: return NVJITLINK_INPUT_FATBIN;
+    case CodeType::object: return NVJITLINK_INPUT_OBJECT;
+    case CodeType::library: return NVJITLINK_INPUT_LIBRARY;
+  }
+  throw std::invalid_argument("Linker: cannot link code_type " + squote(to_string(code_type)));
 }
 
 // ---- the driver's linker ------------------------------------------------
@@ -106,13 +108,16 @@ struct CuLinkState {
   }
 };
 
-CUjitInputType driver_input_type(const std::string& code_type) {
-  if (code_type == "cubin") return CU_JIT_INPUT_CUBIN;
-  if (code_type == "ptx") return CU_JIT_INPUT_PTX;
-  if (code_type == "fatbin") return CU_JIT_INPUT_FATBINARY;
-  if (code_type == "object") return CU_JIT_INPUT_OBJECT;
-  if (code_type == "library") return CU_JIT_INPUT_LIBRARY;
-  throw std::invalid_argument("Linker: the driver's linker cannot link code_type " + squote(code_type) +
+CUjitInputType driver_input_type(CodeType code_type) {
+  switch (code_type) {
+    case CodeType::cubin: return CU_JIT_INPUT_CUBIN;
+    case CodeType::ptx: return CU_JIT_INPUT_PTX;
+    case CodeType::fatbin: return CU_JIT_INPUT_FATBINARY;
+    case CodeType::object: return CU_JIT_INPUT_OBJECT;
+    case CodeType::library: return CU_JIT_INPUT_LIBRARY;
+    case CodeType::ltoir: break;
+  }
+  throw std::invalid_argument("Linker: the driver's linker cannot link code_type " + squote(to_string(code_type)) +
                               " (LTO-IR needs nvJitLink)");
 }
 
@@ -215,7 +220,7 @@ Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
   for (std::size_t i = 0; i < codes_.size(); ++i) {
     if (!codes_[i]) throw std::invalid_argument("Linker: ObjectCode " + std::to_string(i) + " is empty");
     (void)nvjitlink_input_type(codes_[i].code_type());
-    has_ltoir = has_ltoir || codes_[i].code_type() == "ltoir";
+    has_ltoir = has_ltoir || codes_[i].code_type() == CodeType::ltoir;
   }
   if (options_.arch.empty()) {
     try {
@@ -249,12 +254,13 @@ Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
   }
 }
 
-ObjectCode Linker::link(std::string_view target) {
-  if (target != "cubin" && target != "ptx")
-    throw std::invalid_argument("Linker::link: unknown target " + squote(target) + " (valid: \"cubin\", \"ptx\")");
+ObjectCode Linker::link(CodeType target) {
+  if (target != CodeType::cubin && target != CodeType::ptx)
+    throw std::invalid_argument("Linker::link: unknown target " + squote(to_string(target)) +
+                                " (valid: \"cubin\", \"ptx\")");
   const bool want_ptx = options_.ptx.value_or(false);
-  if ((target == "ptx") != want_ptx)
-    throw std::invalid_argument(target == "ptx"
+  if ((target == CodeType::ptx) != want_ptx)
+    throw std::invalid_argument(target == CodeType::ptx
                                     ? "Linker::link: target \"ptx\" needs LinkerOptions::ptx = true (with "
                                       "link_time_optimization)"
                                     : "Linker::link: LinkerOptions::ptx is set, so the output is PTX; link(\"ptx\")");
@@ -290,8 +296,8 @@ ObjectCode Linker::link(std::string_view target) {
       auto bytes = c.code();
       std::size_t size = bytes.size();
       // PTX is a C string to nvJitLink: the size leaves the NUL out.
-      if (c.code_type() == "ptx" && size && bytes[size - 1] == std::byte{0}) --size;
-      const std::string name = c.name().empty() ? c.code_type() : c.name();
+      if (c.code_type() == CodeType::ptx && size && bytes[size - 1] == std::byte{0}) --size;
+      const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
       if (nvJitLinkResult r = t.nvJitLinkAddData(h.h, nvjitlink_input_type(c.code_type()), bytes.data(), size,
                                                  name.c_str());
           r != NVJITLINK_SUCCESS)
@@ -299,11 +305,11 @@ ObjectCode Linker::link(std::string_view target) {
     }
     if (nvJitLinkResult r = t.nvJitLinkComplete(h.h); r != NVJITLINK_SUCCESS) fail("nvJitLinkComplete", r);
     std::size_t size = 0;
-    nvJitLinkResult r = target == "cubin" ? t.nvJitLinkGetLinkedCubinSize(h.h, &size)
+    nvJitLinkResult r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubinSize(h.h, &size)
                                           : t.nvJitLinkGetLinkedPtxSize(h.h, &size);
     if (r != NVJITLINK_SUCCESS) fail("getting the output size", r);
     out.resize(size);
-    r = target == "cubin" ? t.nvJitLinkGetLinkedCubin(h.h, out.data())
+    r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubin(h.h, out.data())
                           : t.nvJitLinkGetLinkedPtx(h.h, reinterpret_cast<char*>(out.data()));
     if (r != NVJITLINK_SUCCESS) fail("getting the output", r);
     error_log_ = h.error_log();
@@ -360,7 +366,7 @@ ObjectCode Linker::link(std::string_view target) {
     }
     for (const auto& c : codes_) {
       auto bytes = c.code();
-      const std::string name = c.name().empty() ? c.code_type() : c.name();
+      const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
       if (CUresult r = d.cuLinkAddData(state.s, driver_input_type(c.code_type()),
                                        const_cast<std::byte*>(bytes.data()), bytes.size(), name.c_str(), 0, nullptr,
                                        nullptr);
@@ -380,7 +386,7 @@ ObjectCode Linker::link(std::string_view target) {
   // The inputs' name expressions still name the same kernels after linking.
   std::map<std::string, std::string> mapping;
   for (const auto& c : codes_) mapping.insert(c.symbol_mapping().begin(), c.symbol_mapping().end());
-  return ObjectCode::from_bytes(std::move(out), std::string(target), options_.name, std::move(mapping), info_log_);
+  return ObjectCode::from_bytes(std::move(out), target, options_.name, std::move(mapping), info_log_);
 }
 
 }  // namespace cucore

@@ -26,8 +26,8 @@ const std::map<std::string, std::string>& empty_mapping() {
 
 // The driver reads PTX as a C string (cuLibraryLoadData takes no size), so PTX
 // bytes always end with a NUL; other code types are taken as they are.
-void terminate_ptx(std::vector<std::byte>& code, const std::string& code_type) {
-  if (code_type == "ptx" && (code.empty() || code.back() != std::byte{0})) code.push_back(std::byte{0});
+void terminate_ptx(std::vector<std::byte>& code, CodeType code_type) {
+  if (code_type == CodeType::ptx && (code.empty() || code.back() != std::byte{0})) code.push_back(std::byte{0});
 }
 
 std::vector<std::byte> read_file(const std::filesystem::path& file, const char* factory) {
@@ -62,19 +62,35 @@ std::vector<std::byte> copy_bytes(std::span<const std::byte> code, const char* f
 
 }  // namespace
 
-ObjectCode ObjectCode::from_bytes(std::vector<std::byte> code, std::string code_type, std::string name,
+std::string_view to_string(CodeType type) noexcept {
+  switch (type) {
+    case CodeType::cubin: return "cubin";
+    case CodeType::ptx: return "ptx";
+    case CodeType::ltoir: return "ltoir";
+    case CodeType::fatbin: return "fatbin";
+    case CodeType::object: return "object";
+    case CodeType::library: return "library";
+  }
+  return "unknown";
+}
+
+std::optional<CodeType> parse_code_type(std::string_view name) noexcept {
+  for (CodeType t : {CodeType::cubin, CodeType::ptx, CodeType::ltoir, CodeType::fatbin, CodeType::object,
+                     CodeType::library})
+    if (name == to_string(t)) return t;
+  return std::nullopt;
+}
+
+ObjectCode ObjectCode::from_bytes(std::vector<std::byte> code, CodeType code_type, std::string name,
                                   std::map<std::string, std::string> symbol_mapping, std::string log) {
-  static constexpr const char* kTypes[] = {"cubin", "ptx", "ltoir", "fatbin", "object", "library"};
-  bool known = false;
-  for (const char* t : kTypes) known = known || code_type == t;
-  if (!known)
-    throw std::invalid_argument("ObjectCode: unknown code_type '" + code_type +
-                                "' (valid: cubin, ptx, ltoir, fatbin, object, library)");
-  if (code.empty()) throw std::invalid_argument("ObjectCode: the " + code_type + " code is empty");
+  if (static_cast<unsigned>(code_type) > static_cast<unsigned>(CodeType::library))
+    throw std::invalid_argument("ObjectCode: code_type " + std::to_string(static_cast<unsigned>(code_type)) +
+                                " is not a CodeType");
+  if (code.empty()) throw std::invalid_argument("ObjectCode: the " + std::string(to_string(code_type)) + " code is empty");
   auto s = std::make_shared<detail::ObjectCodeState>();
   terminate_ptx(code, code_type);
   s->code = std::move(code);
-  s->code_type = std::move(code_type);
+  s->code_type = code_type;
   s->name = std::move(name);
   s->symbol_mapping = std::move(symbol_mapping);
   s->log = std::move(log);
@@ -93,12 +109,12 @@ ObjectCode ObjectCode::from_bytes(std::vector<std::byte> code, std::string code_
     return from_bytes(read_file(file, #fn), type, std::move(name), std::move(symbol_mapping));                   \
   }
 
-CUCORE_OBJECT_CODE_FACTORIES(from_cubin, "cubin")
-CUCORE_OBJECT_CODE_FACTORIES(from_ptx, "ptx")
-CUCORE_OBJECT_CODE_FACTORIES(from_ltoir, "ltoir")
-CUCORE_OBJECT_CODE_FACTORIES(from_fatbin, "fatbin")
-CUCORE_OBJECT_CODE_FACTORIES(from_object, "object")
-CUCORE_OBJECT_CODE_FACTORIES(from_library, "library")
+CUCORE_OBJECT_CODE_FACTORIES(from_cubin, CodeType::cubin)
+CUCORE_OBJECT_CODE_FACTORIES(from_ptx, CodeType::ptx)
+CUCORE_OBJECT_CODE_FACTORIES(from_ltoir, CodeType::ltoir)
+CUCORE_OBJECT_CODE_FACTORIES(from_fatbin, CodeType::fatbin)
+CUCORE_OBJECT_CODE_FACTORIES(from_object, CodeType::object)
+CUCORE_OBJECT_CODE_FACTORIES(from_library, CodeType::library)
 #undef CUCORE_OBJECT_CODE_FACTORIES
 
 ObjectCode ObjectCode::from_ptx(std::string_view code, std::string name,
@@ -111,7 +127,7 @@ std::span<const std::byte> ObjectCode::code() const noexcept {
   return state_->code;
 }
 
-const std::string& ObjectCode::code_type() const noexcept { return state_ ? state_->code_type : empty_string(); }
+CodeType ObjectCode::code_type() const noexcept { return state_ ? state_->code_type : CodeType::cubin; }
 const std::string& ObjectCode::name() const noexcept { return state_ ? state_->name : empty_string(); }
 const std::map<std::string, std::string>& ObjectCode::symbol_mapping() const noexcept {
   return state_ ? state_->symbol_mapping : empty_mapping();

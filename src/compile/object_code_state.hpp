@@ -2,6 +2,8 @@
 // The shared state behind ObjectCode (and every Kernel taken from it).
 #include <cuda.h>
 
+#include <cucore/object_code.hpp>
+
 #include <cstddef>
 #include <exception>
 #include <map>
@@ -20,7 +22,7 @@ struct KernelInfo;  // a kernel's box: its library and cached facts (launch/kern
 struct ObjectCodeState {
   // The compile-side facts: immutable once built.
   std::vector<std::byte> code;
-  std::string code_type;  // "cubin", "ptx", "ltoir", "fatbin", "object", "library"
+  CodeType code_type = CodeType::cubin;
   std::string name;
   std::map<std::string, std::string> symbol_mapping;  // name expression -> lowered name
   std::string log;                                    // compiler warnings

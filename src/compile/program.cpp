@@ -16,6 +16,8 @@
 #include <vector>
 
 #include "compile/compile_common.hpp"
+#include "compile/include_resolver.hpp"
+#include "compile/program_compile.hpp"
 #include "loader/toolkit.hpp"
 
 namespace cucore {
@@ -82,9 +84,17 @@ bool is_macro_name(std::string_view s) {
   return is_identifier(s.substr(0, paren)) && s.back() == ')';
 }
 
+// NVRTC takes C strings: a NUL would silently cut the value short.
+void check_no_nul(const char* field, std::string_view value) {
+  if (auto at = value.find('\0'); at != std::string_view::npos)
+    invalid(field, "contains a NUL byte at offset " + std::to_string(at));
+}
+
 void check_entries(const char* field, const std::vector<std::string>& items) {
-  for (std::size_t i = 0; i < items.size(); ++i)
+  for (std::size_t i = 0; i < items.size(); ++i) {
     if (items[i].empty()) invalid(field, "entry " + std::to_string(i) + " is empty");
+    check_no_nul(field, items[i]);
+  }
 }
 
 void check_diag(const char* field, const std::vector<int>& numbers) {
@@ -149,6 +159,21 @@ LinkerOptions linker_options_for_ptx(const ProgramOptions& o) {
 
 }  // namespace
 
+namespace {
+// How the call in progress on this thread renders the toolkit's directories
+// (set by detail::nvrtc_flags around as_nvrtc_flags).
+thread_local detail::ToolkitFlags t_toolkit_flags = detail::ToolkitFlags::paths;
+}  // namespace
+
+std::vector<std::string> detail::nvrtc_flags(const ProgramOptions& options, ToolkitFlags toolkit) {
+  struct Restore {
+    ToolkitFlags before = t_toolkit_flags;
+    ~Restore() { t_toolkit_flags = before; }
+  } restore;
+  t_toolkit_flags = toolkit;
+  return options.as_nvrtc_flags();
+}
+
 std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
   // Validate everything first, so no half-rendered state escapes.
   check_arch(arch);
@@ -178,6 +203,23 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
   check_entries("ptxas_options", ptxas_options);
   check_entries("include_path", include_path);
   check_entries("pre_include", pre_include);
+  check_entries("undefine_macro", undefine_macro);
+  for (const auto& m : define_macro) {
+    if (const auto* s = std::get_if<std::string>(&m)) {
+      check_no_nul("define_macro", *s);
+    } else {
+      check_no_nul("define_macro", std::get<std::pair<std::string, std::string>>(m).first);
+      check_no_nul("define_macro", std::get<std::pair<std::string, std::string>>(m).second);
+    }
+  }
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"name", &name},
+                                     {"optimization_info", &optimization_info},
+                                     {"time", &time},
+                                     {"frandom_seed", &frandom_seed},
+                                     {"create_pch", &create_pch},
+                                     {"use_pch", &use_pch},
+                                     {"pch_dir", &pch_dir}})
+    check_no_nul(field, *value);
   check_diag("diag_error", diag_error);
   check_diag("diag_suppress", diag_suppress);
   check_diag("diag_warn", diag_warn);
@@ -215,13 +257,17 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
   for (const auto& p : include_path) f.push_back("--include-path=" + p);
   if (use_toolkit_headers) {
     // After the caller's paths, so their headers win.
-    static const std::vector<std::string> toolkit = [] {
-      std::vector<std::string> dirs;
-      if (auto d = pathfinder::cccl_include_dir()) dirs.push_back("--include-path=" + *d);
-      if (auto d = pathfinder::cuda_include_dir()) dirs.push_back("--include-path=" + *d);
-      return dirs;
-    }();
-    f.insert(f.end(), toolkit.begin(), toolkit.end());
+    if (t_toolkit_flags == detail::ToolkitFlags::placeholder) {
+      f.emplace_back("--include-path=<toolkit headers>");
+    } else {
+      static const std::vector<std::string> toolkit = [] {
+        std::vector<std::string> dirs;
+        if (auto d = pathfinder::cccl_include_dir()) dirs.push_back("--include-path=" + *d);
+        if (auto d = pathfinder::cuda_include_dir()) dirs.push_back("--include-path=" + *d);
+        return dirs;
+      }();
+      f.insert(f.end(), toolkit.begin(), toolkit.end());
+    }
   }
   for (const auto& h : pre_include) f.push_back("--pre-include=" + h);
   if (no_source_include.value_or(false)) f.emplace_back("--no-source-include");
@@ -266,9 +312,12 @@ Program::Program(std::string code, std::string code_type, ProgramOptions options
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (code_type_ != "c++" && code_type_ != "ptx")
     throw std::invalid_argument("Program: unknown code_type " + squote(code_type_) + " (valid: \"c++\", \"ptx\")");
+  // Compilers read the source as a C string: a NUL would silently cut it short.
+  if (auto at = code_.find('\0'); at != std::string::npos)
+    throw std::invalid_argument("Program: the source contains a NUL byte at offset " + std::to_string(at));
   if (options_.arch.empty()) options_.arch = resolve_arch_from_device();
-  if (code_type_ == "c++")
-    (void)options_.as_nvrtc_flags();  // fail on bad options now, not at compile
+  if (code_type_ == "c++")  // fail on bad options now, not at compile (the toolkit's directories can wait)
+    (void)detail::nvrtc_flags(options_, detail::ToolkitFlags::placeholder);
   else
     (void)linker_options_for_ptx(options_).as_nvjitlink_flags();
 }
@@ -282,48 +331,79 @@ std::string Program::backend() const {
   }
 }
 
-ObjectCode Program::compile(std::string_view target, std::vector<std::string> name_expressions) const {
+ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions) const {
+  return detail::compile_program(*this, target, name_expressions, nullptr);
+}
+
+ObjectCode detail::compile_program(const Program& program, CodeType target,
+                                   const std::vector<std::string>& name_expressions,
+                                   const ResolvedIncludes* includes) {
+  const std::string& code_ = program.code();
+  const std::string& code_type_ = program.code_type();
+  const ProgramOptions& options_ = program.options();
   if (code_type_ == "ptx") {
     if (!name_expressions.empty())
       throw std::invalid_argument("Program::compile: name expressions need C++ source; this program is PTX");
-    if (target == "ptx") {
+    if (target == CodeType::ptx) {
       return ObjectCode::from_ptx(std::string_view(code_), options_.name);
     }
-    if (target == "cubin") {
+    if (target == CodeType::cubin) {
       Linker linker({ObjectCode::from_ptx(std::string_view(code_), options_.name)}, linker_options_for_ptx(options_));
-      return linker.link("cubin");
+      return linker.link(CodeType::cubin);
     }
-    throw std::invalid_argument("Program::compile: unknown target " + squote(target) +
+    throw std::invalid_argument("Program::compile: unknown target " + squote(to_string(target)) +
                                 " for PTX (valid: \"cubin\", \"ptx\")");
   }
 
-  if (target != "ptx" && target != "cubin" && target != "ltoir")
-    throw std::invalid_argument("Program::compile: unknown target " + squote(target) +
+  if (target != CodeType::ptx && target != CodeType::cubin && target != CodeType::ltoir)
+    throw std::invalid_argument("Program::compile: unknown target " + squote(to_string(target)) +
                                 " (valid: \"ptx\", \"cubin\", \"ltoir\")");
-  for (const auto& n : name_expressions)
+  for (const auto& n : name_expressions) {
     if (n.empty()) throw std::invalid_argument("Program::compile: a name expression is empty");
+    if (n.find('\0') != std::string::npos)
+      throw std::invalid_argument("Program::compile: the name expression " + squote(n.substr(0, n.find('\0'))) +
+                                  "... contains a NUL byte");
+  }
 
-  if (target == "cubin" && options_.arch.starts_with("compute_"))
+  if (target == CodeType::cubin && options_.arch.starts_with("compute_"))
     throw std::invalid_argument("Program::compile: arch " + squote(options_.arch) +
                                 " makes PTX only; a cubin needs \"sm_<CC>\"");
 
-  std::vector<std::string> flags = options_.as_nvrtc_flags();
+  std::vector<std::string> flags;
+  if (includes && !options_.pre_include.empty()) {
+    ProgramOptions o = options_;  // the pre-included headers by the paths they were read from
+    o.pre_include = includes->pre_include;
+    flags = o.as_nvrtc_flags();
+  } else {
+    flags = options_.as_nvrtc_flags();
+  }
   const bool lto = options_.link_time_optimization.value_or(false);
-  if (target == "ltoir" && !lto) {
+  if (target == CodeType::ltoir && !lto) {
     // LTO-IR is what -dlto makes; unset means "do what the target needs".
     if (options_.link_time_optimization.has_value())
       throw std::invalid_argument(
           "Program::compile: target \"ltoir\" needs link_time_optimization, which is set to false");
     flags.emplace_back("--dlink-time-opt");
-  } else if (target != "ltoir" && lto) {
+  } else if (target != CodeType::ltoir && lto) {
     throw std::invalid_argument(std::string("Program::compile: link_time_optimization makes LTO-IR; target ") +
-                                squote(target) + " needs it unset or false (or compile to \"ltoir\" and link)");
+                                squote(to_string(target)) + " needs it unset or false (or compile to \"ltoir\" and link)");
   }
 
   const auto& t = detail::nvrtc();
   check_arch_supported(options_.arch);
   NvrtcProgram p(t);
-  detail::check_nvrtc(t.nvrtcCreateProgram(&p.prog, code_.c_str(), options_.name.c_str(), 0, nullptr, nullptr),
+  // With resolved includes, NVRTC compiles exactly the header contents that
+  // were read (and keyed), handed over by name.
+  std::vector<const char*> header_names, header_sources;
+  if (includes) {
+    for (const auto& [name, text] : includes->headers) {
+      header_names.push_back(name.c_str());
+      header_sources.push_back(text.c_str());
+    }
+  }
+  detail::check_nvrtc(t.nvrtcCreateProgram(&p.prog, includes ? includes->source.c_str() : code_.c_str(),
+                                           options_.name.c_str(), static_cast<int>(header_names.size()),
+                                           header_sources.data(), header_names.data()),
                       "nvrtcCreateProgram");
   for (const auto& n : name_expressions)
     detail::check_nvrtc(t.nvrtcAddNameExpression(p.prog, n.c_str()), "nvrtcAddNameExpression");
@@ -343,11 +423,11 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
 
   std::size_t size = 0;
   std::vector<std::byte> out;
-  if (target == "ptx") {
+  if (target == CodeType::ptx) {
     detail::check_nvrtc(t.nvrtcGetPTXSize(p.prog, &size), "nvrtcGetPTXSize");
     out.resize(size);
     detail::check_nvrtc(t.nvrtcGetPTX(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetPTX");
-  } else if (target == "cubin") {
+  } else if (target == CodeType::cubin) {
     detail::check_nvrtc(t.nvrtcGetCUBINSize(p.prog, &size), "nvrtcGetCUBINSize");
     out.resize(size);
     detail::check_nvrtc(t.nvrtcGetCUBIN(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetCUBIN");
@@ -357,7 +437,7 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
     detail::check_nvrtc(t.nvrtcGetLTOIR(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetLTOIR");
   }
   if (out.empty())
-    throw CompileError("compiling '" + options_.name + "': NVRTC produced no " + std::string(target) +
+    throw CompileError("compiling '" + options_.name + "': NVRTC produced no " + std::string(to_string(target)) +
                            " (a compute_ arch gives PTX only; use sm_ for cubin)",
                        std::move(log));
 
@@ -367,7 +447,7 @@ ObjectCode Program::compile(std::string_view target, std::vector<std::string> na
     detail::check_nvrtc(t.nvrtcGetLoweredName(p.prog, n.c_str(), &lowered), "nvrtcGetLoweredName");
     if (lowered) mapping.emplace(n, lowered);
   }
-  return ObjectCode::from_bytes(std::move(out), std::string(target), options_.name, std::move(mapping),
+  return ObjectCode::from_bytes(std::move(out), target, options_.name, std::move(mapping),
                                 std::move(log));
 }
 

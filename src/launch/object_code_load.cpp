@@ -21,26 +21,24 @@ namespace detail {
 namespace {
 
 std::string describe(const ObjectCodeState& s) {
-  return "ObjectCode" + (s.name.empty() ? std::string() : " '" + s.name + "'") + " (" + s.code_type + ")";
+  return "ObjectCode" + (s.name.empty() ? std::string() : " '" + s.name + "'") + " (" + std::string(to_string(s.code_type)) + ")";
 }
 
 void load(ObjectCodeState& s) {
-  const std::string& type = s.code_type;
-  if (type == "ltoir")
+  const CodeType type = s.code_type;
+  if (type == CodeType::ltoir)
     throw std::invalid_argument(describe(s) +
                                 " holds LTO-IR, which the driver cannot load: link it first, e.g. "
-                                "Linker({code}, {.link_time_optimization = true}).link(\"cubin\")");
-  if (type == "object" || type == "library")
+                                "Linker({code}, {.link_time_optimization = true}).link(CodeType::cubin)");
+  if (type == CodeType::object || type == CodeType::library)
     throw std::invalid_argument(describe(s) +
                                 " holds relocatable device code, which the driver cannot load: link it first "
-                                "(Linker({code, ...}).link(\"cubin\"))");
-  if (type != "cubin" && type != "ptx" && type != "fatbin")
-    throw std::invalid_argument(describe(s) + ": cannot load code of type '" + type + "'");
+                                "(Linker({code, ...}).link(CodeType::cubin))");
   if (s.code.empty()) throw std::invalid_argument(describe(s) + " is empty");
 
   const void* image = s.code.data();
   std::vector<std::byte> terminated;
-  if (type == "ptx" && s.code.back() != std::byte{0}) {
+  if (type == CodeType::ptx && s.code.back() != std::byte{0}) {
     // The driver reads PTX as a C string.
     terminated.reserve(s.code.size() + 1);
     terminated.assign(s.code.begin(), s.code.end());

@@ -73,7 +73,9 @@ std::vector<std::string> python_site_packages() {
   return g_site_packages;
 }
 
-LoadedLibrary load_library(const LibrarySpec& spec) {
+namespace {
+
+LoadedLibrary search(const LibrarySpec& spec) {
   LoadedLibrary out;
   out.info.name = spec.component;
   out.info.hint = spec.hint;
@@ -92,6 +94,11 @@ LoadedLibrary load_library(const LibrarySpec& spec) {
       } else if (try_open(out, o, step.c_str())) {
         return out;
       }
+      // An explicit choice that does not load is never passed over in silence:
+      // whatever the search finds instead says so (in doctor's "found by", and
+      // in the error when it finds nothing).
+      out.info.hint = "$" + std::string(spec.override_env) + " is set to '" + o + "', which is not a loadable " +
+                      spec.component + " library (see above): fix it or unset it";
     } else {
       out.info.searched.push_back(std::string("$") + spec.override_env + ": not set");
     }
@@ -132,6 +139,16 @@ LoadedLibrary load_library(const LibrarySpec& spec) {
     }
     if (try_dir(out, spec, "/usr/local/cuda/lib64", "/usr/local/cuda")) return out;
   }
+  return out;
+}
+
+}  // namespace
+
+LoadedLibrary load_library(const LibrarySpec& spec) {
+  LoadedLibrary out = search(spec);
+  if (out.handle && out.info.hint != spec.hint)  // the override failed; the search found another
+    out.info.found_by += "; passed over $" + std::string(spec.override_env) + "='" + env(spec.override_env) +
+                         "', which is not a loadable " + spec.component + " library";
   return out;
 }
 

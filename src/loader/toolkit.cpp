@@ -75,7 +75,7 @@ pathfinder::ComponentInfo info_of(Lazy<Table>& lazy, const LibrarySpec& spec, Fi
   } catch (const std::exception& e) {
     pathfinder::ComponentInfo info = lazy.lib.info;
     info.name = spec.component;
-    info.hint = spec.hint;
+    if (info.hint.empty()) info.hint = spec.hint;
     if (info.found) {  // loaded but unusable (too old, missing entry points)
       info.found = false;
       info.searched.push_back(std::string("unusable: ") + e.what());

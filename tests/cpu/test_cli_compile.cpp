@@ -2,12 +2,16 @@
 // -I/-D/--std/-o, and on a bad file prints the compiler's log and exits 1.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cucore/program_cache.hpp>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -40,7 +44,7 @@ class CliCompile : public ::testing::Test {
     dir_ = fs::temp_directory_path() / ("cucore_cli_compile_" + std::to_string(::getpid()) + "_" +
                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
-    fs::create_directories(dir_ / "cache");
+    fs::create_directories(dir_ / "home");
   }
   void TearDown() override {
     std::error_code ec;
@@ -54,19 +58,28 @@ class CliCompile : public ::testing::Test {
     return p;
   }
 
-  // Runs the tool in dir_, with the cache kept inside dir_.
-  CliResult run(const std::string& args) {
+  // Runs `cucore compile ARGS` in `cwd` (dir_ by default) with every cache the
+  // tool could use pointed inside dir_: the program cache by the variable the
+  // tool reads, the rest (toolchain memo, include manifests) by XDG_CACHE_HOME.
+  // Fails the test if the default program cache was touched anyway.
+  CliResult run(const std::string& args, const fs::path& cwd = {}, const std::string& env = "",
+                const char* command = "compile") {
     const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = "cd '" + dir_.string() + "' && XDG_CACHE_HOME='" + (dir_ / "cache").string() +
-                            "' CUCORE_CACHE_DIR='" + (dir_ / "cache").string() + "' '" + CUCORE_CLI_PATH +
-                            "' compile " + args + " >'" + out.string() + "' 2>'" + err.string() + "'";
+    const std::string cmd = "cd '" + (cwd.empty() ? dir_ : cwd).string() + "' && HOME='" + (dir_ / "home").string() +
+                            "' XDG_CACHE_HOME='" + (dir_ / "xdg").string() + "' CUCORE_PROGRAM_CACHE_DIR='" +
+                            cache_dir().string() + "' " + env + " '" + CUCORE_CLI_PATH + "' " + command + " " + args +
+                            " >'" + out.string() + "' 2>'" + err.string() + "'";
     const int status = std::system(cmd.c_str());
     CliResult r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     r.out = slurp(out);
     r.err = slurp(err);
+    EXPECT_FALSE(fs::exists(dir_ / "xdg" / "cucore" / "programs")) << "the default program cache was used";
+    EXPECT_FALSE(fs::exists(dir_ / "home" / ".cache")) << "the home directory's cache was used";
     return r;
   }
+  fs::path cache_dir() const { return dir_ / "cache" / "programs"; }
+  std::size_t cached_entries() const { return cucore::FileStreamProgramCache(cache_dir()).entries().size(); }
 
   fs::path dir_;
 };
@@ -140,10 +153,142 @@ TEST_F(CliCompile, ThroughTheCacheTwice) {
   write("c.cu", kSaxpy);
   CliResult first = run("c.cu --arch sm_90 -o c1.cubin");
   ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_NE(first.out.find("compiled and cached"), std::string::npos) << first.out;
+  EXPECT_EQ(cached_entries(), 1u);
   CliResult second = run("c.cu --arch sm_90 -o c2.cubin");
   ASSERT_EQ(second.code, 0) << second.err;
+  EXPECT_NE(second.out.find("cache hit"), std::string::npos) << second.out;
   EXPECT_TRUE(starts_with_elf(slurp(dir_ / "c1.cubin")));
   EXPECT_EQ(slurp(dir_ / "c1.cubin"), slurp(dir_ / "c2.cubin"));
+  CliResult fresh = run("c.cu --arch sm_90 --no-cache -o c3.cubin");
+  ASSERT_EQ(fresh.code, 0) << fresh.err;
+  EXPECT_EQ(fresh.out.find("cache"), std::string::npos) << fresh.out;
+  EXPECT_EQ(slurp(dir_ / "c3.cubin"), slurp(dir_ / "c1.cubin"));
+}
+
+// ---------------------------------------------------------------- headers
+
+constexpr const char* kWithConfig = "#include \"config.h\"\nextern \"C\" __global__ void k(long* p) { *p = VALUE; }\n";
+
+long random_value() {
+  static std::mt19937 rng{std::random_device{}()};
+  return std::uniform_int_distribution<long>(10000000, 99999999)(rng);
+}
+std::string define_value(long v) { return "#define VALUE " + std::to_string(v) + "\n"; }
+
+TEST_F(CliCompile, TwoProjectsWithTheSameSourceKeepTheirOwnHeaders) {
+  const long a = random_value(), b = random_value();
+  write("a/k.cu", kWithConfig);
+  write("b/k.cu", kWithConfig);
+  write("a/config.h", define_value(a));
+  write("b/config.h", define_value(b));
+  for (int pass = 0; pass < 2; ++pass) {
+    CliResult ra = run("k.cu --arch sm_90 --target ptx", dir_ / "a");
+    CliResult rb = run("k.cu --arch sm_90 --target ptx", dir_ / "b");
+    ASSERT_EQ(ra.code, 0) << ra.err;
+    ASSERT_EQ(rb.code, 0) << rb.err;
+    EXPECT_NE(slurp(dir_ / "a/k.ptx").find(std::to_string(a)), std::string::npos);
+    EXPECT_NE(slurp(dir_ / "b/k.ptx").find(std::to_string(b)), std::string::npos)
+        << "the second project got the first one's binary: " << rb.out;
+    const char* expect = pass == 0 ? "compiled and cached" : "cache hit";
+    EXPECT_NE(ra.out.find(expect), std::string::npos) << ra.out;
+    EXPECT_NE(rb.out.find(expect), std::string::npos) << rb.out;
+  }
+}
+
+TEST_F(CliCompile, AnEditedHeaderIsRecompiledWithOrWithoutIncludePaths) {
+  write("k.cu", kWithConfig);
+  write("m.cu", "#include <lib.h>\nextern \"C\" __global__ void k(long* p) { *p = LIB; }\n");
+  long v = random_value();
+  write("config.h", define_value(v));
+  write("inc/lib.h", "#define LIB " + std::to_string(v) + "\n");
+  ASSERT_EQ(run("k.cu --arch sm_90 --target ptx").code, 0);
+  ASSERT_EQ(run("m.cu --arch sm_90 --target ptx -I inc").code, 0);
+  const long w = random_value();  // eight digits again: the same size
+  write("config.h", define_value(w));
+  write("inc/lib.h", "#define LIB " + std::to_string(w) + "\n");
+  CliResult rk = run("k.cu --arch sm_90 --target ptx");
+  CliResult rm = run("m.cu --arch sm_90 --target ptx -I inc");
+  ASSERT_EQ(rk.code, 0) << rk.err;
+  ASSERT_EQ(rm.code, 0) << rm.err;
+  EXPECT_NE(slurp(dir_ / "k.ptx").find(std::to_string(w)), std::string::npos) << rk.out;
+  EXPECT_NE(slurp(dir_ / "m.ptx").find(std::to_string(w)), std::string::npos) << rm.out;
+  EXPECT_NE(rk.out.find("compiled and cached"), std::string::npos) << rk.out;
+  EXPECT_NE(rm.out.find("compiled and cached"), std::string::npos) << rm.out;
+}
+
+TEST_F(CliCompile, AnIncludeBesideTheSourceIsFoundFromAnotherDirectory) {
+  const long v = random_value();
+  write("src/k.cu", kWithConfig);
+  write("src/config.h", define_value(v));
+  fs::create_directories(dir_ / "elsewhere");
+  for (const char* flags : {"--no-cache", ""}) {
+    CliResult r = run((dir_ / "src/k.cu").string() + " --arch sm_90 --target ptx -o out.ptx " + flags,
+                      dir_ / "elsewhere");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(slurp(dir_ / "elsewhere/out.ptx").find(std::to_string(v)), std::string::npos);
+  }
+  // Errors name the file by the path given.
+  write("src/bad.cu", "__global__ void k(int* p) {\n  p[0] = undefined_name;\n}\n");
+  CliResult bad = run("../src/bad.cu --arch sm_90 --no-cache", dir_ / "elsewhere");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.err.find("../src/bad.cu(2): error"), std::string::npos) << bad.err;
+}
+
+// ---------------------------------------------------------------- refusals
+
+TEST_F(CliCompile, TheOutputCannotBeTheSource) {
+  write("k.cu", kSaxpy);
+  CliResult r = run("k.cu --arch sm_90 --no-cache -o k.cu");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("is the source file"), std::string::npos) << r.err;
+  EXPECT_EQ(slurp(dir_ / "k.cu"), kSaxpy);
+  write("k.ptx", slurp(dir_ / "k.cu"));  // a source named like its default output
+  r = run("k.ptx --arch sm_90 --target ptx --no-cache");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_EQ(slurp(dir_ / "k.ptx"), kSaxpy);
+  fs::create_directories(dir_ / "sub");
+  r = run("k.cu --arch sm_90 --no-cache -o ./sub/../k.cu");
+  EXPECT_EQ(r.code, 1) << "another spelling of the same path";
+  EXPECT_NE(r.err.find("is the source file"), std::string::npos) << r.err;
+}
+
+TEST_F(CliCompile, SourcesThatAreNotTextFilesAreRefusedByName) {
+  fs::create_directories(dir_ / "adir.cu");
+  CliResult r = run("adir.cu --arch sm_90 --no-cache");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("'adir.cu' is a directory"), std::string::npos) << r.err;
+  write("nul.cu", std::string("__global__ void k() {}\n") + '\0' + " hidden");
+  r = run("nul.cu --arch sm_90 --no-cache");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("'nul.cu' contains a NUL byte at offset 23"), std::string::npos) << r.err;
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.cu").c_str(), 0600), 0);
+  r = run("fifo.cu --arch sm_90 --no-cache");  // opened without blocking, then refused
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("'fifo.cu' is not a regular file"), std::string::npos) << r.err;
+}
+
+TEST_F(CliCompile, AFailedStoreIsNotReportedAsCached) {
+  write("k.cu", kSaxpy);
+  write("not-a-dir", "x");
+  // The program cache under a regular file: it cannot be created.
+  CliResult r = run("k.cu --arch sm_90 -o k.cubin", {}, "CUCORE_PROGRAM_CACHE_DIR='" + (dir_ / "not-a-dir/p").string() + "'");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out.find("compiled and cached"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("storing it in the cache failed"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("not-a-dir/p"), std::string::npos) << r.err;  // the cache's own message, naming it
+  EXPECT_TRUE(starts_with_elf(slurp(dir_ / "k.cubin")));
+}
+
+TEST_F(CliCompile, AnNvrtcPathThatIsNotALibraryIsSaid) {
+  write("k.cu", kSaxpy);
+  write("not-a-library.so", "plain text");
+  const std::string env = "CUCORE_NVRTC_PATH='" + (dir_ / "not-a-library.so").string() + "'";
+  CliResult doctor = run("", {}, env, "doctor");
+  EXPECT_NE(doctor.out.find("passed over $CUCORE_NVRTC_PATH='" + (dir_ / "not-a-library.so").string() +
+                            "', which is not a loadable nvrtc library"),
+            std::string::npos)
+      << doctor.out;
 }
 
 TEST_F(CliCompile, NoArchWithoutADeviceAsksForOne) {

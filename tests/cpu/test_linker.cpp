@@ -16,6 +16,7 @@
 #include "common/gpu.hpp"
 #include "loader/toolkit.hpp"
 
+using cucore::CodeType;
 using cucore::CompileError;
 using cucore::Linker;
 using cucore::LinkerOptions;
@@ -46,7 +47,7 @@ bool is_elf(const ObjectCode& c) {
   return b.size() > 4 && std::memcmp(b.data(), "\x7f" "ELF", 4) == 0;
 }
 
-ObjectCode compile(const char* src, const char* name, const char* target, bool lto) {
+ObjectCode compile(const char* src, const char* name, CodeType target, bool lto) {
   ProgramOptions o{.name = name, .arch = "sm_90", .relocatable_device_code = true};
   if (lto) o.link_time_optimization = true;
   return Program(src, "c++", o).compile(target);
@@ -57,14 +58,14 @@ using cucore::test::expect_invalid;
 }  // namespace
 
 TEST(Linker, LtoirOfTwoProgramsLinksIntoOneCubin) {
-  ObjectCode caller = compile(kCaller, "caller.cu", "ltoir", true);
-  ObjectCode callee = compile(kCallee, "callee.cu", "ltoir", true);
-  ASSERT_EQ(caller.code_type(), "ltoir");
-  ASSERT_EQ(callee.code_type(), "ltoir");
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);
+  ASSERT_EQ(caller.code_type(), CodeType::ltoir);
+  ASSERT_EQ(callee.code_type(), CodeType::ltoir);
   Linker linker({caller, callee}, {.name = "linked", .arch = "sm_90", .link_time_optimization = true});
   EXPECT_EQ(linker.backend(), "nvJitLink");
-  ObjectCode cubin = linker.link("cubin");
-  EXPECT_EQ(cubin.code_type(), "cubin");
+  ObjectCode cubin = linker.link(CodeType::cubin);
+  EXPECT_EQ(cubin.code_type(), CodeType::cubin);
   EXPECT_EQ(cubin.name(), "linked");
   EXPECT_TRUE(is_elf(cubin));
   EXPECT_NE(text_of(cubin.code()).find("apply_scale"), std::string::npos);
@@ -72,11 +73,11 @@ TEST(Linker, LtoirOfTwoProgramsLinksIntoOneCubin) {
 }
 
 TEST(Linker, LtoCanEmitPtxWithTheCalleeInlined) {
-  ObjectCode caller = compile(kCaller, "caller.cu", "ltoir", true);
-  ObjectCode callee = compile(kCallee, "callee.cu", "ltoir", true);
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);
   Linker linker({caller, callee}, {.arch = "sm_90", .link_time_optimization = true, .ptx = true});
-  ObjectCode ptx = linker.link("ptx");
-  EXPECT_EQ(ptx.code_type(), "ptx");
+  ObjectCode ptx = linker.link(CodeType::ptx);
+  EXPECT_EQ(ptx.code_type(), CodeType::ptx);
   const std::string text = text_of(ptx.code());
   EXPECT_NE(text.find(".entry apply_scale"), std::string::npos) << text;
   // Link-time optimization inlined scale_it: no call remains.
@@ -85,18 +86,18 @@ TEST(Linker, LtoCanEmitPtxWithTheCalleeInlined) {
 }
 
 TEST(Linker, RelocatableCubinsLinkWithoutLto) {
-  ObjectCode caller = compile(kCaller, "caller.cu", "cubin", false);
-  ObjectCode callee = compile(kCallee, "callee.cu", "cubin", false);
-  ObjectCode linked = Linker({caller, callee}, {.arch = "sm_90"}).link("cubin");
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::cubin, false);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::cubin, false);
+  ObjectCode linked = Linker({caller, callee}, {.arch = "sm_90"}).link(CodeType::cubin);
   EXPECT_TRUE(is_elf(linked));
   EXPECT_NE(text_of(linked.code()).find("apply_scale"), std::string::npos);
 }
 
 TEST(Linker, UnresolvedSymbolIsCompileErrorWithTheLog) {
-  ObjectCode caller = compile(kCaller, "caller.cu", "ltoir", true);
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
   Linker linker({caller}, {.arch = "sm_90", .link_time_optimization = true});
   try {
-    linker.link("cubin");
+    linker.link(CodeType::cubin);
     FAIL() << "linked with an unresolved symbol";
   } catch (const CompileError& e) {
     EXPECT_NE(e.log().find("scale_it"), std::string::npos) << e.log();
@@ -106,12 +107,12 @@ TEST(Linker, UnresolvedSymbolIsCompileErrorWithTheLog) {
 }
 
 TEST(Linker, VerboseFillsTheInfoLog) {
-  ObjectCode caller = compile(kCaller, "caller.cu", "ltoir", true);
-  ObjectCode callee = compile(kCallee, "callee.cu", "ltoir", true);
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);
   Linker quiet({caller, callee}, {.arch = "sm_90", .link_time_optimization = true});
-  quiet.link("cubin");
+  quiet.link(CodeType::cubin);
   Linker loud({caller, callee}, {.arch = "sm_90", .verbose = true, .link_time_optimization = true});
-  loud.link("cubin");
+  loud.link(CodeType::cubin);
   EXPECT_FALSE(loud.info_log().empty());
   EXPECT_GT(loud.info_log().size(), quiet.info_log().size());
 }
@@ -119,26 +120,26 @@ TEST(Linker, VerboseFillsTheInfoLog) {
 TEST(Linker, NameExpressionsSurviveLinking) {
   const char* tmpl = "template <typename T> __global__ void fill(T* p, T v) { p[threadIdx.x] = v; }\n";
   ObjectCode lto = Program(tmpl, "c++", {.arch = "sm_90", .relocatable_device_code = true})
-                       .compile("ltoir", {"fill<int>"});
+                       .compile(CodeType::ltoir, {"fill<int>"});
   ASSERT_EQ(lto.symbol_mapping().count("fill<int>"), 1u);
-  ObjectCode cubin = Linker({lto}, {.arch = "sm_90", .link_time_optimization = true}).link("cubin");
+  ObjectCode cubin = Linker({lto}, {.arch = "sm_90", .link_time_optimization = true}).link(CodeType::cubin);
   EXPECT_EQ(cubin.symbol_mapping(), lto.symbol_mapping());
   EXPECT_NE(text_of(cubin.code()).find(lto.symbol_mapping().at("fill<int>")), std::string::npos);
 }
 
 TEST(Linker, InputsAndTargetsAreChecked) {
-  ObjectCode caller = compile(kCaller, "caller.cu", "ltoir", true);
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
   EXPECT_THROW(Linker({}, {.arch = "sm_90"}), std::invalid_argument);
   expect_invalid([] { Linker({ObjectCode()}, {.arch = "sm_90"}); }, "empty");
   Linker l({caller}, {.arch = "sm_90", .link_time_optimization = true});
-  expect_invalid([&] { l.link("fatbin"); }, "fatbin");
-  expect_invalid([&] { l.link("ptx"); }, "ptx");  // without LinkerOptions::ptx
+  expect_invalid([&] { l.link(CodeType::fatbin); }, "fatbin");
+  expect_invalid([&] { l.link(CodeType::ptx); }, "ptx");  // without LinkerOptions::ptx
   Linker p({caller}, {.arch = "sm_90", .link_time_optimization = true, .ptx = true});
-  expect_invalid([&] { p.link("cubin"); }, "ptx");
+  expect_invalid([&] { p.link(CodeType::cubin); }, "ptx");
 }
 
 TEST(Linker, EmptyArchComesFromTheDeviceOrAsksForIt) {
-  ObjectCode callee = compile(kCallee, "callee.cu", "cubin", false);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::cubin, false);
   if (cucore::test::gpu_unavailable_reason().empty()) {
     EXPECT_FALSE(Linker({callee}).options().arch.empty());
     return;
@@ -167,7 +168,7 @@ TEST(LinkerOptions, ValidationNamesTheField) {
   expect_invalid(flags({.arch = "sm_90", .split_compile = -1}), "split_compile");
   expect_invalid(flags({.arch = "sm_90", .split_compile_extended = -1}), "split_compile_extended");
   // The Linker validates too, before linking anything.
-  ObjectCode callee = compile(kCallee, "callee.cu", "cubin", false);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::cubin, false);
   expect_invalid([&] { Linker({callee}, {.arch = "sm_90", .optimization_level = 1}); }, "optimization_level");
 }
 
@@ -208,8 +209,8 @@ TEST(LinkerOptions, EveryOptionRendersToItsNvJitLinkFlag) {
       {"no_cache", [](L o) { o.no_cache = true; }, {"-no-cache"}},
   };
   // Each rendering is nvJitLink's spelling: it links LTO-IR with that flag.
-  ObjectCode caller = compile(kCaller, "caller.cu", "ltoir", true);
-  ObjectCode callee = compile(kCallee, "callee.cu", "ltoir", true);
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);
   for (const auto& c : cases) {
     SCOPED_TRACE(c.field);
     LinkerOptions o{.arch = "sm_90"};
@@ -219,7 +220,7 @@ TEST(LinkerOptions, EveryOptionRendersToItsNvJitLinkFlag) {
     EXPECT_EQ(o.as_nvjitlink_flags(), expected);
     o.link_time_optimization = true;
     Linker linker({caller, callee}, o);
-    EXPECT_NO_THROW(linker.link(o.ptx.value_or(false) ? "ptx" : "cubin")) << linker.error_log();
+    EXPECT_NO_THROW(linker.link(o.ptx.value_or(false) ? CodeType::ptx : CodeType::cubin)) << linker.error_log();
   }
   EXPECT_EQ(LinkerOptions{.arch = "sm_90"}.as_nvjitlink_flags(), std::vector<std::string>{"-arch=sm_90"});
 }

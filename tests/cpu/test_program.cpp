@@ -20,11 +20,13 @@
 #include <vector>
 
 #include "common/gpu.hpp"
+#include "loader/library.hpp"
 #include "loader/toolkit.hpp"
 
 #include "common/compile_helpers.hpp"
 
 namespace fs = std::filesystem;
+using cucore::CodeType;
 using cucore::CompileError;
 using cucore::ObjectCode;
 using cucore::Program;
@@ -68,8 +70,8 @@ fs::path temp_dir(const std::string& tag) {
 }  // namespace
 
 TEST(Program, CubinStartsWithElfMagic) {
-  ObjectCode c = Program(kSaxpy, "c++", sm90()).compile("cubin");
-  EXPECT_EQ(c.code_type(), "cubin");
+  ObjectCode c = Program(kSaxpy, "c++", sm90()).compile(CodeType::cubin);
+  EXPECT_EQ(c.code_type(), CodeType::cubin);
   EXPECT_EQ(c.name(), "default_program");
   EXPECT_TRUE(is_elf(c));
   // The kernel's name is in the ELF's symbol table.
@@ -77,8 +79,8 @@ TEST(Program, CubinStartsWithElfMagic) {
 }
 
 TEST(Program, PtxHasTheEntryAndTarget) {
-  ObjectCode c = Program(kSaxpy, "c++", sm90()).compile("ptx");
-  EXPECT_EQ(c.code_type(), "ptx");
+  ObjectCode c = Program(kSaxpy, "c++", sm90()).compile(CodeType::ptx);
+  EXPECT_EQ(c.code_type(), CodeType::ptx);
   const std::string ptx = text_of(c.code());
   EXPECT_NE(ptx.find(".entry saxpy("), std::string::npos) << ptx;
   EXPECT_NE(ptx.find(".target sm_90"), std::string::npos);
@@ -86,21 +88,21 @@ TEST(Program, PtxHasTheEntryAndTarget) {
 }
 
 TEST(Program, LtoirTargetAddsLinkTimeOptimization) {
-  ObjectCode c = Program(kSaxpy, "c++", sm90()).compile("ltoir");
-  EXPECT_EQ(c.code_type(), "ltoir");
+  ObjectCode c = Program(kSaxpy, "c++", sm90()).compile(CodeType::ltoir);
+  EXPECT_EQ(c.code_type(), CodeType::ltoir);
   EXPECT_GT(c.code().size(), 16u);
   EXPECT_FALSE(is_elf(c));
   // Explicitly off contradicts the target.
-  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "sm_90", .link_time_optimization = false}).compile("ltoir"); },
+  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "sm_90", .link_time_optimization = false}).compile(CodeType::ltoir); },
                  "link_time_optimization");
   // LTO makes only LTO-IR: asking for a cubin is a clear error, not an empty one.
-  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "sm_90", .link_time_optimization = true}).compile("cubin"); },
+  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "sm_90", .link_time_optimization = true}).compile(CodeType::cubin); },
                  "link_time_optimization");
 }
 
 TEST(Program, NameExpressionsMapTemplatesToLoweredNames) {
   Program p(kTemplated, "c++", sm90());
-  ObjectCode c = p.compile("ptx", {"saxpy<float>", "saxpy<double>"});
+  ObjectCode c = p.compile(CodeType::ptx, {"saxpy<float>", "saxpy<double>"});
   const auto& m = c.symbol_mapping();
   ASSERT_EQ(m.size(), 2u);
   const std::string f = m.at("saxpy<float>"), d = m.at("saxpy<double>");
@@ -110,8 +112,8 @@ TEST(Program, NameExpressionsMapTemplatesToLoweredNames) {
   EXPECT_NE(ptx.find(".entry " + f), std::string::npos);  // the lowered name is the kernel's
   EXPECT_NE(ptx.find(".entry " + d), std::string::npos);
   // The cubin gets the same mapping.
-  EXPECT_EQ(p.compile("cubin", {"saxpy<float>"}).symbol_mapping().at("saxpy<float>"), f);
-  expect_invalid([&] { p.compile("ptx", {""}); }, "name expression");
+  EXPECT_EQ(p.compile(CodeType::cubin, {"saxpy<float>"}).symbol_mapping().at("saxpy<float>"), f);
+  expect_invalid([&] { p.compile(CodeType::ptx, {""}); }, "name expression");
 }
 
 TEST(Program, SyntaxErrorGivesCompileErrorNamingTheLine) {
@@ -120,7 +122,7 @@ TEST(Program, SyntaxErrorGivesCompileErrorNamingTheLine) {
                           "  p[1] = 2\n"  // line 3: missing ';'
                           "}\n";
   try {
-    Program(bad, "c++", {.name = "bad.cu", .arch = "sm_90"}).compile("cubin");
+    Program(bad, "c++", {.name = "bad.cu", .arch = "sm_90"}).compile(CodeType::cubin);
     FAIL() << "compiled";
   } catch (const CompileError& e) {
     const std::string what = e.what();
@@ -137,7 +139,7 @@ TEST(Program, WhatGivesTheFirstOfSeveralErrors) {
                           "  undeclared_two = 2;\n"
                           "}\n";
   try {
-    Program(bad, "c++", sm90()).compile("ptx");
+    Program(bad, "c++", sm90()).compile(CodeType::ptx);
     FAIL();
   } catch (const CompileError& e) {
     EXPECT_NE(std::string(e.what()).find("(2): error"), std::string::npos) << e.what();
@@ -151,14 +153,14 @@ TEST(Program, WarningsOfASuccessfulCompileAreKept) {
                            "  int unused_variable;\n"
                            "  p[0] = 1;\n"
                            "}\n";
-  ObjectCode c = Program(warn, "c++", sm90()).compile("cubin");
+  ObjectCode c = Program(warn, "c++", sm90()).compile(CodeType::cubin);
   EXPECT_TRUE(is_elf(c));
   EXPECT_NE(c.compile_log().find("warning"), std::string::npos) << c.compile_log();
   EXPECT_NE(c.compile_log().find("unused_variable"), std::string::npos) << c.compile_log();
   EXPECT_NE(c.compile_log().find("(2)"), std::string::npos) << c.compile_log();
   // A clean compile has an empty log; disable_warnings silences this one.
-  EXPECT_EQ(Program(kSaxpy, "c++", sm90()).compile("cubin").compile_log(), "");
-  EXPECT_EQ(Program(warn, "c++", {.arch = "sm_90", .disable_warnings = true}).compile("cubin").compile_log(), "");
+  EXPECT_EQ(Program(kSaxpy, "c++", sm90()).compile(CodeType::cubin).compile_log(), "");
+  EXPECT_EQ(Program(warn, "c++", {.arch = "sm_90", .disable_warnings = true}).compile(CodeType::cubin).compile_log(), "");
 }
 
 TEST(Program, ToolkitHeadersNeedNoIncludePath) {
@@ -167,10 +169,10 @@ TEST(Program, ToolkitHeadersNeedNoIncludePath) {
                           "extern \"C\" __global__ void k(cuda::std::uint64_t* p) {\n"
                           "  p[0] = cuda::std::numeric_limits<cuda::std::uint32_t>::max();\n"
                           "}\n";
-  ObjectCode c = Program(src, "c++", sm90()).compile("cubin");
+  ObjectCode c = Program(src, "c++", sm90()).compile(CodeType::cubin);
   EXPECT_TRUE(is_elf(c));
   // The default is what makes it work: without the toolkit's headers it fails.
-  EXPECT_THROW(Program(src, "c++", {.arch = "sm_90", .use_toolkit_headers = false}).compile("cubin"), CompileError);
+  EXPECT_THROW(Program(src, "c++", {.arch = "sm_90", .use_toolkit_headers = false}).compile(CodeType::cubin), CompileError);
 }
 
 TEST(Program, IncludePathAndMacrosReachTheCompiler) {
@@ -185,20 +187,20 @@ TEST(Program, IncludePathAndMacrosReachTheCompiler) {
                    .define_macro = {std::pair<std::string, std::string>{"FACTOR", "21"}, std::string("ONE")},
                    .undefine_macro = {"FORBIDDEN"},
                    .include_path = {dir.string()}};
-  EXPECT_TRUE(is_elf(Program(src, "c++", o).compile("cubin")));
+  EXPECT_TRUE(is_elf(Program(src, "c++", o).compile(CodeType::cubin)));
   o.define_macro = {std::pair<std::string, std::string>{"FORBIDDEN", "1"}};  // undefined again by undefine_macro
   o.define_macro.push_back(std::string("FACTOR=21"));
   o.define_macro.push_back(std::string("ONE"));
-  EXPECT_TRUE(is_elf(Program(src, "c++", o).compile("cubin")));
+  EXPECT_TRUE(is_elf(Program(src, "c++", o).compile(CodeType::cubin)));
   o.include_path.clear();
-  EXPECT_THROW(Program(src, "c++", o).compile("cubin"), CompileError);  // scale.h not found
+  EXPECT_THROW(Program(src, "c++", o).compile(CodeType::cubin), CompileError);  // scale.h not found
   fs::remove_all(dir);
 }
 
 TEST(Program, OptionValidationRejectsEachInvalidValueBeforeCompiling) {
   auto make = [](ProgramOptions o) { return [o] { Program(kSaxpy, "c++", o); }; };
   // Too old for this NVRTC: known once NVRTC is asked, still before it compiles.
-  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "sm_70"}).compile("cubin"); }, "arch");
+  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "sm_70"}).compile(CodeType::cubin); }, "arch");
   expect_invalid(make({.arch = "sm_9"}), "arch");       // malformed
   expect_invalid(make({.arch = "sm_9x"}), "arch");
   expect_invalid(make({.arch = "gfx90a"}), "arch");
@@ -243,14 +245,46 @@ TEST(Program, CodeTypesAndTargetsAreChecked) {
   EXPECT_EQ(Program(kSaxpy, "C++", sm90()).code_type(), "c++");  // case-insensitive, like cuda.core
   Program p(kSaxpy, "c++", sm90());
   try {
-    p.compile("sass");
+    p.compile(CodeType::fatbin);  // a code type, but not one NVRTC makes
     FAIL();
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("ltoir"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("'fatbin'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ltoir"), std::string::npos) << e.what();  // lists the valid ones
   }
-  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "compute_90"}).compile("cubin"); }, "compute_90");
-  EXPECT_NE(text_of(Program(kSaxpy, "c++", {.arch = "compute_90"}).compile("ptx").code()).find(".target sm_90"),
+  expect_invalid([] { Program(kSaxpy, "c++", {.arch = "compute_90"}).compile(CodeType::cubin); }, "compute_90");
+  EXPECT_NE(text_of(Program(kSaxpy, "c++", {.arch = "compute_90"}).compile(CodeType::ptx).code()).find(".target sm_90"),
             std::string::npos);
+}
+
+TEST(Program, NulBytesAreRefusedRatherThanCutShort) {
+  // NVRTC reads C strings: a NUL would silently drop the rest.
+  const std::string src = std::string(kSaxpy) + '\0' + "__global__ void hidden() {}";
+  expect_invalid([&] { Program(src, "c++", sm90()); }, "NUL byte at offset " + std::to_string(std::strlen(kSaxpy)));
+  ProgramOptions o = sm90();
+  o.name = std::string("a\0b", 3);
+  expect_invalid([&] { Program(kSaxpy, "c++", o); }, "ProgramOptions::name: contains a NUL byte at offset 1");
+  o = sm90();
+  o.include_path = {"inc", std::string("x\0y", 3)};
+  expect_invalid([&] { Program(kSaxpy, "c++", o); }, "ProgramOptions::include_path: contains a NUL byte");
+  o = sm90();
+  o.define_macro = {std::pair<std::string, std::string>("N", std::string("1\0", 2))};
+  expect_invalid([&] { Program(kSaxpy, "c++", o); }, "ProgramOptions::define_macro: contains a NUL byte");
+  expect_invalid([] { Program(kSaxpy, "c++", sm90()).compile(CodeType::ptx, {std::string("saxpy\0x", 7)}); },
+                 "contains a NUL byte");
+}
+
+TEST(Program, AnOverrideThatIsNotALibraryIsNamedWhenNothingElseLoads) {
+  const std::string file = "/proc/self/cmdline";  // exists, and is no library
+  ::setenv("CUCORE_TEST_GHOST_PATH", file.c_str(), 1);
+  cucore::detail::LibrarySpec spec{"ghost", {"libcucore_ghost.so.1"}, "CUCORE_TEST_GHOST_PATH", true, "install ghost"};
+  auto r = cucore::detail::load_library(spec);
+  ::unsetenv("CUCORE_TEST_GHOST_PATH");
+  EXPECT_FALSE(r.info.found);
+  EXPECT_NE(r.info.hint.find("$CUCORE_TEST_GHOST_PATH is set to '" + file + "', which is not a loadable ghost library"),
+            std::string::npos)
+      << r.info.hint;
+  cucore::LibraryNotFoundError e(spec.component, r.info.searched, r.info.hint);
+  EXPECT_NE(std::string(e.what()).find("CUCORE_TEST_GHOST_PATH is set to"), std::string::npos) << e.what();
 }
 
 TEST(Program, OwnsACopyOfItsSource) {
@@ -258,7 +292,7 @@ TEST(Program, OwnsACopyOfItsSource) {
   Program p(src, "c++", sm90());
   src.assign("this is not C++");
   EXPECT_EQ(p.code(), kSaxpy);
-  EXPECT_TRUE(is_elf(p.compile("cubin")));
+  EXPECT_TRUE(is_elf(p.compile(CodeType::cubin)));
 }
 
 TEST(Program, EmptyArchComesFromTheDeviceOrAsksForIt) {
@@ -281,24 +315,24 @@ TEST(Program, EmptyArchComesFromTheDeviceOrAsksForIt) {
 
 TEST(Program, PtxSourceLinksToCubinOrPassesThrough) {
   const std::string ptx = [] {
-    std::string s = text_of(Program(kSaxpy, "c++", sm90()).compile("ptx").code());
+    std::string s = text_of(Program(kSaxpy, "c++", sm90()).compile(CodeType::ptx).code());
     s.pop_back();  // as a user would hold it: text without the NUL
     return s;
   }();
   Program p(ptx, "ptx", {.name = "from_ptx", .arch = "sm_90"});
   EXPECT_EQ(p.backend(), "nvJitLink");
-  ObjectCode cubin = p.compile("cubin");
-  EXPECT_EQ(cubin.code_type(), "cubin");
+  ObjectCode cubin = p.compile(CodeType::cubin);
+  EXPECT_EQ(cubin.code_type(), CodeType::cubin);
   EXPECT_EQ(cubin.name(), "from_ptx");
   EXPECT_TRUE(is_elf(cubin));
-  ObjectCode same = p.compile("ptx");
+  ObjectCode same = p.compile(CodeType::ptx);
   EXPECT_EQ(text_of(same.code()), ptx + '\0');
-  EXPECT_THROW(p.compile("ltoir"), std::invalid_argument);
-  EXPECT_THROW(p.compile("cubin", {"saxpy"}), std::invalid_argument);
+  EXPECT_THROW(p.compile(CodeType::ltoir), std::invalid_argument);
+  EXPECT_THROW(p.compile(CodeType::cubin, {"saxpy"}), std::invalid_argument);
   // Broken PTX is a CompileError from the linker, with its log.
   try {
     Program(".version 9.0\n.target sm_90\n.address_size 64\n.visible .entry k( { ret; }\n", "ptx", sm90())
-        .compile("cubin");
+        .compile(CodeType::cubin);
     FAIL();
   } catch (const CompileError& e) {
     EXPECT_FALSE(e.log().empty());
@@ -320,7 +354,7 @@ TEST(Program, ConcurrentCompilesOfOneProgram) {
   std::vector<std::string> lowered(4);
   std::vector<std::thread> ts;
   for (int i = 0; i < 4; ++i)
-    ts.emplace_back([&, i] { lowered[i] = p.compile("cubin", {"saxpy<float>"}).symbol_mapping().at("saxpy<float>"); });
+    ts.emplace_back([&, i] { lowered[i] = p.compile(CodeType::cubin, {"saxpy<float>"}).symbol_mapping().at("saxpy<float>"); });
   for (auto& t : ts) t.join();
   for (const auto& l : lowered) EXPECT_EQ(l, "_Z5saxpyIfEvT_PKS0_S2_PS0_i");
 }

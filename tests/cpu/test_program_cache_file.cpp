@@ -23,6 +23,7 @@
 #include <cucore/program_cache.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -30,14 +31,20 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <new>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
-#include "cache/program_cache_internal.hpp"
+#include "cache/entry_record.hpp"
+#include "cache/hashing.hpp"
+#include "cache/toolchain_identity.hpp"
+#include "loader/driver.hpp"
 
 extern char** environ;
+
 
 #include "common/compile_helpers.hpp"
 
@@ -59,7 +66,7 @@ class CountingCache final : public ProgramCache {
   explicit CountingCache(ProgramCache& inner) : inner_(inner) {}
   using ProgramCache::put;
   std::optional<ObjectCode> get(std::string_view key) override { return inner_.get(key); }
-  std::optional<ObjectCode> get(std::string_view key, std::string_view type) override { return inner_.get(key, type); }
+  std::optional<ObjectCode> get(std::string_view key, CodeType type) override { return inner_.get(key, type); }
   void put(std::string_view key, const ObjectCode& code) override {
     ++puts;
     inner_.put(key, code);
@@ -83,9 +90,9 @@ std::string key_for(int k) { return detail::sha256("stress-key-" + std::to_strin
 ObjectCode make_payload(int k, int writer, int seq, std::size_t size, bool big_record) {
   std::mt19937_64 rng(std::uint64_t(k) * 1000003u + std::uint64_t(writer) * 10007u + std::uint64_t(seq));
   std::vector<std::byte> b;
-  std::string type;
+  CodeType type;
   if (k % 2 == 0) {
-    type = "ptx";
+    type = CodeType::ptx;
     char head[128];
     int n = std::snprintf(head, sizeof head, "// k=%d w=%d s=%d n=%zu\n.target sm_90\n", k, writer, seq, size);
     std::string text(head, static_cast<std::size_t>(n));
@@ -94,7 +101,7 @@ ObjectCode make_payload(int k, int writer, int seq, std::size_t size, bool big_r
     b.resize(text.size());
     std::memcpy(b.data(), text.data(), text.size());
   } else {
-    type = "fatbin";
+    type = CodeType::fatbin;
     size = std::max<std::size_t>(size, 64);
     b.resize(size);
     const std::uint32_t magic = 0xBA55ED50u;
@@ -121,16 +128,16 @@ std::string verify_payload(const ObjectCode& o, int k, bool big_record) {
   int k2 = -1, w = -1, s = -1;
   std::size_t n = 0;
   auto c = o.code();
-  if (o.code_type() == "ptx") {
+  if (o.code_type() == CodeType::ptx) {
     std::string head(reinterpret_cast<const char*>(c.data()), std::min<std::size_t>(c.size(), 100));
     if (std::sscanf(head.c_str(), "// k=%d w=%d s=%d n=%zu", &k2, &w, &s, &n) != 4) return "unparsable ptx";
-  } else if (o.code_type() == "fatbin" && c.size() >= 48) {
+  } else if (o.code_type() == CodeType::fatbin && c.size() >= 48) {
     std::int64_t ids[4];
     std::memcpy(ids, c.data() + 16, sizeof ids);
     k2 = static_cast<int>(ids[0]), w = static_cast<int>(ids[1]), s = static_cast<int>(ids[2]);
     n = static_cast<std::size_t>(ids[3]);
   } else {
-    return "unexpected type " + o.code_type();
+    return "unexpected type " + std::string(to_string(o.code_type()));
   }
   if (k2 != k) return "entry of key " + std::to_string(k2) + " under key " + std::to_string(k);
   ObjectCode expect = make_payload(k, w, s, n, big_record);
@@ -157,7 +164,7 @@ int child_compile() {
   FileStreamProgramCache disk(env_or("CUCORE_CACHE_TEST_DIR"));
   CountingCache cache(disk);
   Program prog(kSaxpy, "c++", sm90());
-  ObjectCode o = prog.compile("cubin", {"saxpy<float>"}, &cache);
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
   auto s = disk.stats();
   auto c = o.code();
   char sum[32];
@@ -168,26 +175,33 @@ int child_compile() {
                 {"errors", std::to_string(s.errors)},
                 {"lowered", o.symbol_mapping().count("saxpy<float>") ? o.symbol_mapping().at("saxpy<float>") : ""},
                 {"checksum", sum},
-                {"type", o.code_type()}});
+                {"type", std::string(to_string(o.code_type()))}});
   return 0;
 }
 
+// Sidecar records are big; a capped run mixes both kinds under kStressCap.
+constexpr std::size_t kStressCap = 256 << 10;
+bool big_record(const std::string& mode, int k) { return mode == "sidecar" || (mode == "capped" && k % 3 == 0); }
+
 int child_stress() {
-  const bool big = env_or("CUCORE_CACHE_TEST_MODE") == "sidecar";
+  const std::string mode = env_or("CUCORE_CACHE_TEST_MODE");
   const int id = std::atoi(env_or("CUCORE_CACHE_TEST_ID").c_str());
-  FileStreamProgramCache cache(env_or("CUCORE_CACHE_TEST_DIR"));
+  const std::optional<std::size_t> cap = mode == "capped" ? std::optional<std::size_t>(kStressCap) : std::nullopt;
+  FileStreamProgramCache cache(env_or("CUCORE_CACHE_TEST_DIR"), cap);
   std::mt19937 rng(static_cast<unsigned>(id) * 7919u + 1);
   int bad = 0, puts = 0, read_hits = 0;
+  std::size_t largest = 0;  // of the directory, seen after a put returned
   std::string first_bad;
   for (int i = 0; i < 200; ++i) {
     const bool shared = rng() % 2;
     const int k = shared ? static_cast<int>(rng() % 8) : 100 + id * 16 + static_cast<int>(rng() % 16);
     if (rng() % 2) {
-      cache.put(key_for(k), make_payload(k, id, i, 256 + rng() % 16384, big));
+      cache.put(key_for(k), make_payload(k, id, i, 256 + rng() % 16384, big_record(mode, k)));
       ++puts;
+      if (cap) largest = std::max(largest, cache.size_bytes());
     } else if (auto o = cache.get(key_for(k))) {
       ++read_hits;
-      std::string why = verify_payload(*o, k, big);
+      std::string why = verify_payload(*o, k, big_record(mode, k));
       if (!why.empty()) {
         ++bad;
         if (first_bad.empty()) first_bad = why;
@@ -200,6 +214,8 @@ int child_stress() {
                 {"puts", std::to_string(puts)},
                 {"hits", std::to_string(s.hits)},
                 {"read_hits", std::to_string(read_hits)},
+                {"largest", std::to_string(largest)},
+                {"evictions", std::to_string(s.evictions)},
                 {"errors", std::to_string(s.errors)}});
   return 0;
 }
@@ -217,19 +233,19 @@ int child_fsize() {
   std::string outcome = "ok";
   ObjectCode o;
   try {
-    o = prog.compile("cubin", {"saxpy<float>"}, &cache);  // a ~3 KiB cubin: the write fails
+    o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);  // a ~3 KiB cubin: the write fails
   } catch (const std::exception& e) {
     outcome = e.what();
   }
   auto again = disk.get(
-      make_program_cache_key(prog.code(), "c++", prog.options(), "cubin", std::vector<std::string>{"saxpy<float>"}));
+      make_program_cache_key(prog.code(), "c++", prog.options(), CodeType::cubin, std::vector<std::string>{"saxpy<float>"}));
   int leftovers = 0;
-  for (const auto& e : fs::directory_iterator(dir)) (void)e, ++leftovers;
+  for (const auto& e : fs::directory_iterator(dir)) leftovers += e.path().filename() != ".cucore-lock";
   auto s = disk.stats();
   rlimit none{RLIM_INFINITY, RLIM_INFINITY};
   ::setrlimit(RLIMIT_FSIZE, &none);
   write_result({{"outcome", outcome},
-                {"compiled", o && o.code_type() == "cubin" ? "1" : "0"},
+                {"compiled", o && o.code_type() == CodeType::cubin ? "1" : "0"},
                 {"puts", std::to_string(cache.puts.load())},
                 {"errors", std::to_string(s.errors)},
                 {"stored", again ? "1" : "0"},
@@ -239,7 +255,7 @@ int child_fsize() {
 
 int child_default() {
   Program prog(kSaxpy, "c++", sm90());
-  ObjectCode o = prog.compile("cubin", {"saxpy<float>"}, &default_program_cache());
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &default_program_cache());
   auto& two = default_two_level_program_cache();
   write_result({{"dir", two.disk().path().string()},
                 {"entries", std::to_string(two.disk().entries().size())},
@@ -263,8 +279,55 @@ int child_identity() {
   return 0;
 }
 
+// A program with a quoted include, compiled through the cache at $CUCORE_CACHE_TEST_DIR.
+int child_include_compile() {
+  const fs::path src = env_or("CUCORE_CACHE_TEST_SOURCE");
+  std::ifstream in(src);
+  std::stringstream text;
+  text << in.rdbuf();
+  FileStreamProgramCache disk(env_or("CUCORE_CACHE_TEST_DIR"));
+  ProgramOptions o = sm90();
+  o.name = src.string();
+  ObjectCode code = Program(text.str(), "c++", o).compile(CodeType::ptx, {}, &disk);
+  const std::string ptx(reinterpret_cast<const char*>(code.code().data()), code.code().size());
+  write_result({{"hits", std::to_string(disk.stats().hits)}, {"ptx", ptx.find(env_or("CUCORE_CACHE_TEST_EXPECT")) !=
+                                                                         std::string::npos ? "1" : "0"}});
+  return 0;
+}
+
+// Compiles SAXPY through the default cache with stderr kept in a file: a
+// victim's view of whatever cache directory the environment leads to.
+int child_victim() {
+  if (!std::freopen(env_or("CUCORE_CACHE_TEST_ERR").c_str(), "w", stderr)) return 5;
+  Program prog(kSaxpy, "c++", sm90());
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &default_program_cache());
+  auto c = o.code();
+  auto& two = default_two_level_program_cache();
+  write_result({{"checksum", std::to_string(detail::checksum64(c.data(), c.size()))},
+                {"dir", two.disk().path().string()},
+                {"disk_hits", std::to_string(two.disk().stats().hits)},
+                {"usable", two.disk().usable() ? "1" : "0"}});
+  std::fflush(stderr);
+  return 0;
+}
+
+// A warm start: a Program with its arch given, compiled through a disk cache
+// that has it. Reports whether the driver or NVRTC got loaded on the way.
+int child_warm_start() {
+  FileStreamProgramCache disk(env_or("CUCORE_CACHE_TEST_DIR"));
+  Program prog(kSaxpy, "c++", sm90());
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &disk);
+  write_result({{"hits", std::to_string(disk.stats().hits)},
+                {"driver", detail::g_driver.load() ? "1" : "0"},
+                {"nvrtc", nvrtc_loaded() ? "1" : "0"}});
+  return 0;
+}
+
 int child_main(const std::string& role) {
   try {
+    if (role == "warm-start") return child_warm_start();
+    if (role == "victim") return child_victim();
+    if (role == "include-compile") return child_include_compile();
     if (role == "compile") return child_compile();
     if (role == "stress") return child_stress();
     if (role == "fsize") return child_fsize();
@@ -299,9 +362,20 @@ pid_t spawn_child(const std::string& role, Env env) {
   return pid;
 }
 
-int wait_child(pid_t pid) {
+// The child's exit code; -1 if it is still running after `seconds` (it is then
+// killed: a hang fails the test rather than stalling the suite).
+int wait_child(pid_t pid, int seconds = 300) {
   int status = 0;
-  if (pid < 0 || waitpid(pid, &status, 0) != pid) return -1;
+  if (pid < 0) return -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
@@ -315,12 +389,13 @@ std::map<std::string, std::string> read_result(const fs::path& file) {
 }
 
 // Runs one child to completion; its result map.
-std::map<std::string, std::string> run_child(const std::string& role, const fs::path& scratch, Env env) {
+std::map<std::string, std::string> run_child(const std::string& role, const fs::path& scratch, Env env,
+                                             int seconds = 300) {
   static int n = 0;
   fs::path out = scratch / ("result-" + std::to_string(n++));
   env["CUCORE_CACHE_TEST_OUT"] = out.string();
-  int rc = wait_child(spawn_child(role, env));
-  EXPECT_EQ(rc, 0) << "child " << role;
+  int rc = wait_child(spawn_child(role, env), seconds);
+  EXPECT_EQ(rc, 0) << "child " << role << (rc == -1 ? " hung" : "");
   return read_result(out);
 }
 
@@ -340,12 +415,12 @@ class FileCache : public ::testing::Test {
     fs::remove_all(root_, ec);
   }
 
-  static ObjectCode compiled(const std::string& target) {
-    static std::map<std::string, ObjectCode> objects;
+  static ObjectCode compiled(CodeType target) {
+    static std::map<CodeType, ObjectCode> objects;
     if (!objects.count(target)) objects[target] = Program(kSaxpy, "c++", sm90()).compile(target, {"saxpy<float>"});
     return objects[target];
   }
-  static std::string key_of(const std::string& target) {
+  static std::string key_of(CodeType target) {
     Program prog(kSaxpy, "c++", sm90());
     return make_program_cache_key(prog.code(), "c++", prog.options(), target, std::vector<std::string>{"saxpy<float>"});
   }
@@ -360,17 +435,19 @@ class FileCache : public ::testing::Test {
     ASSERT_EQ(got.code().size(), want.code().size());
     EXPECT_EQ(std::memcmp(got.code().data(), want.code().data(), want.code().size()), 0);
   }
+  // Files in the cache directory but its writers' lock file.
   int count_files(const std::string& prefix = "") const {
     int n = 0;
     std::error_code ec;
     for (const auto& e : fs::directory_iterator(dir_, ec))
-      if (e.path().filename().string().starts_with(prefix)) ++n;
+      if (e.path().filename() != ".cucore-lock" && e.path().filename().string().starts_with(prefix)) ++n;
     return n;
   }
   // Mounts a tmpfs at `where` (needs root); false (and why) otherwise.
   bool mount_tmpfs(const fs::path& where, const std::string& options, std::string& why) {
     fs::create_directories(where);
-    if (::mount("tmpfs", where.c_str(), "tmpfs", 0, options.c_str()) != 0) {
+    // mode=0700: a cache directory must be private (tmpfs roots are 1777 by default).
+    if (::mount("tmpfs", where.c_str(), "tmpfs", 0, (options + ",mode=0700").c_str()) != 0) {
       why = std::string("cannot mount a tmpfs here: ") + std::strerror(errno);
       return false;
     }
@@ -380,24 +457,25 @@ class FileCache : public ::testing::Test {
 
   fs::path root_, dir_;
   std::vector<fs::path> mounts_;
+  std::mt19937 rng_{std::random_device{}()};
 };
 
 TEST_F(FileCache, RoundTripKeepsBytesTypeNameAndMappingInARawFile) {
   FileStreamProgramCache cache(dir_);
   std::map<std::string, ObjectCode> put;
-  for (const char* target : {"cubin", "ptx", "ltoir"}) put[key_of(target)] = compiled(target);
+  for (CodeType target : {CodeType::cubin, CodeType::ptx, CodeType::ltoir}) put[key_of(target)] = compiled(target);
   put[key_for(1)] = make_payload(1, 0, 0, 5000, false);  // a fatbin
   put["any string can be a key"] = make_payload(3, 0, 0, 700, false);
   {  // a ~2 KiB record: still an xattr, but larger than the first read's buffer
-    ObjectCode c = compiled("cubin");
+    ObjectCode c = compiled(CodeType::cubin);
     auto symbols = c.symbol_mapping();
     for (int i = 0; i < 40; ++i) symbols["saxpy<S" + std::to_string(i) + ">"] = std::string(40, 'a' + i % 26);
-    put[key_for(5)] = ObjectCode::from_bytes({c.code().begin(), c.code().end()}, "cubin", "many names", symbols);
+    put[key_for(5)] = ObjectCode::from_bytes({c.code().begin(), c.code().end()}, CodeType::cubin, "many names", symbols);
   }
   for (const auto& [k, o] : put) cache.put(k, o);
   for (const auto& [k, o] : put) {
     auto got = cache.get(k);
-    ASSERT_TRUE(got) << o.code_type();
+    ASSERT_TRUE(got) << to_string(o.code_type());
     expect_same(*got, o);
     // The file is the raw binary, as cuobjdump and nvdisasm read it.
     EXPECT_FALSE(fs::exists(cache.entry_path(k).string() + ".meta"));  // the record is an xattr
@@ -411,13 +489,13 @@ TEST_F(FileCache, RoundTripKeepsBytesTypeNameAndMappingInARawFile) {
   EXPECT_EQ(entries.size(), put.size());
   std::size_t total = 0;
   for (const auto& e : entries) {
-    EXPECT_FALSE(e.code_type.empty());
+    EXPECT_TRUE(e.code_type.has_value());
     total += e.size_bytes;
   }
   EXPECT_EQ(cache.size_bytes(), total);
-  EXPECT_TRUE(cache.erase(key_of("ptx")));
-  EXPECT_FALSE(cache.erase(key_of("ptx")));
-  EXPECT_FALSE(cache.get(key_of("ptx")));
+  EXPECT_TRUE(cache.erase(key_of(CodeType::ptx)));
+  EXPECT_FALSE(cache.erase(key_of(CodeType::ptx)));
+  EXPECT_FALSE(cache.get(key_of(CodeType::ptx)));
   cache.clear();
   EXPECT_EQ(count_files(), 0);
 }
@@ -435,13 +513,13 @@ TEST_F(FileCache, SecondProcessHitsWithoutCompiling) {
   EXPECT_EQ(second["checksum"], first["checksum"]);
   EXPECT_EQ(second["type"], "cubin");
   // The name-expression mapping survived the disk: get_kernel("saxpy<float>") can find it.
-  EXPECT_EQ(second["lowered"], compiled("cubin").symbol_mapping().at("saxpy<float>"));
+  EXPECT_EQ(second["lowered"], compiled(CodeType::cubin).symbol_mapping().at("saxpy<float>"));
   EXPECT_FALSE(second["lowered"].empty());
 }
 
 TEST_F(FileCache, DamagedEntriesAreCountedRemovedMissedAndRepaired) {
-  const std::string key = key_of("cubin");
-  const ObjectCode good = compiled("cubin");
+  const std::string key = key_of(CodeType::cubin);
+  const ObjectCode good = compiled(CodeType::cubin);
   std::mt19937 rng(99);
   struct Damage {
     const char* what;
@@ -476,71 +554,361 @@ TEST_F(FileCache, DamagedEntriesAreCountedRemovedMissedAndRepaired) {
        }},
       {"PTX text in the cubin's place",
        [&](const fs::path& f) {
-         auto ptx = compiled("ptx").code();
+         auto ptx = compiled(CodeType::ptx).code();
          std::ofstream out(f, std::ios::binary | std::ios::trunc);  // keeps the cubin record
          out.write(reinterpret_cast<const char*>(ptx.data()), static_cast<std::streamsize>(ptx.size()));
        }},
       {"another entry moved over it (PTX with its own record)",
        [&](const fs::path& f) {
          FileStreamProgramCache other(dir_);
-         other.put(key_of("ptx"), compiled("ptx"));
-         fs::rename(other.entry_path(key_of("ptx")), f);
+         other.put(key_of(CodeType::ptx), compiled(CodeType::ptx));
+         fs::rename(other.entry_path(key_of(CodeType::ptx)), f);
        }},
   };
   for (const auto& d : damages) {
     SCOPED_TRACE(d.what);
     FileStreamProgramCache cache(dir_);
     Program prog(kSaxpy, "c++", sm90());
-    prog.compile("cubin", {"saxpy<float>"}, &cache);
+    prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
     ASSERT_TRUE(fs::exists(cache.entry_path(key)));
     d.apply(cache.entry_path(key));
     FileStreamProgramCache reader(dir_);
-    EXPECT_FALSE(reader.get(key, "cubin"));
+    EXPECT_FALSE(reader.get(key, CodeType::cubin));
     EXPECT_EQ(reader.stats().errors, 1u);
     EXPECT_EQ(reader.stats().misses, 1u);
     EXPECT_FALSE(fs::exists(reader.entry_path(key))) << "damaged entry left in place";
     // The next compile through the cache stores a good entry again.
     CountingCache counting(reader);
-    expect_same(prog.compile("cubin", {"saxpy<float>"}, &counting), good);
+    expect_same(prog.compile(CodeType::cubin, {"saxpy<float>"}, &counting), good);
     EXPECT_EQ(counting.puts.load(), 1);
-    auto again = FileStreamProgramCache(dir_).get(key, "cubin");
+    auto again = FileStreamProgramCache(dir_).get(key, CodeType::cubin);
     ASSERT_TRUE(again);
     expect_same(*again, good);
   }
 }
 
-TEST_F(FileCache, AFifoOrDirectoryUnderAnEntryNameIsADamagedMissNotAHang) {
+// A FIFO, symlink or directory planted under any name the cache opens is
+// damage or refused: never a hang (each case runs in a child that is killed,
+// failing the test, if it does not finish), never a redirect.
+TEST_F(FileCache, PlantedFifosSymlinksAndDirectoriesNeverHangOrRedirect) {
+  FileStreamProgramCache setup(dir_);
+  const ObjectCode small = make_payload(1, 0, 0, 500, false), big = make_payload(3, 0, 0, 700, true);
+  setup.put("warm-up", small);  // creates the directory (and its lock file)
+  const fs::path secret = root_ / "secret";
+  std::ofstream(secret) << "not for the cache";
+  struct Case {
+    const char* what;
+    std::function<void()> plant;
+    std::function<int()> use;  // in the child: 0 when all went as it should
+  };
+  auto entry = [&](const char* key) { return setup.entry_path(key); };
+  auto meta = [&](const char* key) { return fs::path(setup.entry_path(key).string() + ".meta"); };
+  const std::vector<Case> cases = {
+      {"a FIFO as an entry", [&] { ASSERT_EQ(::mkfifo(entry("fifo").c_str(), 0600), 0); },
+       [&] {
+         FileStreamProgramCache c(dir_);
+         return !c.get("fifo") && c.stats().errors == 1 && !fs::exists(entry("fifo")) ? 0 : 1;
+       }},
+      {"a FIFO as a sidecar",
+       [&] {
+         setup.put("side", big);
+         fs::remove(meta("side"));
+         ASSERT_EQ(::mkfifo(meta("side").c_str(), 0600), 0);
+       },
+       [&] {
+         FileStreamProgramCache c(dir_);
+         return !c.get("side") && c.stats().errors == 1 && !fs::exists(entry("side")) ? 0 : 1;
+       }},
+      {"a symlink to another file as an entry",
+       [&] { fs::create_symlink(secret, entry("link")); },
+       [&] {
+         FileStreamProgramCache c(dir_);
+         return !c.get("link") && !fs::exists(fs::symlink_status(entry("link"))) && fs::exists(secret) ? 0 : 1;
+       }},
+      {"a directory of ours as an entry: a damaged miss, then replaced by a put",
+       [&] { fs::create_directories(entry("dir") / "inside"); },
+       [&] {
+         FileStreamProgramCache c(dir_);
+         if (c.get("dir") || c.stats().errors != 1) return 1;
+         fs::create_directories(entry("dir") / "again");
+         c.put("dir", small);
+         auto got = c.get("dir");
+         return got && verify_payload(*got, 1, false).empty() ? 0 : 2;
+       }},
+      {"a FIFO as the writers' lock file",
+       [&] {
+         fs::remove(dir_ / ".cucore-lock");
+         ASSERT_EQ(::mkfifo((dir_ / ".cucore-lock").c_str(), 0600), 0);
+       },
+       [&] {
+         FileStreamProgramCache c(dir_, 1 << 20);
+         c.put("after-lock", small);
+         (void)c.size_bytes();
+         c.erase("warm-up");
+         return c.get("after-lock") && fs::is_regular_file(dir_ / ".cucore-lock") ? 0 : 1;
+       }},
+      {"FIFOs under every name, listed and cleared",
+       [&] {
+         ASSERT_EQ(::mkfifo(entry("fifo2").c_str(), 0600), 0);
+         setup.put("side2", big);
+         fs::remove(meta("side2"));
+         ASSERT_EQ(::mkfifo(meta("side2").c_str(), 0600), 0);
+       },
+       [&] {
+         FileStreamProgramCache c(dir_);
+         (void)c.entries();
+         (void)c.size_bytes();
+         c.clear();
+         return 0;
+       }},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    c.plant();
+    const int rc = test::run_with_timeout(c.use);
+    EXPECT_EQ(rc, 0) << (rc == -1 ? "hung" : "wrong outcome");
+  }
+  if (std::string(CUCORE_CLI_PATH).empty()) return;
+  ASSERT_EQ(::mkfifo(entry("fifo3").c_str(), 0600), 0);
+  for (const char* cmd : {"cache info --dir ", "cache clear --dir "}) {
+    const int rc = test::run_with_timeout([&] {
+      return std::system((std::string(CUCORE_CLI_PATH) + " " + cmd + dir_.string() + " >/dev/null 2>&1").c_str());
+    });
+    EXPECT_NE(rc, -1) << cmd << " hung";
+  }
+}
+
+// The other files cucore opens under the cache root: the compiler identity's
+// memo and the include manifests. Fresh processes (they read them once).
+TEST_F(FileCache, FifosInPlaceOfTheMemoAndTheManifestsDoNotHang) {
+  const long value = std::uniform_int_distribution<long>(10000000, 99999999)(rng_);
+  fs::create_directories(root_ / "src");
+  std::ofstream(root_ / "src/config.h") << "#define VALUE " << value << "\n";
+  std::ofstream(root_ / "src/k.cu") << "#include \"config.h\"\nextern \"C\" __global__ void k(long* p) { *p = VALUE; }\n";
+  Env env{{"XDG_CACHE_HOME", (root_ / "xdg").string()},
+          {"CUCORE_CACHE_TEST_DIR", dir_.string()},
+          {"CUCORE_CACHE_TEST_SOURCE", (root_ / "src/k.cu").string()},
+          {"CUCORE_CACHE_TEST_EXPECT", std::to_string(value)}};
+  auto first = run_child("include-compile", root_, env, 60);
+  EXPECT_EQ(first["ptx"], "1");
+  EXPECT_EQ(first["hits"], "0");
+  int planted = 0;
+  for (const char* sub : {"toolchain", "includes"})
+    for (const auto& e : fs::directory_iterator(root_ / "xdg" / "cucore" / sub)) {
+      fs::remove(e.path());
+      ASSERT_EQ(::mkfifo(e.path().c_str(), 0600), 0);
+      ++planted;
+    }
+  EXPECT_EQ(planted, 2);
+  auto second = run_child("include-compile", root_, env, 60);  // would block for ever on a FIFO
+  EXPECT_EQ(second["ptx"], "1");
+  EXPECT_EQ(second["hits"], "1");
+}
+
+// Records with a valid checksum but crafted contents: each is a miss counted in
+// errors, the entry removed, never an exception, never an allocation sized by
+// the record rather than the file.
+TEST_F(FileCache, CraftedRecordsAreDamagedMissesNeverExceptionsOrHugeAllocations) {
+  const ObjectCode payload = make_payload(1, 0, 0, 2000, false);  // a 2 KB fatbin
+  const auto bytes = payload.code();
+  auto base = [&](const std::string& entry) {
+    detail::EntryRecord r;
+    r.size = bytes.size();
+    r.checksum = detail::checksum64(bytes.data(), bytes.size());
+    r.entry = entry;
+    r.code_type = CodeType::fatbin;
+    r.name = "crafted";
+    return r;
+  };
+  // Puts a new checksum at the end, as a crafter would.
+  auto reseal = [](std::string rec) {
+    const std::uint64_t sum = detail::checksum64(rec.data(), rec.size() - 8);
+    std::memcpy(rec.data() + rec.size() - 8, &sum, 8);
+    return rec;
+  };
+  struct Craft {
+    const char* what;
+    std::function<std::string(detail::EntryRecord)> record;
+  };
+  auto with = [&](auto change) {
+    return [&, change](detail::EntryRecord r) {
+      change(r);
+      return detail::encode_entry_record(r);
+    };
+  };
+  const std::vector<Craft> crafts = {
+      {"unknown code type", [&](detail::EntryRecord r) {
+         std::string e = detail::encode_entry_record(r);
+         e[5] = 42;
+         return reseal(e);
+       }},
+      {"size 0", with([](auto& r) { r.size = 0; })},
+      {"size 2^62", with([](auto& r) { r.size = 1ull << 62; })},
+      {"size 512 MiB", with([](auto& r) { r.size = 512ull << 20; })},
+      {"size 6 GiB", with([](auto& r) { r.size = 6ull << 30; })},
+      {"size UINT64_MAX", with([](auto& r) { r.size = UINT64_MAX; })},
+      {"size one more than the file", with([&](auto& r) { r.size = bytes.size() + 1; })},
+      {"size one less than the file", with([&](auto& r) { r.size = bytes.size() - 1; })},
+      {"checksum of other bytes", with([](auto& r) { r.checksum ^= 1; })},
+      {"another entry's name", with([](auto& r) { r.entry = std::string(64, 'a'); })},
+      {"no entry name", with([](auto& r) { r.entry.clear(); })},
+      {"a type the bytes are not", with([](auto& r) { r.code_type = CodeType::cubin; })},
+      {"2^32-1 symbols claimed", [&](detail::EntryRecord r) {
+         std::string e = detail::encode_entry_record(r);
+         std::memset(e.data() + e.size() - 12, 0xff, 4);
+         return reseal(e);
+       }},
+      {"a string longer than the record", [&](detail::EntryRecord r) {
+         std::string e = detail::encode_entry_record(r);
+         std::memset(e.data() + 32, 0xff, 4);  // the entry name's length
+         return reseal(e);
+       }},
+      {"trailing bytes", [&](detail::EntryRecord r) { return reseal(detail::encode_entry_record(r) + "junk" + std::string(8, '\0')); }},
+      {"cut short", [&](detail::EntryRecord r) {
+         std::string e = detail::encode_entry_record(r);
+         return reseal(e.substr(0, e.size() - 9) + std::string(8, '\0'));
+       }},
+      {"another version", [&](detail::EntryRecord r) {
+         std::string e = detail::encode_entry_record(r);
+         e[4] = 1;
+         return reseal(e);
+       }},
+      {"no magic", [&](detail::EntryRecord r) {
+         std::string e = detail::encode_entry_record(r);
+         e[0] = 'X';
+         return reseal(e);
+       }},
+      {"empty", [](detail::EntryRecord) { return std::string(); }},
+      {"a bad checksum", [&](detail::EntryRecord r) {
+         std::string e = detail::encode_entry_record(r);
+         e.back() ^= 1;
+         return e;
+       }},
+  };
+  // A reader that allocated what a record claims would raise the process's peak
+  // address space by 512 MiB in that case (the larger claims cannot be mapped at
+  // all here: a 1 GiB headroom is set where no sanitizer needs the address space).
+  auto vm = [](const char* field) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line))
+      if (line.rfind(field, 0) == 0) return std::stoull(line.substr(std::strlen(field))) * 1024;
+    return 0ull;
+  };
+  const int rc = test::run_with_timeout([&] {
+#if !defined(__SANITIZE_ADDRESS__)
+    const rlim_t headroom = vm("VmSize:") + (1ull << 30);
+    rlimit lim{headroom, headroom};
+    if (::setrlimit(RLIMIT_AS, &lim) != 0) return 40;
+#endif
+    const auto peak_before = vm("VmPeak:");
+    int failures = 0;
+    for (bool sidecar : {false, true}) {
+      for (const auto& c : crafts) {
+        FileStreamProgramCache cache(dir_);
+        const std::string key = std::string("crafted ") + c.what + (sidecar ? " sidecar" : "");
+        const fs::path file = cache.entry_path(key);
+        fs::create_directories(dir_);
+        {
+          std::ofstream out(file, std::ios::binary);
+          out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+        }
+        detail::EntryRecord r = base(file.filename().string());
+        struct stat st;
+        ::stat(file.c_str(), &st);
+        if (sidecar) r.data_inode = st.st_ino;
+        const std::string rec = c.record(r);
+        if (sidecar)
+          std::ofstream(file.string() + ".meta", std::ios::binary) << rec;
+        else if (::setxattr(file.c_str(), "user.cucore", rec.data(), rec.size(), 0) != 0)
+          return 41;
+        try {
+          const bool hit = cache.get(key).has_value();
+          const bool counted = cache.stats().errors == 1 && cache.stats().misses == 1;
+          if (hit || !counted || fs::exists(file)) {
+            std::fprintf(stderr, "crafted record '%s'%s: hit %d counted %d left %d\n", c.what,
+                         sidecar ? " (sidecar)" : "", hit, counted, static_cast<int>(fs::exists(file)));
+            ++failures;
+          }
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "crafted record '%s': threw %s\n", c.what, e.what());
+          ++failures;
+        }
+      }
+    }
+    if (vm("VmPeak:") - peak_before > (256ull << 20)) {
+      std::fprintf(stderr, "a reader allocated what a record claimed: VmPeak rose by %llu MiB\n",
+                   static_cast<unsigned long long>((vm("VmPeak:") - peak_before) >> 20));
+      ++failures;
+    }
+    return failures;
+  });
+  EXPECT_EQ(rc, 0) << (rc == -1 ? "hung" : "see stderr");
+}
+
+TEST_F(FileCache, ASidecarOfAnotherWriteIsARaceUntilItIsOld) {
   FileStreamProgramCache cache(dir_);
-  cache.put("warm-up", make_payload(1, 0, 0, 500, false));  // creates the directory
-  ASSERT_EQ(::mkfifo(cache.entry_path("fifo").c_str(), 0644), 0);
-  fs::create_directory(cache.entry_path("dir"));
-  EXPECT_FALSE(cache.get("fifo"));  // would block forever without O_NONBLOCK
-  EXPECT_FALSE(cache.get("dir"));
-  EXPECT_EQ(cache.stats().errors, 2u);
-  EXPECT_FALSE(fs::exists(cache.entry_path("fifo")));
+  const ObjectCode first = make_payload(3, 0, 0, 900, true), second = make_payload(3, 1, 1, 1200, true);
+  cache.put("k", first);
+  const fs::path file = cache.entry_path("k"), meta = file.string() + ".meta";
+  // A second writer between its two renames: its sidecar is in place, its bytes not yet.
+  FileStreamProgramCache other(root_ / "staging");
+  other.put("k", second);
+  fs::rename(other.entry_path("k").string() + ".meta", meta);
+  FileStreamProgramCache reader(dir_);
+  EXPECT_FALSE(reader.get("k"));
+  EXPECT_EQ(reader.stats().errors, 0u) << "a write under way was taken for damage";
+  EXPECT_TRUE(fs::exists(file));
+  fs::rename(other.entry_path("k"), file);  // its bytes arrive
+  auto got = reader.get("k");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(verify_payload(*got, 3, true), "");
+  EXPECT_EQ(got->symbol_mapping(), second.symbol_mapping());
+  // A writer that died between its renames: once its sidecar is old, damage.
+  other.put("k", first);
+  fs::rename(other.entry_path("k").string() + ".meta", meta);
+  const timespec old[2] = {{std::time(nullptr) - 3600, 0}, {std::time(nullptr) - 3600, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, meta.c_str(), old, 0), 0);
+  EXPECT_FALSE(reader.get("k"));
+  EXPECT_EQ(reader.stats().errors, 1u);
+  EXPECT_FALSE(fs::exists(file));
+}
+
+TEST_F(FileCache, ARewriteWithAnXattrRecordLeavesNoStaleSidecar) {
+  FileStreamProgramCache cache(dir_);
+  cache.put("k", make_payload(3, 0, 0, 900, true));
+  const fs::path meta = cache.entry_path("k").string() + ".meta";
+  ASSERT_TRUE(fs::exists(meta));
+  const ObjectCode small = make_payload(3, 0, 1, 900, false);
+  cache.put("k", small);
+  EXPECT_FALSE(fs::exists(meta));
+  auto got = FileStreamProgramCache(dir_).get("k");
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->symbol_mapping(), small.symbol_mapping());
+  EXPECT_EQ(cache.size_bytes(), small.code().size());
 }
 
 TEST_F(FileCache, AskingForAnotherTypeIsADamagedMiss) {
   FileStreamProgramCache cache(dir_);
-  cache.put(key_of("cubin"), compiled("cubin"));
-  EXPECT_FALSE(cache.get(key_of("cubin"), "ptx"));
+  cache.put(key_of(CodeType::cubin), compiled(CodeType::cubin));
+  EXPECT_FALSE(cache.get(key_of(CodeType::cubin), CodeType::ptx));
   EXPECT_EQ(cache.stats().errors, 1u);
-  EXPECT_FALSE(cache.get(key_of("cubin")));
+  EXPECT_FALSE(cache.get(key_of(CodeType::cubin)));
 }
 
 TEST_F(FileCache, TruncationOfEveryTypeIsDetectedInBothRecordForms) {
   std::mt19937 rng(5);
   for (bool sidecar : {false, true}) {
-    for (const char* type : {"cubin", "ptx", "ltoir", "fatbin"}) {
-      SCOPED_TRACE(std::string(type) + (sidecar ? " with a sidecar record" : " with an xattr record"));
-      ObjectCode obj = std::string(type) == "fatbin" ? make_payload(1, 0, 0, 6000, false) : compiled(type);
+    for (CodeType type : {CodeType::cubin, CodeType::ptx, CodeType::ltoir, CodeType::fatbin}) {
+      SCOPED_TRACE(std::string(to_string(type)) + (sidecar ? " with a sidecar record" : " with an xattr record"));
+      ObjectCode obj = type == CodeType::fatbin ? make_payload(1, 0, 0, 6000, false) : compiled(type);
       if (sidecar) {  // the same bytes with a record too large for an xattr
         auto symbols = obj.symbol_mapping();
         for (int i = 0; i < 200; ++i) symbols["expr<" + std::to_string(i) + ">"] = std::string(30, 'x');
         obj = ObjectCode::from_bytes({obj.code().begin(), obj.code().end()}, obj.code_type(), obj.name(), symbols);
       }
       FileStreamProgramCache cache(dir_);
-      const std::string key = std::string("truncate-") + type;
+      const std::string key = std::string("truncate-") + std::string(to_string(type));
       for (int t = 0; t < 8; ++t) {
         cache.put(key, obj);
         const fs::path f = cache.entry_path(key);
@@ -565,7 +933,7 @@ TEST_F(FileCache, BytesNotOfTheirTypeAreNotStoredAndDoNotThrow) {
   std::mt19937 rng(3);
   for (auto& b : junk) b = static_cast<std::byte>(rng());
   testing::internal::CaptureStderr();
-  EXPECT_NO_THROW(cache.put("junk", ObjectCode::from_bytes(junk, "cubin")));
+  EXPECT_NO_THROW(cache.put("junk", ObjectCode::from_bytes(junk, CodeType::cubin)));
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("not a valid cubin"), std::string::npos) << err;
   EXPECT_EQ(cache.stats().errors, 1u);
@@ -632,51 +1000,63 @@ TEST_F(FileCache, SweepsStaleTemporaryFiles) {
   EXPECT_TRUE(fs::exists(fresh));
 }
 
-void stress(const fs::path& root, const fs::path& dir, const char* mode, bool expect_no_errors) {
+// 8 processes x 200 random puts and gets of shared and private keys: every
+// entry read is exactly one writer's whole entry, no good entry is ever taken
+// for damage (no errors), and with a cap the directory is under it whenever a
+// put has returned.
+void stress(const fs::path& root, const fs::path& dir, const std::string& mode) {
   std::vector<pid_t> pids;
   std::vector<fs::path> outs;
   for (int i = 0; i < 8; ++i) {
-    outs.push_back(root / (std::string("stress-") + mode + "-" + std::to_string(i)));
+    outs.push_back(root / ("stress-" + mode + "-" + std::to_string(i)));
     pids.push_back(spawn_child("stress", {{"CUCORE_CACHE_TEST_DIR", dir.string()},
                                           {"CUCORE_CACHE_TEST_ID", std::to_string(i)},
                                           {"CUCORE_CACHE_TEST_MODE", mode},
                                           {"CUCORE_CACHE_TEST_OUT", outs.back().string()}}));
   }
-  int read_hits = 0, puts = 0;
+  int read_hits = 0, puts = 0, evictions = 0;
   for (int i = 0; i < 8; ++i) {
     ASSERT_EQ(wait_child(pids[i]), 0) << "writer " << i;
     auto r = read_result(outs[i]);
     EXPECT_EQ(r["bad"], "0") << "writer " << i << ": " << r["first_bad"];
-    if (expect_no_errors) {
-      EXPECT_EQ(r["errors"], "0") << "writer " << i;
+    EXPECT_EQ(r["errors"], "0") << "writer " << i << " took a good entry for damage";
+    if (mode == "capped") {
+      EXPECT_LE(std::stoull(r["largest"]), kStressCap) << "writer " << i << ": cap exceeded";
     }
     read_hits += std::atoi(r["read_hits"].c_str());
     puts += std::atoi(r["puts"].c_str());
+    evictions += std::atoi(r["evictions"].c_str());
   }
-  EXPECT_GT(read_hits, 100);  // the readers did read entries, while others wrote them
+  EXPECT_GT(read_hits, mode == "capped" ? 30 : 100);  // the readers did read entries, while others wrote them
   EXPECT_GT(puts, 600);
+  if (mode == "capped") {
+    EXPECT_GT(evictions, 100);  // the cap was at work
+  }
   // And every entry left behind is whole.
   FileStreamProgramCache cache(dir);
   int whole = 0;
   for (int k = 0; k < 8 + 8 * 16; ++k) {
     int key = k < 8 ? k : 100 + (k - 8);
     if (auto o = cache.get(key_for(key))) {
-      EXPECT_EQ(verify_payload(*o, key, std::string(mode) == "sidecar"), "") << key;
+      EXPECT_EQ(verify_payload(*o, key, big_record(mode, key)), "") << key;
       ++whole;
     }
   }
-  EXPECT_GT(whole, 50);
-  if (expect_no_errors) {
-    EXPECT_EQ(cache.stats().errors, 0u);
+  EXPECT_GT(whole, mode == "capped" ? 5 : 50);
+  EXPECT_EQ(cache.stats().errors, 0u);
+  if (mode == "capped") {
+    EXPECT_LE(cache.size_bytes(), kStressCap);
   }
   int temps = 0;
   for (const auto& e : fs::directory_iterator(dir)) temps += e.path().filename().string().starts_with(".tmp-");
   EXPECT_EQ(temps, 0);
 }
 
-TEST_F(FileCache, EightProcessesMixingPutsAndGetsReadNoDamagedEntry) { stress(root_, dir_, "xattr", true); }
+TEST_F(FileCache, EightProcessesMixingPutsAndGetsReadNoDamagedEntry) { stress(root_, dir_, "xattr"); }
 
-TEST_F(FileCache, EightProcessesWithSidecarRecordsReadNoDamagedEntry) { stress(root_, dir_, "sidecar", false); }
+TEST_F(FileCache, EightProcessesWithSidecarRecordsReadNoDamagedEntry) { stress(root_, dir_, "sidecar"); }
+
+TEST_F(FileCache, EightProcessesUnderASizeCapKeepUnderIt) { stress(root_, dir_, "capped"); }
 
 TEST_F(FileCache, UncreatableDirectoryDoesNotFailCompiles) {
   std::ofstream(root_ / "a-file") << "not a directory";
@@ -684,11 +1064,11 @@ TEST_F(FileCache, UncreatableDirectoryDoesNotFailCompiles) {
   CountingCache cache(disk);
   Program prog(kSaxpy, "c++", sm90());
   testing::internal::CaptureStderr();
-  ObjectCode a = prog.compile("cubin", {"saxpy<float>"}, &cache);
-  ObjectCode b = prog.compile("cubin", {"saxpy<double>"}, &cache);
+  ObjectCode a = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
+  ObjectCode b = prog.compile(CodeType::cubin, {"saxpy<double>"}, &cache);
   std::string err = testing::internal::GetCapturedStderr();
-  expect_same(a, compiled("cubin"));
-  EXPECT_EQ(b.code_type(), "cubin");
+  expect_same(a, compiled(CodeType::cubin));
+  EXPECT_EQ(b.code_type(), CodeType::cubin);
   EXPECT_EQ(disk.stats().errors, 2u);
   EXPECT_FALSE(disk.usable());
   // Said once, naming the directory.
@@ -705,7 +1085,7 @@ TEST_F(FileCache, ReadOnlyDirectoryServesHitsAndDoesNotFailCompiles) {
   Program prog(kSaxpy, "c++", sm90());
   {
     FileStreamProgramCache writer(dir_);
-    prog.compile("cubin", {"saxpy<float>"}, &writer);
+    prog.compile(CodeType::cubin, {"saxpy<float>"}, &writer);
   }
   if (::geteuid() == 0)
     ASSERT_EQ(::mount(nullptr, dir_.c_str(), nullptr, MS_REMOUNT | MS_RDONLY, nullptr), 0) << std::strerror(errno);
@@ -714,13 +1094,13 @@ TEST_F(FileCache, ReadOnlyDirectoryServesHitsAndDoesNotFailCompiles) {
   FileStreamProgramCache disk(dir_);
   CountingCache cache(disk);
   testing::internal::CaptureStderr();
-  ObjectCode hit = prog.compile("cubin", {"saxpy<float>"}, &cache);  // stored before: a hit
-  ObjectCode miss1 = prog.compile("ptx", {"saxpy<float>"}, &cache);
-  ObjectCode miss2 = prog.compile("ltoir", {"saxpy<float>"}, &cache);
+  ObjectCode hit = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);  // stored before: a hit
+  ObjectCode miss1 = prog.compile(CodeType::ptx, {"saxpy<float>"}, &cache);
+  ObjectCode miss2 = prog.compile(CodeType::ltoir, {"saxpy<float>"}, &cache);
   std::string err = testing::internal::GetCapturedStderr();
-  expect_same(hit, compiled("cubin"));
-  expect_same(miss1, compiled("ptx"));
-  EXPECT_EQ(miss2.code_type(), "ltoir");
+  expect_same(hit, compiled(CodeType::cubin));
+  expect_same(miss1, compiled(CodeType::ptx));
+  EXPECT_EQ(miss2.code_type(), CodeType::ltoir);
   EXPECT_EQ(cache.puts.load(), 2);
   EXPECT_EQ(disk.stats().hits, 1u);
   EXPECT_EQ(disk.stats().errors, 2u);
@@ -741,9 +1121,9 @@ TEST_F(FileCache, FullFilesystemDoesNotFailCompiles) {
     stored += disk.get("fill-" + std::to_string(i)).has_value();
   }
   Program prog(kSaxpy + "// full\n", "c++", sm90());
-  ObjectCode o = prog.compile("cubin", {"saxpy<float>"}, &cache);
+  ObjectCode o = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
   std::string err = testing::internal::GetCapturedStderr();
-  EXPECT_EQ(o.code_type(), "cubin");
+  EXPECT_EQ(o.code_type(), CodeType::cubin);
   EXPECT_GT(stored, 0);
   EXPECT_LT(stored, 12);
   EXPECT_GT(disk.stats().errors, 0u);
@@ -767,6 +1147,136 @@ TEST_F(FileCache, FileSizeLimitDoesNotFailCompiles) {
   EXPECT_EQ(r["files"], "0");  // the failed temporary file was removed
 }
 
+// ---------------------------------------------------------------- whose directory
+
+// What a victim with no HOME and no XDG_CACHE_HOME runs with: the cache falls
+// back to $TMPDIR/cucore-<uid>, a name anyone can make first.
+Env homeless(const fs::path& tmpdir, const fs::path& err) {
+  return {{"HOME", ""}, {"XDG_CACHE_HOME", ""}, {"CUCORE_PROGRAM_CACHE_DIR", ""}, {"TMPDIR", tmpdir.string()},
+          {"CUCORE_CACHE_TEST_ERR", err.string()}};
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Plants, as whoever runs it, a valid entry with another program's cubin under
+// the key the victim's SAXPY compile will look up.
+void plant_entry(const fs::path& programs, const ObjectCode& evil) {
+  Program prog(kSaxpy, "c++", sm90());
+  const std::string key = make_program_cache_key(prog.code(), "c++", prog.options(), CodeType::cubin,
+                                                 std::vector<std::string>{"saxpy<float>"});
+  const fs::path file = programs / detail::to_hex(key);
+  auto bytes = evil.code();
+  std::ofstream(file, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
+                                              static_cast<std::streamsize>(bytes.size()));
+  detail::EntryRecord r;
+  r.size = bytes.size();
+  r.checksum = detail::checksum64(bytes.data(), bytes.size());
+  r.entry = file.filename().string();
+  r.code_type = CodeType::cubin;
+  r.symbols = {{"saxpy<float>", "evil"}};
+  const std::string rec = detail::encode_entry_record(r);
+  if (::setxattr(file.c_str(), "user.cucore", rec.data(), rec.size(), 0) != 0) std::abort();
+}
+
+std::string checksum_of(const ObjectCode& o) { return std::to_string(detail::checksum64(o.code().data(), o.code().size())); }
+
+// The victim's compile with a cache directory nobody tampered with.
+std::string reference_checksum(const fs::path& root) {
+  const fs::path clean = root / "clean-tmp";
+  fs::create_directories(clean);
+  return run_child("victim", root, homeless(clean, root / "clean.err"))["checksum"];
+}
+
+TEST_F(FileCache, ACacheDirectoryAnotherUserMadeIsRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root, to plant the directory as another user (nobody)";
+  const ObjectCode evil = Program("extern \"C\" __global__ void evil() {}", "c++", sm90()).compile(CodeType::cubin);
+  const fs::path tmp = root_ / "tmp";
+  fs::create_directories(tmp);
+  fs::permissions(root_, fs::perms::owner_all | fs::perms::group_exec | fs::perms::others_exec);
+  fs::permissions(tmp, fs::perms::all | fs::perms::sticky_bit);  // as /tmp is
+  // The attacker, uid 65534, makes the victim's fallback directory first and plants an entry.
+  const int rc = test::run_with_timeout([&] {
+    if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 1;
+    const fs::path programs = tmp / "cucore-0" / "programs";
+    fs::create_directories(programs);
+    fs::permissions(tmp / "cucore-0", fs::perms::all);
+    fs::permissions(programs, fs::perms::all);
+    plant_entry(programs, evil);
+    return 0;
+  });
+  ASSERT_EQ(rc, 0);
+  ASSERT_EQ(fs::status(tmp / "cucore-0").permissions() & fs::perms::others_write, fs::perms::others_write);
+  auto r = run_child("victim", root_, homeless(tmp, root_ / "victim.err"));
+  const std::string err = slurp(root_ / "victim.err");
+  EXPECT_NE(r["checksum"], checksum_of(evil)) << "the victim ran the attacker's code";
+  EXPECT_EQ(r["checksum"], reference_checksum(root_));
+  EXPECT_EQ(r["disk_hits"], "0");
+  EXPECT_EQ(r["usable"], "0");
+  EXPECT_EQ(r["dir"], (tmp / "cucore-0" / "programs").string());
+  EXPECT_NE(err.find("refused"), std::string::npos) << err;
+  EXPECT_NE(err.find("uid 65534"), std::string::npos) << err;
+  // No file of the victim's (a memo, an entry) went into the attacker's directory.
+  for (const auto& e : fs::recursive_directory_iterator(tmp / "cucore-0")) {
+    struct stat st;
+    ASSERT_EQ(::lstat(e.path().c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode) || st.st_uid == 65534) << e.path();
+  }
+}
+
+TEST_F(FileCache, AWorldWritableCacheDirectoryIsRefusedEvenIfOurs) {
+  const ObjectCode evil = Program("extern \"C\" __global__ void evil() {}", "c++", sm90()).compile(CodeType::cubin);
+  const fs::path tmp = root_ / "tmp", programs = tmp / ("cucore-" + std::to_string(::geteuid())) / "programs";
+  fs::create_directories(programs);
+  fs::permissions(programs, fs::perms::all);  // 0777: anyone could have planted this entry
+  plant_entry(programs, evil);
+  auto r = run_child("victim", root_, homeless(tmp, root_ / "victim.err"));
+  const std::string err = slurp(root_ / "victim.err");
+  EXPECT_NE(r["checksum"], checksum_of(evil)) << "the victim ran the planted code";
+  EXPECT_EQ(r["checksum"], reference_checksum(root_));
+  EXPECT_EQ(r["disk_hits"], "0");
+  EXPECT_NE(err.find("refused: it is writable by group or others (mode 0777)"), std::string::npos) << err;
+  // A listing says so too, rather than reporting an empty cache.
+  try {
+    FileStreamProgramCache(programs).entries();
+    ADD_FAILURE() << "entries() of a refused directory";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(programs.string()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("refused"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(FileCache, WithoutAHomeTheCacheIsAPrivateTemporaryDirectory) {
+  const fs::path tmp = root_ / "tmp";
+  fs::create_directories(tmp);
+  auto first = run_child("victim", root_, homeless(tmp, root_ / "first.err"));
+  const fs::path mine = tmp / ("cucore-" + std::to_string(::geteuid()));
+  EXPECT_EQ(first["dir"], (mine / "programs").string());
+  EXPECT_EQ(first["usable"], "1") << slurp(root_ / "first.err");
+  for (const fs::path& d : {mine, mine / "programs", mine / "toolchain"})
+    EXPECT_EQ(fs::status(d).permissions(), fs::perms::owner_all) << d;  // 0700, whatever the umask
+  auto second = run_child("victim", root_, homeless(tmp, root_ / "second.err"));
+  EXPECT_EQ(second["disk_hits"], "1");
+  EXPECT_EQ(second["checksum"], first["checksum"]);
+}
+
+TEST_F(FileCache, AnUnreadableOrMisplacedDirectoryIsAnErrorToListNotAnEmptyCache) {
+  std::ofstream(root_ / "a-file") << "not a directory";
+  for (const fs::path& p : {root_ / "a-file", root_ / "a-file" / "programs"}) {
+    try {
+      FileStreamProgramCache(p).entries();
+      ADD_FAILURE() << p;
+    } catch (const std::runtime_error& e) {
+      EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(FileStreamProgramCache(root_ / "not-yet").entries().empty());  // missing: simply empty
+}
+
 TEST_F(FileCache, DefaultCacheLivesUnderXdgCacheHome) {
   auto r = run_child("default", root_, {{"XDG_CACHE_HOME", root_.string()}, {"CUCORE_PROGRAM_CACHE_DIR", ""}});
   EXPECT_EQ(fs::path(r["dir"]), root_ / "cucore" / "programs");
@@ -774,6 +1284,17 @@ TEST_F(FileCache, DefaultCacheLivesUnderXdgCacheHome) {
   EXPECT_EQ(r["stats"], "0,1,0,0");
   auto again = run_child("default", root_, {{"XDG_CACHE_HOME", root_.string()}, {"CUCORE_PROGRAM_CACHE_DIR", ""}});
   EXPECT_EQ(again["stats"], "1,0,0,0");
+}
+
+TEST_F(FileCache, AWarmStartLoadsNeitherTheDriverNorNvrtc) {
+  Env env{{"XDG_CACHE_HOME", root_.string()}, {"CUCORE_CACHE_TEST_DIR", dir_.string()}};
+  auto cold = run_child("warm-start", root_, env);
+  EXPECT_EQ(cold["hits"], "0");
+  EXPECT_EQ(cold["nvrtc"], "1");  // it compiled
+  auto warm = run_child("warm-start", root_, env);
+  EXPECT_EQ(warm["hits"], "1");
+  EXPECT_EQ(warm["driver"], "0") << "the driver was started for a Program whose arch was given";
+  EXPECT_EQ(warm["nvrtc"], "0") << "NVRTC was loaded for a cache hit";
 }
 
 TEST_F(FileCache, CompilerIdentityMemoSparesLaterProcessesLoadingNvrtc) {
@@ -804,8 +1325,12 @@ TEST_F(FileCache, CompilerIdentityMemoSparesLaterProcessesLoadingNvrtc) {
   EXPECT_EQ(run_child("identity", root_, env)["loaded_after"], "0");  // rewritten
 }
 
-std::string run_cli(const std::string& args, int& rc) {
-  std::string cmd = std::string(CUCORE_CLI_PATH) + " " + args + " 2>&1";
+// Runs the tool with the environment pointing every cache at `home` (so the
+// caller's own is never touched); its output, stdout and stderr together.
+std::string run_cli(const std::string& args, int& rc, const fs::path& home) {
+  const std::string cmd = "HOME='" + home.string() + "' XDG_CACHE_HOME='" + (home / "xdg").string() +
+                          "' CUCORE_PROGRAM_CACHE_DIR='" + (home / "default-programs").string() + "' " +
+                          CUCORE_CLI_PATH + " " + args + " 2>&1";
   std::string out;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) {
@@ -822,30 +1347,50 @@ std::string run_cli(const std::string& args, int& rc) {
 
 TEST_F(FileCache, CliInfoAndClear) {
   if (std::string(CUCORE_CLI_PATH).empty()) GTEST_SKIP() << "the cucore tool is not built";
+  const fs::path home = root_ / "home";
   FileStreamProgramCache cache(dir_);
+  FileStreamProgramCache default_cache(home / "default-programs");
   std::size_t bytes = 0;
-  for (const char* t : {"cubin", "ptx"}) {
+  for (CodeType t : {CodeType::cubin, CodeType::ptx}) {
     cache.put(key_of(t), compiled(t));
+    default_cache.put(key_of(t), compiled(t));
     bytes += compiled(t).code().size();
   }
   int rc = 0;
-  std::string out = run_cli("cache info --dir " + dir_.string(), rc);
+  std::string out = run_cli("cache info --dir " + dir_.string(), rc, home);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find(dir_.string()), std::string::npos) << out;
   EXPECT_NE(out.find("entries     2 (1 cubin, 1 ptx)"), std::string::npos) << out;
   EXPECT_NE(out.find("bytes       " + std::to_string(bytes)), std::string::npos) << out;
-  out = run_cli("cache info --json --dir " + dir_.string(), rc);
+  out = run_cli("cache info --json --dir " + dir_.string(), rc, home);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("\"entries\": 2"), std::string::npos) << out;
-  out = run_cli("cache clear --dir " + dir_.string(), rc);
+  // An empty --dir (an unset variable) is an error, not the default cache.
+  out = run_cli("cache clear --dir ''", rc, home);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find("--dir is empty"), std::string::npos) << out;
+  EXPECT_EQ(default_cache.entries().size(), 2u);
+  out = run_cli("cache clear --dir " + dir_.string(), rc, home);
   EXPECT_EQ(rc, 0) << out;
   EXPECT_NE(out.find("removed 2 entries"), std::string::npos) << out;
   EXPECT_EQ(count_files(), 0);
-  // The default directory follows XDG_CACHE_HOME.
-  out = run_cli("cache info", rc);  // with the caller's environment: just runs
+  // The default cache: the one the environment names.
+  out = run_cli("cache info", rc, home);
   EXPECT_EQ(rc, 0) << out;
-  out = run_cli("cache info --json", rc);
+  EXPECT_NE(out.find((home / "default-programs").string()), std::string::npos) << out;
+  EXPECT_NE(out.find("entries     2"), std::string::npos) << out;
+  out = run_cli("cache info --json", rc, home);
   EXPECT_NE(out.find("\"this_run\""), std::string::npos) << out;
+  // A directory that cannot be read is an error, not an empty cache.
+  std::ofstream(root_ / "a-file") << "x";
+  out = run_cli("cache info --dir " + (root_ / "a-file").string(), rc, home);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find((root_ / "a-file").string()), std::string::npos) << out;
+  fs::permissions(dir_, fs::perms::all);
+  out = run_cli("cache info --dir " + dir_.string(), rc, home);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("refused"), std::string::npos) << out;
+  fs::permissions(dir_, fs::perms::owner_all);
 }
 
 // Runs the child role, if this process is one, before GoogleTest starts.

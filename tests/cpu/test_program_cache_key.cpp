@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cucore/program.hpp>
+#include <cucore/pathfinder.hpp>
 #include <cucore/program_cache.hpp>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "cache/program_cache_internal.hpp"
+#include "cache/code_format.hpp"
+#include "cache/hashing.hpp"
+#include "cache/toolchain_identity.hpp"
 
 #include "common/compile_helpers.hpp"
 
@@ -26,7 +29,7 @@ const std::string& kSource = test::kSaxpyTemplate;
 ProgramOptions base_options() { return test::sm90(); }
 
 std::string key_of(const ProgramOptions& o, std::string_view code = kSource, std::string_view type = "c++",
-                   std::string_view target = "cubin", std::vector<std::string> names = {"saxpy<float>"},
+                   CodeType target = CodeType::cubin, std::vector<std::string> names = {"saxpy<float>"},
                    std::string_view extra = {}) {
   return make_program_cache_key(code, type, o, target, names, extra);
 }
@@ -75,16 +78,25 @@ TEST(ProgramCacheKey, MatchesTheDocumentedFieldLayout) {
   EXPECT_NE(identity.find("cccl "), std::string::npos) << identity;
   auto [major, minor] = nvrtc_version();
   EXPECT_EQ(identity.rfind("nvrtc " + std::to_string(major) + "." + std::to_string(minor) + ";", 0), 0u) << identity;
-  field("schema", "cucore-program-cache-key-1");
+  field("schema", "cucore-program-cache-key-2");
   field("compiler", identity);
   field("code_type", "c++");
   field("target", "cubin");
   field("code_sha256", detail::sha256(kSource));
-  list("flags", o.as_nvrtc_flags());
+  // The flags as they reach NVRTC, but the toolkit's header directories as one
+  // placeholder (the compiler identity names the toolkit).
+  std::vector<std::string> flags = o.as_nvrtc_flags(), toolkit;
+  for (const auto& d : {pathfinder::cccl_include_dir(), pathfinder::cuda_include_dir()})
+    if (d) toolkit.push_back("--include-path=" + *d);
+  auto at = std::search(flags.begin(), flags.end(), toolkit.begin(), toolkit.end());
+  ASSERT_NE(at, flags.end());
+  at = flags.erase(at, at + static_cast<std::ptrdiff_t>(toolkit.size()));
+  flags.insert(at, "--include-path=<toolkit headers>");
+  list("flags", flags);
   list("name_expressions", {"saxpy<double>", "saxpy<float>"});  // sorted, once each
   field("name", "saxpy.cu");
   field("extra_digest", "");
-  EXPECT_EQ(make_program_cache_key(kSource, "c++", o, "cubin", names), detail::sha256(buf));
+  EXPECT_EQ(make_program_cache_key(kSource, "c++", o, CodeType::cubin, names), detail::sha256(buf));
 }
 
 TEST(ProgramCacheKey, EachFieldChangesTheKey) {
@@ -95,13 +107,13 @@ TEST(ProgramCacheKey, EachFieldChangesTheKey) {
     EXPECT_TRUE(keys.insert(k).second) << what << " did not change the key";
   };
   distinct(key_of(o, kSource + " "), "code");
-  distinct(key_of(o, kSource, "c++", "ptx"), "target ptx");
-  distinct(key_of(o, kSource, "c++", "ltoir"), "target ltoir");
-  distinct(key_of(o, kSource, "ptx", "cubin"), "code_type");
-  distinct(key_of(o, kSource, "c++", "cubin", {}), "no name expressions");
-  distinct(key_of(o, kSource, "c++", "cubin", {"saxpy<float>", "saxpy<double>"}), "another name expression");
-  distinct(key_of(o, kSource, "c++", "cubin", {"saxpy<float>"}, "digest-1"), "extra_digest");
-  distinct(key_of(o, kSource, "c++", "cubin", {"saxpy<float>"}, "digest-2"), "another extra_digest");
+  distinct(key_of(o, kSource, "c++", CodeType::ptx), "target ptx");
+  distinct(key_of(o, kSource, "c++", CodeType::ltoir), "target ltoir");
+  distinct(key_of(o, kSource, "ptx", CodeType::cubin), "code_type");
+  distinct(key_of(o, kSource, "c++", CodeType::cubin, {}), "no name expressions");
+  distinct(key_of(o, kSource, "c++", CodeType::cubin, {"saxpy<float>", "saxpy<double>"}), "another name expression");
+  distinct(key_of(o, kSource, "c++", CodeType::cubin, {"saxpy<float>"}, "digest-1"), "extra_digest");
+  distinct(key_of(o, kSource, "c++", CodeType::cubin, {"saxpy<float>"}, "digest-2"), "another extra_digest");
   {
     ProgramOptions p = o;
     p.name = "other_name";
@@ -156,9 +168,9 @@ TEST(ProgramCacheKey, FieldsCannotBleedIntoEachOther) {
   ProgramOptions a = base_options(), b = base_options();
   a.name = "xy";
   b.name = "y";
-  EXPECT_NE(make_program_cache_key("kernel_x", "c++", b, "cubin"),
-            make_program_cache_key("kernel_", "c++", a, "cubin"));
-  EXPECT_NE(key_of(a, kSource, "c++", "cubin", {"ab", "c"}), key_of(a, kSource, "c++", "cubin", {"a", "bc"}));
+  EXPECT_NE(make_program_cache_key("kernel_x", "c++", b, CodeType::cubin),
+            make_program_cache_key("kernel_", "c++", a, CodeType::cubin));
+  EXPECT_NE(key_of(a, kSource, "c++", CodeType::cubin, {"ab", "c"}), key_of(a, kSource, "c++", CodeType::cubin, {"a", "bc"}));
 }
 
 TEST(ProgramCacheKey, SpellingsThatRenderAlikeGiveOneKey) {
@@ -175,8 +187,8 @@ TEST(ProgramCacheKey, SpellingsThatRenderAlikeGiveOneKey) {
   EXPECT_EQ(key_of(m1), key_of(m2));
 
   // Name expressions: order and repeats do not matter.
-  EXPECT_EQ(key_of(base_options(), kSource, "c++", "cubin", {"saxpy<float>", "saxpy<double>"}),
-            key_of(base_options(), kSource, "c++", "cubin", {"saxpy<double>", "saxpy<float>", "saxpy<double>"}));
+  EXPECT_EQ(key_of(base_options(), kSource, "c++", CodeType::cubin, {"saxpy<float>", "saxpy<double>"}),
+            key_of(base_options(), kSource, "c++", CodeType::cubin, {"saxpy<double>", "saxpy<float>", "saxpy<double>"}));
 }
 
 TEST(ProgramCacheKey, OptionsReadingUnseenFilesNeedAnExtraDigest) {
@@ -198,8 +210,8 @@ TEST(ProgramCacheKey, OptionsReadingUnseenFilesNeedAnExtraDigest) {
       EXPECT_NE(std::string(e.what()).find("extra_digest"), std::string::npos) << e.what();
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
     }
-    const std::string k1 = key_of(p, kSource, "c++", "cubin", {}, "fingerprint-1");
-    const std::string k2 = key_of(p, kSource, "c++", "cubin", {}, "fingerprint-2");
+    const std::string k1 = key_of(p, kSource, "c++", CodeType::cubin, {}, "fingerprint-1");
+    const std::string k2 = key_of(p, kSource, "c++", CodeType::cubin, {}, "fingerprint-2");
     EXPECT_NE(k1, k2) << what;
   }
 }
@@ -214,7 +226,7 @@ TEST(ProgramCacheKey, OptionsWithSideEffectsAreRefused) {
     ProgramOptions p = base_options();
     change(p);
     try {
-      key_of(p, kSource, "c++", "cubin", {}, "a digest does not help");
+      key_of(p, kSource, "c++", CodeType::cubin, {}, "a digest does not help");
       ADD_FAILURE() << what << " was accepted";
     } catch (const std::invalid_argument& e) {
       EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
@@ -227,14 +239,14 @@ TEST(ProgramCacheKey, RejectsUnresolvedArchAndUnknownKinds) {
   p.arch.clear();
   EXPECT_THROW(key_of(p), std::invalid_argument);
   EXPECT_THROW(key_of(base_options(), kSource, "fortran"), std::invalid_argument);
-  EXPECT_THROW(key_of(base_options(), kSource, "c++", "elf"), std::invalid_argument);
+  EXPECT_THROW(key_of(base_options(), kSource, "c++", CodeType::fatbin), std::invalid_argument);  // not NVRTC's
 }
 
 TEST(ProgramCacheKey, ProgramOptionsResolveTheSameKeyAsTheProgram) {
   // What Program::compile(..., cache) keys on: its resolved options.
   Program prog(kSource, "c++", base_options());
-  EXPECT_EQ(make_program_cache_key(prog.code(), prog.code_type(), prog.options(), "cubin"),
-            make_program_cache_key(kSource, "c++", base_options(), "cubin"));
+  EXPECT_EQ(make_program_cache_key(prog.code(), prog.code_type(), prog.options(), CodeType::cubin),
+            make_program_cache_key(kSource, "c++", base_options(), CodeType::cubin));
 }
 
 // ---------------------------------------------------------------- integrity helpers
@@ -274,9 +286,9 @@ class CompiledObjects : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     Program prog(kSource, "c++", base_options());
-    cubin_ = new ObjectCode(prog.compile("cubin", {"saxpy<float>"}));
-    ptx_ = new ObjectCode(prog.compile("ptx", {"saxpy<float>"}));
-    ltoir_ = new ObjectCode(prog.compile("ltoir", {"saxpy<float>"}));
+    cubin_ = new ObjectCode(prog.compile(CodeType::cubin, {"saxpy<float>"}));
+    ptx_ = new ObjectCode(prog.compile(CodeType::ptx, {"saxpy<float>"}));
+    ltoir_ = new ObjectCode(prog.compile(CodeType::ltoir, {"saxpy<float>"}));
   }
   static void TearDownTestSuite() {
     delete cubin_;
@@ -304,16 +316,18 @@ class CompiledObjects : public ::testing::Test {
 
 TEST_F(CompiledObjects, RealOutputsPassTheirStructuralCheckAndNoOther) {
   struct Case {
-    const char* type;
+    CodeType type;
     std::vector<std::byte> data;
   };
-  std::vector<Case> cases = {
-      {"cubin", bytes(*cubin_)}, {"ptx", bytes(*ptx_)}, {"ltoir", bytes(*ltoir_)}, {"fatbin", fatbin_like(3000, 1)}};
+  std::vector<Case> cases = {{CodeType::cubin, bytes(*cubin_)},
+                             {CodeType::ptx, bytes(*ptx_)},
+                             {CodeType::ltoir, bytes(*ltoir_)},
+                             {CodeType::fatbin, fatbin_like(3000, 1)}};
   for (const auto& c : cases) {
     EXPECT_EQ(detail::detect_code_type(c.data), c.type);
     for (const auto& other : cases)
-      EXPECT_EQ(detail::structurally_valid(other.type, c.data), std::string(other.type) == c.type)
-          << c.type << " checked as " << other.type;
+      EXPECT_EQ(detail::structurally_valid(other.type, c.data), other.type == c.type)
+          << to_string(c.type) << " checked as " << to_string(other.type);
   }
 }
 
@@ -321,10 +335,11 @@ TEST_F(CompiledObjects, TruncatedCubinAndFatbinFailTheStructuralCheckAtEveryLeng
   // Structure alone catches truncation of ELF and fatbin; PTX and LTO-IR rely on
   // the stored size and checksum (tested with the file cache).
   for (const auto& [type, data] :
-       {std::pair<std::string, std::vector<std::byte>>{"cubin", bytes(*cubin_)}, {"fatbin", fatbin_like(2048, 2)}}) {
+       {std::pair<CodeType, std::vector<std::byte>>{CodeType::cubin, bytes(*cubin_)},
+        {CodeType::fatbin, fatbin_like(2048, 2)}}) {
     ASSERT_TRUE(detail::structurally_valid(type, data));
     for (std::size_t n = 0; n < data.size(); ++n)
-      ASSERT_FALSE(detail::structurally_valid(type, std::span(data).first(n))) << type << " cut to " << n;
+      ASSERT_FALSE(detail::structurally_valid(type, std::span(data).first(n))) << to_string(type) << " cut to " << n;
   }
 }
 
@@ -333,8 +348,8 @@ TEST_F(CompiledObjects, RandomBytesAreNoKnownType) {
   for (int t = 0; t < 200; ++t) {
     std::vector<std::byte> junk(1 + rng() % 5000);
     for (auto& b : junk) b = static_cast<std::byte>(rng());
-    for (const char* type : {"cubin", "fatbin", "ltoir", "ptx"})
-      EXPECT_FALSE(detail::structurally_valid(type, junk)) << type;
+    for (CodeType type : {CodeType::cubin, CodeType::fatbin, CodeType::ltoir, CodeType::ptx})
+      EXPECT_FALSE(detail::structurally_valid(type, junk)) << to_string(type);
   }
 }
 

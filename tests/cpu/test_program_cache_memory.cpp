@@ -42,7 +42,7 @@ ObjectCode payload(const std::string& key, unsigned seed, std::size_t size) {
   text.push_back('\0');  // PTX ends with a NUL (ObjectCode would add one)
   std::vector<std::byte> bytes(text.size());
   std::memcpy(bytes.data(), text.data(), text.size());
-  return ObjectCode::from_bytes(std::move(bytes), "ptx", "payload", {{"key", key}});
+  return ObjectCode::from_bytes(std::move(bytes), CodeType::ptx, "payload", {{"key", key}});
 }
 
 // Empty if `o` is exactly what payload() made for `key`, else what differs.
@@ -167,26 +167,26 @@ TEST(InMemoryProgramCache, AgreesWithAReferenceLruModel) {
 TEST(InMemoryProgramCache, WrongTypeIsADamagedMiss) {
   InMemoryProgramCache cache;
   cache.put("k", payload("k", 1, 300));
-  EXPECT_FALSE(cache.get("k", "cubin"));
+  EXPECT_FALSE(cache.get("k", CodeType::cubin));
   EXPECT_EQ(cache.stats().errors, 1u);
   EXPECT_FALSE(cache.get("k"));  // removed
   cache.put("k", payload("k", 1, 300));
-  EXPECT_TRUE(cache.get("k", "ptx"));
+  EXPECT_TRUE(cache.get("k", CodeType::ptx));
 }
 
 TEST(InMemoryProgramCache, PutRawBytesRecognisesTheType) {
   Program prog(kSaxpy, "c++", sm90());
-  ObjectCode cubin = prog.compile("cubin", {"saxpy<float>"});
+  ObjectCode cubin = prog.compile(CodeType::cubin, {"saxpy<float>"});
   InMemoryProgramCache cache;
   cache.put("raw", cubin.code());
   auto got = cache.get("raw");
   ASSERT_TRUE(got);
-  EXPECT_EQ(got->code_type(), "cubin");
+  EXPECT_EQ(got->code_type(), CodeType::cubin);
   ASSERT_EQ(got->code().size(), cubin.code().size());
   EXPECT_EQ(std::memcmp(got->code().data(), cubin.code().data(), cubin.code().size()), 0);
   std::vector<std::byte> junk(100, std::byte{0x5a});
   EXPECT_THROW(cache.put("junk", junk), std::invalid_argument);
-  EXPECT_THROW(cache.put("junk", junk, "cubin"), std::invalid_argument);
+  EXPECT_THROW(cache.put("junk", junk, CodeType::cubin), std::invalid_argument);
   EXPECT_THROW(cache.put("empty", ObjectCode()), std::invalid_argument);
 }
 
@@ -221,7 +221,7 @@ class CountingCache final : public ProgramCache {
   explicit CountingCache(ProgramCache& inner) : inner_(inner) {}
   using ProgramCache::put;
   std::optional<ObjectCode> get(std::string_view key) override { return inner_.get(key); }
-  std::optional<ObjectCode> get(std::string_view key, std::string_view type) override { return inner_.get(key, type); }
+  std::optional<ObjectCode> get(std::string_view key, CodeType type) override { return inner_.get(key, type); }
   void put(std::string_view key, const ObjectCode& code) override {
     if (on_put) on_put(key);
     ++puts;
@@ -242,26 +242,26 @@ TEST(CompileThroughCache, HitReturnsTheStoredObjectAndCompilesNothing) {
   InMemoryProgramCache memory;
   CountingCache cache(memory);
   Program prog(kSaxpy, "c++", sm90());
-  ObjectCode first = prog.compile("cubin", {"saxpy<float>"}, &cache);
+  ObjectCode first = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
   EXPECT_EQ(cache.puts.load(), 1);
-  ObjectCode second = prog.compile("cubin", {"saxpy<float>"}, &cache);
+  ObjectCode second = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
   EXPECT_EQ(cache.puts.load(), 1);
   EXPECT_EQ(second.state(), first.state());
   EXPECT_EQ(second.symbol_mapping().at("saxpy<float>"), first.symbol_mapping().at("saxpy<float>"));
   // The cached object is what an uncached compile makes.
-  ObjectCode fresh = prog.compile("cubin", {"saxpy<float>"});
+  ObjectCode fresh = prog.compile(CodeType::cubin, {"saxpy<float>"});
   ASSERT_EQ(fresh.code().size(), first.code().size());
   EXPECT_EQ(std::memcmp(fresh.code().data(), first.code().data(), fresh.code().size()), 0);
   // Another target or another name list is another entry.
-  ObjectCode ptx = prog.compile("ptx", {"saxpy<float>"}, &cache);
-  EXPECT_EQ(ptx.code_type(), "ptx");
-  prog.compile("cubin", {"saxpy<double>"}, &cache);
+  ObjectCode ptx = prog.compile(CodeType::ptx, {"saxpy<float>"}, &cache);
+  EXPECT_EQ(ptx.code_type(), CodeType::ptx);
+  prog.compile(CodeType::cubin, {"saxpy<double>"}, &cache);
   EXPECT_EQ(cache.puts.load(), 3);
   auto s = memory.stats();
   EXPECT_EQ(s.hits, 1u);
   EXPECT_EQ(s.misses, 3u);
   // No cache: plain compile.
-  EXPECT_EQ(prog.compile("cubin", {}, nullptr).code_type(), "cubin");
+  EXPECT_EQ(prog.compile(CodeType::cubin, {}, nullptr).code_type(), CodeType::cubin);
 }
 
 TEST(CompileThroughCache, CompileErrorsAreNotCachedAndReachEveryWaiter) {
@@ -275,7 +275,7 @@ TEST(CompileThroughCache, CompileErrorsAreNotCachedAndReachEveryWaiter) {
     threads.emplace_back([&] {
       start.arrive_and_wait();
       try {
-        bad.compile("cubin", {}, &cache);
+        bad.compile(CodeType::cubin, {}, &cache);
       } catch (const CompileError& e) {
         if (!e.log().empty()) ++errors;
       }
@@ -298,7 +298,7 @@ TEST(CompileThroughCache, SixteenThreadsAskingForOneKeyCompileOnce) {
     for (int i = 0; i < 16; ++i)
       threads.emplace_back([&, i] {
         start.arrive_and_wait();
-        results[i] = prog.compile("cubin", {"saxpy<float>"}, &cache);
+        results[i] = prog.compile(CodeType::cubin, {"saxpy<float>"}, &cache);
       });
     for (auto& t : threads) t.join();
     EXPECT_EQ(cache.puts.load(), 1);
@@ -317,7 +317,7 @@ TEST(CompileThroughCache, DifferentKeysCompileInParallel) {
   CountingCache cache(memory);
   Program a(kSaxpy + "// A\n", "c++", sm90());
   Program b(kSaxpy + "// B\n", "c++", sm90());
-  const std::string key_b = make_program_cache_key(b.code(), b.code_type(), b.options(), "cubin");
+  const std::string key_b = make_program_cache_key(b.code(), b.code_type(), b.options(), CodeType::cubin);
   std::mutex m;
   std::condition_variable cv;
   bool b_stored = false, a_timed_out = false;
@@ -332,10 +332,10 @@ TEST(CompileThroughCache, DifferentKeysCompileInParallel) {
       a_timed_out = !cv.wait_for(lock, std::chrono::seconds(60), [&] { return b_stored; });
     }
   };
-  std::thread ta([&] { a.compile("cubin", {}, &cache); });
+  std::thread ta([&] { a.compile(CodeType::cubin, {}, &cache); });
   // B starts once A is inside its flight.
   while (!a_waiting) std::this_thread::yield();
-  std::thread tb([&] { b.compile("cubin", {}, &cache); });
+  std::thread tb([&] { b.compile(CodeType::cubin, {}, &cache); });
   ta.join();
   tb.join();
   EXPECT_FALSE(a_timed_out);
@@ -348,13 +348,13 @@ TEST(CompileThroughCache, TwoLevelPromotesDiskHitsSoModulesAreShared) {
   Program prog(kSaxpy, "c++", sm90());
   {
     TwoLevelProgramCache writer({}, dir);
-    prog.compile("cubin", {"saxpy<float>"}, &writer);
+    prog.compile(CodeType::cubin, {"saxpy<float>"}, &writer);
     EXPECT_EQ(writer.stats().misses, 1u);
   }
   TwoLevelProgramCache cache({}, dir);  // a new process, as far as memory goes
   CountingCache counting(cache);
-  ObjectCode a = prog.compile("cubin", {"saxpy<float>"}, &counting);
-  ObjectCode b = prog.compile("cubin", {"saxpy<float>"}, &counting);
+  ObjectCode a = prog.compile(CodeType::cubin, {"saxpy<float>"}, &counting);
+  ObjectCode b = prog.compile(CodeType::cubin, {"saxpy<float>"}, &counting);
   EXPECT_EQ(counting.puts.load(), 0);
   EXPECT_EQ(a.state(), b.state());
   EXPECT_EQ(cache.disk().stats().hits, 1u);    // read from disk once
@@ -362,7 +362,7 @@ TEST(CompileThroughCache, TwoLevelPromotesDiskHitsSoModulesAreShared) {
   EXPECT_EQ(cache.stats().hits, 2u);
   EXPECT_FALSE(a.symbol_mapping().at("saxpy<float>").empty());
   EXPECT_TRUE(cache.erase(
-      make_program_cache_key(prog.code(), "c++", prog.options(), "cubin", std::vector<std::string>{"saxpy<float>"})));
+      make_program_cache_key(prog.code(), "c++", prog.options(), CodeType::cubin, std::vector<std::string>{"saxpy<float>"})));
   EXPECT_EQ(cache.size_bytes(), 0u);
   std::filesystem::remove_all(dir);
 }

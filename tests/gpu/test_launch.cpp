@@ -34,7 +34,7 @@ namespace {
 
 using test::random_floats;
 ObjectCode compile_for(const Device& dev, const char* source, std::vector<std::string> names = {}) {
-  return Program(source, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin", std::move(names));
+  return Program(source, "c++", {.arch = "sm_" + dev.arch()}).compile(CodeType::cubin, std::move(names));
 }
 
 // The test kernels, compiled once per process (and never unloaded: no driver
@@ -404,8 +404,8 @@ TEST(GpuLaunch, PtxLoadsToo) {
   Device dev(0);
   dev.set_current();
   Stream stream = dev.create_stream();
-  ObjectCode ptx = Program(test::kLaunchKernels, "c++", {.arch = "compute_" + dev.arch()}).compile("ptx");
-  EXPECT_EQ(ptx.code_type(), "ptx");
+  ObjectCode ptx = Program(test::kLaunchKernels, "c++", {.arch = "compute_" + dev.arch()}).compile(CodeType::ptx);
+  EXPECT_EQ(ptx.code_type(), CodeType::ptx);
   EXPECT_FALSE(ptx.is_loaded());
   Kernel saxpy = ptx.get_kernel("saxpy");
   EXPECT_TRUE(ptx.is_loaded());

@@ -124,9 +124,13 @@ def test_compile_logs_object(arch):
 
     src = "extern \"C\" __global__ void k() { int unused; }"
     logs = io.StringIO()
-    Program(src, "c++", ProgramOptions(arch=arch)).compile("cubin", logs=logs)
-    # a warning may or may not be reported; the call must accept a writer
-    assert isinstance(logs.getvalue(), str)
+    obj = Program(src, "c++", ProgramOptions(arch=arch)).compile("cubin", logs=logs)
+    # NVRTC's warning #177, with the file and line, reaches the writer
+    assert 'default_program(1): warning #177-D: variable "unused" was declared but never referenced' in logs.getvalue()
+    assert logs.getvalue() == obj.compile_log
+    quiet = io.StringIO()
+    Program(src.replace("int unused;", ""), "c++", ProgramOptions(arch=arch)).compile("cubin", logs=quiet)
+    assert quiet.getvalue() == ""
 
 
 def test_cccl_headers_found(arch):
@@ -146,12 +150,70 @@ def test_program_options_forms(arch):
     assert Program(src.replace("#error macros", ""), "c++", {"arch": arch}).compile("ptx").code
 
 
-@pytest.mark.parametrize("bad", [dict(max_register_count=-1), dict(arch="sm_abc"), dict(std="c++99x")])
+@pytest.mark.parametrize("bad", [dict(max_register_count=-1), dict(arch="sm_abc"), dict(std="c++99x"),
+                                 dict(split_compile=-2), dict(define_macro="1BAD"), dict(include_path=["a\0b"])])
 def test_program_options_validation(bad, arch):
     opts = dict(arch=arch)
     opts.update(bad)
-    with pytest.raises((ValueError, CompileError)):
+    with pytest.raises(ValueError) as ei:  # before any compiler runs
         Program(SAXPY_SRC, "c++", ProgramOptions(**opts)).compile("cubin")
+    assert next(iter(bad)) in str(ei.value)
+
+
+@pytest.mark.parametrize("field", ["max_register_count", "split_compile"])
+def test_program_option_integers_that_do_not_fit_are_refused(field, arch):
+    # 2**32 + 64 would become 64 if cut to 32 bits
+    for big in (2**32 + 64, 2**31, -(2**31) - 1, 2**80):
+        with pytest.raises(OverflowError) as ei:
+            Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch, **{field: big}))
+        assert field in str(ei.value) and str(big) in str(ei.value)
+    flags = Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch, **{field: 64})).nvrtc_flags
+    assert any(f.endswith("=64") for f in flags)
+    with pytest.raises(OverflowError):
+        Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch, diag_suppress=[177, 2**32 + 177]))
+    with pytest.raises(OverflowError):
+        Linker(Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch)).compile("ptx"),
+               options=LinkerOptions(arch=arch, max_register_count=2**32 + 32))
+
+
+def test_wrong_argument_types_name_the_argument(tmp_path, arch):
+    cases = [
+        (lambda: FileStreamProgramCache(str(tmp_path).encode()), "path"),
+        (lambda: FileStreamProgramCache(tmp_path, max_size_bytes=1.5), "max_size_bytes"),
+        (lambda: InMemoryProgramCache(max_size_bytes="1"), "max_size_bytes"),
+        (lambda: InMemoryProgramCache(max_size_bytes=True), "max_size_bytes"),
+        (lambda: Linker(b"junk"), "object_codes[0]"),
+        (lambda: Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch, diag_suppress=["x"])), "diag_suppress"),
+        (lambda: Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch, diag_suppress="x")), "diag_suppress"),
+        (lambda: Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch, define_macro=[("N", 4)])), "define_macro"),
+        (lambda: ObjectCode.from_cubin(b"\x7fELF", symbol_mapping=[("a", "b")]), "symbol_mapping"),
+    ]
+    for make, name in cases:
+        with pytest.raises(TypeError) as ei:
+            make()
+        assert name in str(ei.value) and "bad_cast" not in str(ei.value)
+    with pytest.raises(ValueError) as ei:
+        Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch)).compile("sass")
+    assert "target_type" in str(ei.value) and "sass" in str(ei.value)
+    with pytest.raises(ValueError):
+        Program("__global__ void k() {}\0 hidden", "c++", ProgramOptions(arch=arch))
+
+
+def test_compile_through_a_cache_sees_header_edits(tmp_path, arch):
+    import random
+
+    src = '#include "config.h"\nextern "C" __global__ void k(long* p) { *p = VALUE; }\n'
+    (tmp_path / "k.cu").write_text(src)
+    opts = ProgramOptions(arch=arch, name=str(tmp_path / "k.cu"))
+    for cache in (InMemoryProgramCache(), FileStreamProgramCache(tmp_path / "cache")):
+        values = random.sample(range(10_000_000, 99_999_999), 2)
+        for v in values:
+            (tmp_path / "config.h").write_text(f"#define VALUE {v}\n")
+            obj = Program(src, "c++", opts).compile("ptx", cache=cache)
+            assert str(v).encode() in obj.code
+        assert cache.stats["hits"] == 0
+        obj = Program(src, "c++", opts).compile("ptx", cache=cache)
+        assert str(values[-1]).encode() in obj.code and cache.stats["hits"] == 1
 
 
 def test_program_options_type_errors(arch):
@@ -321,8 +383,13 @@ def test_compile_through_foreign_cache():
     p = Program(SAXPY_SRC, "c++", ProgramOptions(arch="sm_90"))
     o1 = p.compile("cubin", cache=c)
     assert len(c) == 1
+    # keyed as cucore's own caches key it
+    key = make_program_cache_key(code=SAXPY_SRC, code_type="c++", options=ProgramOptions(arch="sm_90"),
+                                 target_type="cubin")
+    assert list(c.d) == [key]
     o2 = p.compile("cubin", cache=c)
     assert o2.code == o1.code and o2.code_type == "cubin"
+    assert len(c) == 1
 
 
 def test_make_program_cache_key():

@@ -1,0 +1,158 @@
+// Cache directories that nobody else can write, and safe reads of their files.
+#include "cache/cache_dir.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+
+namespace fs = std::filesystem;
+
+namespace cucore::detail {
+
+fs::path cucore_cache_root() {
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return fs::path(x) / "cucore";
+  if (const char* home = std::getenv("HOME"); home && *home == '/') return fs::path(home) / ".cache" / "cucore";
+  // No home to keep a cache in: a directory of our own under the temporary
+  // directory. Anyone may pre-create that name, so open_private_dir checks it.
+  std::error_code ec;
+  fs::path tmp = fs::temp_directory_path(ec);
+  if (ec) tmp = "/tmp";
+  return tmp / ("cucore-" + std::to_string(::geteuid()));
+}
+
+namespace {
+
+// Whoever can write a directory's parent can rename the directory away and put
+// another in its place; so the parent too must be this user's or root's, and
+// not writable by others unless sticky (as /tmp is, where nobody may rename
+// another's entries).
+bool parent_is_safe(int dirfd, std::string& why) {
+  struct stat st;
+  const int pfd = ::openat(dirfd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+  if (pfd < 0 || ::fstat(pfd, &st) != 0) {
+    if (pfd >= 0) ::close(pfd);
+    why = std::string("cannot check its parent directory (") + std::strerror(errno) + ")";
+    return false;
+  }
+  ::close(pfd);
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    why = "refused: its parent directory is owned by uid " + std::to_string(st.st_uid) +
+          ", who could replace it; use a directory of your own (XDG_CACHE_HOME, or the cache's path)";
+    return false;
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
+    why = "refused: its parent directory is writable by others (and not sticky), who could replace it";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+int open_private_dir(const fs::path& dir, bool create, std::string& why) {
+  if (dir.empty()) {
+    why = "the directory path is empty";
+    return -1;
+  }
+  if (create) {
+    // Each missing component with mode 0700 (never wider, whatever the umask);
+    // components that exist are left as they are.
+    fs::path prefix;
+    for (const auto& part : dir) {
+      prefix /= part;
+      if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+        why = "cannot create " + prefix.string() + " (" + std::strerror(errno) + ")";
+        return -1;
+      }
+    }
+  }
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    if (errno == ENOENT && !create)
+      why.clear();  // not there (yet): nothing wrong with it
+    else
+      why = std::string("cannot open the directory (") + std::strerror(errno) + ")";
+    return -1;
+  }
+  // Checked on the descriptor, so the directory cannot be swapped between the
+  // check and its use.
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    why = std::string("cannot stat the directory (") + std::strerror(errno) + ")";
+  } else if (st.st_uid != ::geteuid()) {
+    why = "refused: it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+          std::to_string(::geteuid()) +
+          "), who could plant entries there; use a directory of your own (XDG_CACHE_HOME, or the cache's path)";
+  } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    why = std::string("refused: it is writable by group or others (mode ") + mode +
+          "), who could plant entries there; make it private (chmod go-w)";
+  } else if (parent_is_safe(fd, why)) {
+    return fd;
+  }
+  ::close(fd);
+  return -1;
+}
+
+std::optional<std::string> read_file_safely(int dirfd, const char* name, std::size_t limit, bool follow_symlinks,
+                                            int* error) {
+  auto fail = [&](int e) -> std::optional<std::string> {
+    if (error) *error = e;
+    return std::nullopt;
+  };
+  const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow_symlinks ? 0 : O_NOFOLLOW);
+  const int fd = ::openat(dirfd, name, flags);
+  if (fd < 0) return fail(errno);
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return fail(errno);
+  if (!S_ISREG(st.st_mode)) return fail(EINVAL);
+  if (static_cast<std::uint64_t>(st.st_size) > limit) return fail(EFBIG);
+  std::string s(static_cast<std::size_t>(st.st_size), '\0');
+  std::size_t got = 0;
+  while (got < s.size()) {
+    const ssize_t n = ::pread(fd, s.data() + got, s.size() - got, static_cast<off_t>(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return fail(errno);
+    if (n == 0) break;  // shrank meanwhile: what is there
+    got += static_cast<std::size_t>(n);
+  }
+  s.resize(got);
+  return s;
+}
+
+bool replace_file(int dirfd, const std::string& name, std::string_view data) {
+  static std::atomic<unsigned> counter{0};
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char tmp[96];
+  std::snprintf(tmp, sizeof tmp, ".tmp-%d-%u-%016llx", static_cast<int>(::getpid()), counter.fetch_add(1),
+                static_cast<unsigned long long>(rng()));
+  const int fd = ::openat(dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+  if (fd < 0) return false;
+  bool ok = true;
+  for (std::size_t off = 0; ok && off < data.size();) {
+    const ssize_t n = ::write(fd, data.data() + off, data.size() - off);
+    if (n < 0 && errno == EINTR) continue;
+    ok = n > 0;
+    if (ok) off += static_cast<std::size_t>(n);
+  }
+  ok = (::close(fd) == 0) && ok;
+  if (!ok || ::renameat(dirfd, tmp, dirfd, name.c_str()) != 0) {
+    ::unlinkat(dirfd, tmp, 0);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace cucore::detail

@@ -1,0 +1,41 @@
+#pragma once
+// Where cucore's caches live and how their files are opened: only directories
+// nobody else can write (so nobody can plant an entry), and every file opened so
+// that a FIFO, a symlink or a device planted in its place neither hangs a reader
+// nor redirects it. Internal to libcucore.
+#include <cstddef>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace cucore::detail {
+
+// $XDG_CACHE_HOME/cucore (when absolute), else $HOME/.cache/cucore, else a
+// private directory $TMPDIR/cucore-<uid> (created 0700 and checked, as every
+// cache directory is, by open_private_dir).
+std::filesystem::path cucore_cache_root();
+
+// Opens the directory `dir` (creating it and its missing parents with mode 0700
+// when `create`) and checks, on the opened descriptor, that it is a directory
+// owned by this user (the effective uid) and not writable by group or others,
+// as ssh and ccache require of theirs; its parent must be this user's or
+// root's and not writable by others unless sticky (/tmp). Returns the
+// O_DIRECTORY descriptor, or -1 with `why` saying what is wrong and what to do
+// (empty when the directory does not exist and `create` is false).
+int open_private_dir(const std::filesystem::path& dir, bool create, std::string& why);
+
+// A whole regular file, read safely: opened (relative to `dirfd`, or AT_FDCWD
+// for a path) with O_NONBLOCK and, unless `follow_symlinks`, O_NOFOLLOW; checked
+// with fstat to be a regular file of at most `limit` bytes; read no further than
+// the size fstat gave. std::nullopt for anything else (`error` gets errno, or
+// EINVAL for "not a regular file", EFBIG for "over the limit").
+std::optional<std::string> read_file_safely(int dirfd, const char* name, std::size_t limit,
+                                            bool follow_symlinks = false, int* error = nullptr);
+
+// Writes `data` to `name` in `dirfd` through a temporary file and a rename, so a
+// reader sees the old or the new file whole. Best effort: false on any failure
+// (the temporary file is removed).
+bool replace_file(int dirfd, const std::string& name, std::string_view data);
+
+}  // namespace cucore::detail

@@ -1,0 +1,255 @@
+// The compiler identity and its memo.
+//
+// The key must name the compiler, but loading NVRTC just to ask its version
+// costs ~8 ms: more than a whole warm-cache start of a fresh process. So the
+// identity found once (by loading it) is kept in a small memo file together with
+// the stamps (inode, size, mtime) of the files it came from, under a name
+// derived from everything that steers the library search (environment, the
+// loader's cache, the executable). A later process whose stamps still match uses
+// the memo without loading NVRTC; any mismatch loads it and rewrites the memo.
+// Should the search ever pick another NVRTC than the memo names, the first
+// compile notices (refresh_nvrtc_identity) and stores under the corrected key.
+#include "cache/toolchain_identity.hpp"
+
+#include <fcntl.h>
+#include <link.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cucore/linker.hpp>
+#include <cucore/pathfinder.hpp>
+
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+
+#include "cache/cache_dir.hpp"
+#include "cache/hashing.hpp"
+#include "loader/driver.hpp"
+#include "loader/library.hpp"
+#include "loader/toolkit.hpp"
+
+namespace fs = std::filesystem;
+
+namespace cucore::detail {
+namespace {
+
+constexpr std::string_view kMemoMagic = "cucore-nvrtc-memo 1";
+
+std::optional<ToolchainStamp> stamp_of(const std::string& path) {
+  struct stat st;
+  if (path.empty() || ::stat(path.c_str(), &st) != 0) return std::nullopt;
+  return ToolchainStamp{path, std::uint64_t(st.st_ino), std::uint64_t(st.st_size),
+                        std::int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+// The first `limit` bytes of a toolkit header (POSIX reads, not iostreams: a
+// process's first ifstream costs ~0.1 ms of locale set-up).
+std::string read_prefix(const fs::path& file, std::size_t limit) {
+  std::string s;
+  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return s;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    s.resize(std::min<std::size_t>(limit, static_cast<std::size_t>(st.st_size)));
+    std::size_t got = 0;
+    while (got < s.size()) {
+      const ssize_t n = ::pread(fd, s.data() + got, s.size() - got, static_cast<off_t>(got));
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    s.resize(got);
+  }
+  ::close(fd);
+  return s;
+}
+
+// "#define NAME 13000" -> "13000"
+std::string define_value(const std::string& text, std::string_view name) {
+  std::string needle = "#define " + std::string(name) + " ";
+  auto at = text.find(needle);
+  if (at == std::string::npos) return "unknown";
+  auto begin = at + needle.size();
+  auto end = text.find_first_of("\r\n", begin);
+  std::string v = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.pop_back();
+  return v;
+}
+
+// Loads NVRTC (if not yet) and reads the versions of NVRTC and the headers it compiles with.
+ToolchainMemo identity_from_loaded() {
+  ToolchainMemo id;
+  const NvrtcTable& t = nvrtc();
+  id.identity = "nvrtc " + std::to_string(t.major) + "." + std::to_string(t.minor);
+  if (auto s = stamp_of(nvrtc_component_info().path)) id.stamps.push_back(*s);
+  if (auto inc = pathfinder::cuda_include_dir()) {
+    fs::path h = fs::path(*inc) / "cuda.h";
+    id.identity += "; cuda.h " + define_value(read_prefix(h, 256 * 1024), "CUDA_VERSION");
+    if (auto s = stamp_of(h.string())) id.stamps.push_back(*s);
+  } else {
+    id.identity += "; cuda.h none";
+  }
+  if (auto cccl = pathfinder::cccl_include_dir()) {
+    fs::path h = fs::path(*cccl) / "cuda" / "std" / "__cccl" / "version.h";
+    id.identity += "; cccl " + define_value(read_prefix(h, 16 * 1024), "CCCL_VERSION");
+    if (auto s = stamp_of(h.string())) id.stamps.push_back(*s);
+  } else {
+    id.identity += "; cccl none";
+  }
+  return id;
+}
+
+std::string search_fingerprint() {
+  std::string fp = "cucore-nvrtc-search-v1\n";
+  for (const char* var : {"CUCORE_NVRTC_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX", "CUDA_PATH", "CUDA_HOME"}) {
+    const char* v = std::getenv(var);
+    fp += std::string(var) + "=" + (v ? v : "") + "\n";
+  }
+  for (const auto& s : python_site_packages()) fp += "site=" + s + "\n";
+  // ldconfig rewrites its cache when system libraries come or go.
+  if (auto s = stamp_of("/etc/ld.so.cache"))
+    fp += "ld.so.cache=" + std::to_string(s->ino) + "," + std::to_string(s->size) + "," + std::to_string(s->mtime_ns) +
+          "\n";
+  // The executable's RPATH steers the OS loader too.
+  char exe[4096];
+  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe);
+  fp += "exe=" + std::string(exe, n > 0 ? static_cast<std::size_t>(n) : 0) + "\n";
+  return fp;
+}
+
+fs::path memo_dir() { return cucore_cache_root() / "toolchain"; }
+std::string memo_name() { return "nvrtc-" + to_hex(sha256(search_fingerprint())).substr(0, 32); }
+
+// The memo, if its files are unchanged since it was written.
+std::optional<ToolchainMemo> read_memo(const std::string& name) {
+  std::string why;
+  const int dfd = open_private_dir(memo_dir(), false, why);
+  if (dfd < 0) return std::nullopt;
+  auto text = read_file_safely(dfd, name.c_str(), 4096);  // a memo is a few hundred bytes
+  ::close(dfd);
+  if (!text) return std::nullopt;
+  auto memo = parse_toolchain_memo(*text);
+  if (!memo) return std::nullopt;
+  for (const auto& s : memo->stamps) {
+    auto now = stamp_of(s.path);
+    if (!now || !(*now == s)) return std::nullopt;
+  }
+  return memo;
+}
+
+void write_memo(const std::string& name, const ToolchainMemo& memo) {
+  // Best effort: without a memo the next process just loads NVRTC.
+  const std::string body = format_toolchain_memo(memo);
+  if (body.empty()) return;
+  std::string why;
+  const int dfd = open_private_dir(memo_dir(), true, why);
+  if (dfd < 0) return;
+  replace_file(dfd, name, body);
+  ::close(dfd);
+}
+
+// Whether this process has loaded an NVRTC, asked of the loader's own list:
+// dlopen(RTLD_NOLOAD) by soname would search the library path and open files.
+bool nvrtc_already_loaded() {
+  return dl_iterate_phdr(
+             [](dl_phdr_info* info, size_t, void*) {
+               const char* base = info->dlpi_name ? std::strrchr(info->dlpi_name, '/') : nullptr;
+               return base && std::strncmp(base + 1, "libnvrtc.so", 11) == 0 ? 1 : 0;
+             },
+             nullptr) != 0;
+}
+
+std::mutex g_identity_mutex;
+std::string g_identity;  // empty until found
+bool g_identity_from_memo = false;
+
+}  // namespace
+
+std::optional<ToolchainMemo> parse_toolchain_memo(std::string_view rest) {
+  auto next_line = [&](std::string_view& line) {
+    auto nl = rest.find('\n');
+    if (nl == std::string_view::npos) return false;
+    line = rest.substr(0, nl);
+    rest.remove_prefix(nl + 1);
+    return true;
+  };
+  std::string_view line;
+  if (!next_line(line) || line != kMemoMagic) return std::nullopt;
+  ToolchainMemo memo;
+  if (!next_line(line) || line.empty()) return std::nullopt;
+  memo.identity = line;
+  while (next_line(line)) {
+    // "<ino> <size> <mtime_ns> <path>"
+    ToolchainStamp s;
+    const char* p = line.data();
+    const char* end = line.data() + line.size();
+    auto number = [&](auto& out) {
+      auto r = std::from_chars(p, end, out);
+      if (r.ec != std::errc() || r.ptr == end || *r.ptr != ' ') return false;
+      p = r.ptr + 1;
+      return true;
+    };
+    if (!number(s.ino) || !number(s.size) || !number(s.mtime_ns) || p == end) return std::nullopt;
+    s.path.assign(p, end);
+    memo.stamps.push_back(std::move(s));
+  }
+  if (memo.stamps.empty() || !rest.empty()) return std::nullopt;
+  return memo;
+}
+
+std::string format_toolchain_memo(const ToolchainMemo& memo) {
+  if (memo.identity.empty() || memo.identity.find('\n') != std::string::npos) return {};
+  std::string body = std::string(kMemoMagic) + "\n" + memo.identity + "\n";
+  for (const auto& s : memo.stamps) {
+    if (s.path.empty() || s.path.find('\n') != std::string::npos) return {};
+    body +=
+        std::to_string(s.ino) + " " + std::to_string(s.size) + " " + std::to_string(s.mtime_ns) + " " + s.path + "\n";
+  }
+  return body;
+}
+
+std::string nvrtc_identity() {
+  std::lock_guard lock(g_identity_mutex);
+  if (!g_identity.empty()) return g_identity;
+  const std::string name = memo_name();
+  std::optional<ToolchainMemo> memo = read_memo(name);  // its files unchanged since
+  if (nvrtc_already_loaded()) {
+    // Loaded already (by a compile, or by another library): the memo still
+    // spares reading the headers, if it names this very library.
+    if (memo && memo->stamps.front().path == nvrtc_component_info().path) {
+      g_identity = memo->identity;
+      return g_identity;
+    }
+  } else if (memo) {
+    g_identity = memo->identity;
+    g_identity_from_memo = true;
+    return g_identity;
+  }
+  ToolchainMemo id = identity_from_loaded();
+  write_memo(name, id);
+  g_identity = id.identity;
+  return g_identity;
+}
+
+bool refresh_nvrtc_identity() {
+  std::lock_guard lock(g_identity_mutex);
+  if (!g_identity_from_memo) return false;
+  g_identity_from_memo = false;
+  ToolchainMemo id = identity_from_loaded();
+  if (id.identity == g_identity) return false;
+  write_memo(memo_name(), id);
+  g_identity = id.identity;
+  return true;
+}
+
+std::string linker_identity(const ProgramOptions& options) {
+  // PTX is assembled by the linker Program picks: nvJitLink, or the driver's.
+  std::string backend = linker_backend(options.link_time_optimization.value_or(false));
+  if (backend == "driver") return "driver " + std::to_string(driver().version);
+  const NvJitLinkTable& t = nvjitlink();
+  return backend + " " + std::to_string(t.major) + "." + std::to_string(t.minor);
+}
+
+}  // namespace cucore::detail
