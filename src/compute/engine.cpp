@@ -67,25 +67,25 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
   o.device_as_default_execution_space = true;
   ObjectCode obj;
   if (tu.ltoirs.empty()) {
-    obj = Program(tu.code, "c++", o).compile("cubin", tu.kernels, &c);
+    obj = Program(tu.code, "c++", o).compile(CodeType::cubin, tu.kernels, &c);
   } else {
     o.relocatable_device_code = true;
     o.link_time_optimization = true;
     Program program(tu.code, "c++", o);
     // The linked cubin is keyed by the source, options and every LTO-IR module.
-    const std::string key = make_program_cache_key(tu.code, "c++", program.options(), "cubin", tu.kernels,
+    const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
                                                    "cucore.compute linked 1:" + sha256_of(tu.ltoirs));
-    if (auto hit = c.get(key, "cubin")) {
+    if (auto hit = c.get(key, CodeType::cubin)) {
       obj = *hit;
     } else {
-      ObjectCode ltoir = program.compile("ltoir", tu.kernels);
+      ObjectCode ltoir = program.compile(CodeType::ltoir, tu.kernels);
       std::vector<ObjectCode> inputs{ltoir};
       for (std::size_t i = 0; i < tu.ltoirs.size(); ++i)
         inputs.push_back(ObjectCode::from_ltoir(tu.ltoirs[i], "operator " + std::to_string(i)));
       Linker linker(std::move(inputs), LinkerOptions{.name = o.name, .arch = arch, .link_time_optimization = true});
-      ObjectCode linked = linker.link("cubin");
+      ObjectCode linked = linker.link(CodeType::cubin);
       std::vector<std::byte> bytes(linked.code().begin(), linked.code().end());
-      obj = ObjectCode::from_bytes(std::move(bytes), "cubin", o.name, ltoir.symbol_mapping());
+      obj = ObjectCode::from_bytes(std::move(bytes), CodeType::cubin, o.name, ltoir.symbol_mapping());
       c.put(key, obj);
     }
   }

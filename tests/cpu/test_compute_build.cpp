@@ -114,14 +114,14 @@ TEST(ComputeBuild, LtoIrOperatorIsLinkedWithNvJitLink) {
     x = x < 0 ? -x : x; y = y < 0 ? -y : y;
     *static_cast<int*>(out) = x < y ? y : x;
   })";
-  ObjectCode ltoir = Program(op_src, "c++", {.arch = "sm_90", .relocatable_device_code = true}).compile("ltoir");
+  ObjectCode ltoir = Program(op_src, "c++", {.arch = "sm_90", .relocatable_device_code = true}).compile(CodeType::ltoir);
   std::vector<std::byte> bytes(ltoir.code().begin(), ltoir.code().end());
   const Op op = Op::ltoir("absmax", bytes);
   EXPECT_EQ(added([&] { Reduce(ptr<int>(), ptr<int>(), op, Type::int32(), {.build = sm90()}); }), 1u);
   // The same symbol from another LTO-IR module is another build.
   std::string other = op_src;
   other.replace(other.find("x < y ? y : x"), 13, "x < y ? x : y");
-  ObjectCode ltoir2 = Program(other, "c++", {.arch = "sm_90", .relocatable_device_code = true}).compile("ltoir");
+  ObjectCode ltoir2 = Program(other, "c++", {.arch = "sm_90", .relocatable_device_code = true}).compile(CodeType::ltoir);
   const Op op2 = Op::ltoir("absmax", std::vector<std::byte>(ltoir2.code().begin(), ltoir2.code().end()));
   EXPECT_EQ(added([&] { Reduce(ptr<int>(), ptr<int>(), op2, Type::int32(), {.build = sm90()}); }), 1u);
 }

@@ -167,7 +167,7 @@ TEST_F(Compute, ReduceWithLtoIrOperator) {
     x = x < 0 ? -x : x; y = y < 0 ? -y : y;
     *static_cast<int*>(out) = x < y ? y : x;
   })";
-  ObjectCode lto = Program(src, "c++", {.arch = arch, .relocatable_device_code = true}).compile("ltoir");
+  ObjectCode lto = Program(src, "c++", {.arch = arch, .relocatable_device_code = true}).compile(CodeType::ltoir);
   const Op op = Op::ltoir("absmax", std::vector<std::byte>(lto.code().begin(), lto.code().end()));
   auto h = random_ints<int>(5000, 11, -1000000, 1000000);
   Buffer in = upload(h), out = alloc<int>(1);

@@ -107,7 +107,7 @@ int cycles_from_environment(int fallback) {
 // SAXPY's cubin for this device, compiled once.
 const std::vector<std::byte>& saxpy_cubin() {
   static const std::vector<std::byte> bytes = [] {
-    ObjectCode code = Program(test::kLaunchKernels, "c++", {.arch = "sm_" + Device(0).arch()}).compile("cubin");
+    ObjectCode code = Program(test::kLaunchKernels, "c++", {.arch = "sm_" + Device(0).arch()}).compile(CodeType::cubin);
     return std::vector<std::byte>(code.code().begin(), code.code().end());
   }();
   return bytes;

@@ -169,7 +169,7 @@ TEST(SystemGpu, UtilizationRisesWhileAKernelSpins) {
   CUCORE_REQUIRE_GPU();
   cucore::Device dev(0);
   dev.set_current();
-  cucore::ObjectCode code = cucore::Program(kSpin, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin");
+  cucore::ObjectCode code = cucore::Program(kSpin, "c++", {.arch = "sm_" + dev.arch()}).compile(cucore::CodeType::cubin);
   cucore::Kernel spin = code.get_kernel("spin");
   cucore::Stream s = dev.create_stream();
   sys::Device sd = dev.to_system_device();
