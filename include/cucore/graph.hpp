@@ -284,11 +284,6 @@ class GraphDefinition : public detail::NodeMaker {
   // Internal: a view of `graph` (a body or child graph) kept alive by `box`.
   explicit GraphDefinition(std::shared_ptr<::cucore::detail::GraphBox> box) noexcept;
   const std::shared_ptr<::cucore::detail::GraphBox>& box() const noexcept { return graph_; }
-
- private:
-  friend class GraphBuilder;
-  struct Empty {};
-  explicit GraphDefinition(Empty) noexcept {}
 };
 
 class GraphNode : public detail::NodeMaker {
