@@ -16,6 +16,9 @@ class Context;
 class Stream;
 class Event;
 class DeviceMemoryResource;
+namespace graph {
+class GraphBuilder;
+}
 struct StreamOptions;
 struct EventOptions;
 
@@ -110,6 +113,8 @@ class Device {
 
   Stream create_stream(const StreamOptions& options) const;
   Stream create_stream() const;
+  // A graph builder (graph.hpp) capturing a new stream of this device.
+  graph::GraphBuilder create_graph_builder() const;
   Event create_event(const EventOptions& options) const;
   Event create_event() const;
   DeviceMemoryResource memory_resource() const;  // the device's default pool

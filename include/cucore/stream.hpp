@@ -24,6 +24,9 @@
 namespace cucore {
 
 class Device;
+namespace graph {
+class GraphBuilder;
+}
 
 namespace detail {
 struct StreamBox;
@@ -112,6 +115,9 @@ class Stream : public StreamRef {
   // The context it was made in (no driver call), or the driver's answer for an adopted stream.
   Context context() const;
   Device device() const;
+  // A graph builder capturing this stream (graph.hpp), which shares it.
+  graph::GraphBuilder create_graph_builder() const;
+
   // The foreign object given to from_handle (empty otherwise).
   const std::shared_ptr<const void>& owner() const noexcept;
 

@@ -62,12 +62,14 @@ from cucore._options import (
 
 # Optional features appear here as libcucore gains them (green contexts: SMResource,
 # SMResourceOptions, ContextOptions; graphs: cucore.graph).
-for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResources", "graph", "checkpoint"):
+for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResources", "checkpoint"):
     if hasattr(_core, _name):
         globals()[_name] = getattr(_core, _name)
 
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
 from cucore import system  # noqa: E402  (NVML monitoring, as cuda.core.system)
+from cucore import graph  # noqa: E402  (CUDA graphs, as cuda.core.graph)
+from cucore.graph import GraphMemoryResource  # noqa: E402  (top-level in cuda.core too)
 
 
 def __getattr__(name):  # cucore.compute (the parallel algorithms) loads on first use

@@ -178,6 +178,7 @@ void bind_misc(nb::module_& m) {
 namespace cucore::python {
 void bind_system(nb::module_& m);  // python/src/system.cpp
 void bind_doctor(nb::module_& m);  // python/src/doctor.cpp
+void bind_graph(nb::module_& m);   // python/src/graph.cpp
 }  // namespace cucore::python
 
 NB_MODULE(_core, m) {
@@ -195,6 +196,7 @@ NB_MODULE(_core, m) {
   bind_cache(m);
   bind_launch(m);
   bind_view(m);
+  bind_graph(m);
   bind_compute(m);
   bind_system(m);
   bind_doctor(m);
