@@ -74,7 +74,7 @@ int main() {
     Device dev(0);
     dev.set_current();
     Stream stream = dev.create_stream();
-    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin");
+    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile(cucore::CodeType::cubin);
     Kernel tiny = code.get_kernel("tiny");
     Buffer data = dev.memory_resource().allocate(32 * sizeof(float), stream);
     data.fill(std::uint32_t(0), stream);

@@ -55,13 +55,13 @@ int main() try {
   } catch (const Error&) {  // no driver
   }
   if (!gpu) {
-    Program(kSource, "c++", {.arch = "sm_90"}).compile("cubin");
+    Program(kSource, "c++", {.arch = "sm_90"}).compile(cucore::CodeType::cubin);
     std::puts("graphs: no GPU here; the kernels compile for sm_90");
     return 0;
   }
   Device dev(0);
   dev.set_current();
-  ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin");
+  ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile(cucore::CodeType::cubin);
   Kernel axpb = code.get_kernel("axpb"), count_until = code.get_kernel("count_until");
   Stream stream = dev.create_stream();
 

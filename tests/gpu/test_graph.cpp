@@ -34,7 +34,7 @@ using namespace cucore::graph;
 namespace {
 
 ObjectCode compile_graph_kernels() {
-  return Program(test::kGraphKernels, "c++", {.arch = "sm_" + Device(0).arch()}).compile("cubin");
+  return Program(test::kGraphKernels, "c++", {.arch = "sm_" + Device(0).arch()}).compile(cucore::CodeType::cubin);
 }
 const ObjectCode& kernels() {
   static const ObjectCode* code = new ObjectCode(compile_graph_kernels());
