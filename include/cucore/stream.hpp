@@ -24,6 +24,7 @@
 namespace cucore {
 
 class Device;
+class DeviceResources;
 
 namespace detail {
 struct StreamBox;
@@ -64,6 +65,7 @@ class StreamRef {
 
   Context context() const;
   Device device() const;
+  DeviceResources resources() const;  // its context's: a green context's SMs, else the device's
   int priority() const;
   bool is_nonblocking() const;
   unsigned long long id() const;  // cuStreamGetId: unique per process, for legacy streams too
@@ -112,6 +114,7 @@ class Stream : public StreamRef {
   // The context it was made in (no driver call), or the driver's answer for an adopted stream.
   Context context() const;
   Device device() const;
+  DeviceResources resources() const;
   // The foreign object given to from_handle (empty otherwise).
   const std::shared_ptr<const void>& owner() const noexcept;
 
