@@ -155,24 +155,52 @@ Grain grain_of(const SMResourceState& s, const CUdevResource& input) {
   return g;
 }
 
+// The driver's groups for `sizes` (each a size the grain makes), from one
+// split into equal units: of their common divisor (one unit per group when the
+// sizes are equal), else of the minimum (several per group; packs best). The
+// driver lets one context take several outputs of one split. No unit when the
+// driver cannot make them.
+struct Units {
+  Split split;
+  unsigned unit = 0;
+};
+Units make_units(const CUdevResource& input, const Grain& grain, const std::vector<unsigned>& sizes) {
+  unsigned common = 0;
+  for (unsigned z : sizes) common = std::gcd(common, z);
+  std::vector<unsigned> candidates;
+  if (grain.makes(common)) candidates.push_back(common);
+  if (common != grain.min && common % grain.min == 0) candidates.push_back(grain.min);
+  const unsigned sum = std::accumulate(sizes.begin(), sizes.end(), 0u);
+  for (unsigned u : candidates) {
+    Split sp = split_by_count(input, sum / u, u);
+    if (sp.groups.size() == sum / u && sp.size() == u) return {std::move(sp), u};
+  }
+  return {};
+}
+
 // ---- what would work, for the error messages ----
 
-// Counts like `counts` (each rounded to the grain) that fit in `units` units
-// of `grain.min` SMs, shrinking the largest first; empty when not even one
-// unit per group fits.
-std::vector<unsigned> fitting(std::vector<unsigned> counts, const Grain& grain, unsigned units) {
+// Counts like `counts`, in multiples of the minimum, that the driver makes
+// (tried), shrinking the largest first; empty when not even one minimum-size
+// group per count fits.
+std::vector<unsigned> fitting(std::vector<unsigned> counts, const Grain& grain, unsigned units,
+                              const CUdevResource& input) {
   const unsigned m = grain.min;
-  if (counts.size() > units) return {};
+  if (counts.empty() || counts.size() > units) return {};
   for (unsigned& c : counts) c = std::max(m, c / m * m);
-  auto total = [&] { return std::accumulate(counts.begin(), counts.end(), 0u); };
-  while (total() > units * m) *std::max_element(counts.begin(), counts.end()) -= m;
-  return counts;
+  for (;;) {
+    auto largest = std::max_element(counts.begin(), counts.end());
+    if (std::accumulate(counts.begin(), counts.end(), 0u) <= units * m && make_units(input, grain, counts).unit)
+      return counts;
+    if (*largest == m) return {};
+    *largest -= m;
+  }
 }
 
 [[noreturn]] void cannot_split(const std::string& what, const SMResourceState& s, const CUdevResource& input,
                                const Grain& grain, const std::vector<unsigned>& counts) {
   unsigned units = groups_that_fit(input, grain.min, s.sm_count);
-  std::vector<unsigned> works = fitting(counts, grain, units);
+  std::vector<unsigned> works = fitting(counts, grain, units, input);
   std::string hint;
   if (!works.empty()) hint = "a split that would work: count=" + list(works);
   else if (units > 0)
@@ -217,34 +245,18 @@ std::pair<std::vector<SMResource>, SMResource> SMResource::split(const SMResourc
   if (asked_total > s.sm_count)
     cannot_split(request + " asks for " + std::to_string(asked_total) + " SMs in all", s, input, grain, asked);
 
-  // Units: the groups' common divisor (one unit per group when the counts are
-  // equal), then the minimum (several per group; packs best).
-  unsigned common = 0;
-  for (unsigned z : sizes) common = std::gcd(common, z);
-  std::vector<unsigned> units;
-  if (grain.makes(common)) units.push_back(common);
-  if (common != grain.min && common % grain.min == 0) units.push_back(grain.min);
-  const unsigned sum = std::accumulate(sizes.begin(), sizes.end(), 0u);
-  Split made;
-  unsigned unit = 0;
-  for (unsigned u : units) {
-    Split sp = split_by_count(input, sum / u, u);
-    if (sp.groups.size() == sum / u && sp.size() == u) {
-      made = std::move(sp);
-      unit = u;
-      break;
-    }
-  }
-  if (!unit) cannot_split(request + " cannot be made as " + list(sizes), s, input, grain, sizes);
+  Units made = make_units(input, grain, sizes);
+  if (!made.unit) cannot_split(request + " cannot be made as " + list(sizes), s, input, grain, sizes);
+  const unsigned unit = made.unit;
 
   const std::uint64_t id = ++g_split_ids;
   std::vector<SMResource> groups;
   groups.reserve(sizes.size());
   std::size_t next = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
-    auto g = make_sm_state(s.device, made.groups[next], &s);
+    auto g = make_sm_state(s.device, made.split.groups[next], &s);
     for (unsigned k = 1; k < sizes[i] / unit; ++k) {
-      const CUdevResource& part = made.groups[next + k];
+      const CUdevResource& part = made.split.groups[next + k];
       g->parts.push_back(part);
       g->sm_count += part.sm.smCount;
     }
@@ -254,7 +266,7 @@ std::pair<std::vector<SMResource>, SMResource> SMResource::split(const SMResourc
     g->usable = !dry_run;
     groups.emplace_back(std::move(g));
   }
-  auto rest = make_sm_state(s.device, made.rest, &s);
+  auto rest = make_sm_state(s.device, made.split.rest, &s);
   rest->split = id;
   rest->usable = !dry_run;
 
