@@ -17,11 +17,15 @@ namespace detail {
 
 namespace {
 
-// CUDA 13.1's workqueue configuration (CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG),
-// which 13.0's cuda.h lacks: {int device; unsigned wqConcurrencyLimit;
-// CUdevWorkqueueConfigScope sharingScope} where 13.0 has the SM fields.
-constexpr auto kWorkqueueConfigType = static_cast<CUdevResourceType>(1000);
+// CUDA 13.1's workqueue configuration (CU_DEV_RESOURCE_TYPE_WORKQUEUE_CONFIG,
+// 1000), which 13.0's cuda.h lacks: {int device; unsigned wqConcurrencyLimit;
+// CUdevWorkqueueConfigScope sharingScope} where 13.0 has the SM fields. 1000 is
+// no value of 13.0's CUdevResourceType (its values are 0 and 1), so resource
+// types travel as the int the C ABI passes them as, never as that enum.
+constexpr int kWorkqueueConfigType = 1000;
 constexpr int kWorkqueueDriver = 13010;
+using DeviceGetResource = CUresult (*)(CUdevice, CUdevResource*, int);
+using GreenGetResource = CUresult (*)(CUgreenCtx, CUdevResource*, int);
 struct WorkqueueConfig {
   int device;
   unsigned concurrency_limit;
@@ -49,16 +53,17 @@ void write_wq(CUdevResource& r, const WorkqueueConfig& c) noexcept {
 bool unsupported(CUresult r) { return r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_RESOURCE_TYPE; }
 
 // The resource of `type` of a green context (`ctx`), else of the device.
-CUdevResource read_resource(int ordinal, const ContextHandle& ctx, CUdevResourceType type, int min_version,
-                            const char* feature) {
+CUdevResource read_resource(int ordinal, const ContextHandle& ctx, int type, int min_version, const char* feature) {
   const DriverTable& d = driver();
   CUdevResource r{};
   if (ctx && ctx->green) {
     require(reinterpret_cast<const void*>(d.cuGreenCtxGetDevResource), min_version, feature);
-    check(d.cuGreenCtxGetDevResource(ctx->green, &r, type), "cuGreenCtxGetDevResource");
+    auto get = reinterpret_cast<GreenGetResource>(d.cuGreenCtxGetDevResource);
+    check(get(ctx->green, &r, type), "cuGreenCtxGetDevResource");
   } else {
     require(reinterpret_cast<const void*>(d.cuDeviceGetDevResource), min_version, feature);
-    CUresult res = d.cuDeviceGetDevResource(Device(ordinal).handle(), &r, type);
+    auto get = reinterpret_cast<DeviceGetResource>(d.cuDeviceGetDevResource);
+    CUresult res = get(Device(ordinal).handle(), &r, type);
     if (unsupported(res)) unsupported_gpu(ordinal, res);
     check(res, "cuDeviceGetDevResource");
   }
@@ -116,7 +121,7 @@ std::shared_ptr<SMResourceState> make_sm_state(int ordinal, const CUdevResource&
 // ---- DeviceResources ----
 
 SMResource DeviceResources::sm() const {
-  CUdevResource r = detail::read_resource(ordinal_, ctx_, CU_DEV_RESOURCE_TYPE_SM, 12040,
+  CUdevResource r = detail::read_resource(ordinal_, ctx_, static_cast<int>(CU_DEV_RESOURCE_TYPE_SM), 12040,
                                           "SM resources and green contexts (cuDeviceGetDevResource)");
   auto state = detail::make_sm_state(ordinal_, r, nullptr);
   if (ctx_ && ctx_->green) state->source = ctx_;

@@ -69,6 +69,13 @@ struct Green {
     std::memcpy(r._internal_padding, &split, sizeof split);
     return r;
   }
+  // A resource type as the int it is: CUDA 13.1's 1000 (workqueue configurations)
+  // is no value of 13.0's CUdevResourceType, so it is never loaded as one.
+  static int type_of(const CUdevResourceType& t) {
+    int v;
+    std::memcpy(&v, &t, sizeof v);
+    return v;
+  }
   static CUcontext ctx_of(CUgreenCtx g) { return reinterpret_cast<CUcontext>(reinterpret_cast<std::uintptr_t>(g) + 1); }
   // How many groups of `size` SMs fit in `total` (whole 8-SM units, GPCs of sms_per_gpc).
   static unsigned fit(unsigned size, unsigned total) {
@@ -96,13 +103,14 @@ struct Green {
     reset();
     auto& t = fake.table;
     t.cuDeviceGetDevResource = [](CUdevice, CUdevResource* r, CUdevResourceType type) {
-      if (type == CU_DEV_RESOURCE_TYPE_SM) {
+      const int kind = type_of(type);
+      if (kind == CU_DEV_RESOURCE_TYPE_SM) {
         *r = sm(132, 2, 0);
         return CUDA_SUCCESS;
       }
-      if (type == static_cast<CUdevResourceType>(1000) && cucore::detail::g_driver.load()->version >= 13010) {
+      if (kind == 1000 && cucore::detail::g_driver.load()->version >= 13010) {
         *r = CUdevResource{};
-        r->type = type;
+        std::memcpy(&r->type, &kind, sizeof kind);
         const int wq[3] = {0, 32, 0};  // device 0, 32 connections, device_ctx
         std::memcpy(reinterpret_cast<unsigned char*>(r) + 96, wq, sizeof wq);
         return CUDA_SUCCESS;
@@ -112,7 +120,7 @@ struct Green {
     t.cuDevSmResourceSplitByCount = [](CUdevResource* result, unsigned* nb, const CUdevResource* in,
                                        CUdevResource* rest, unsigned flags, unsigned min_count) {
       ++splits;
-      if (in->type != CU_DEV_RESOURCE_TYPE_SM || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+      if (type_of(in->type) != CU_DEV_RESOURCE_TYPE_SM || flags != 0) return CUDA_ERROR_INVALID_VALUE;
       if (split_of(*in) != 0) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;  // outputs are not split again
       const unsigned total = in->sm.smCount;
       if (min_count > total) return CUDA_ERROR_INVALID_VALUE;
@@ -132,7 +140,7 @@ struct Green {
     t.cuDevResourceGenerateDesc = [](CUdevResourceDesc* desc, CUdevResource* resources, unsigned n) {
       std::set<std::uint64_t> splits_seen;
       for (unsigned i = 0; i < n; ++i)
-        if (resources[i].type == CU_DEV_RESOURCE_TYPE_SM) splits_seen.insert(split_of(resources[i]));
+        if (type_of(resources[i].type) == CU_DEV_RESOURCE_TYPE_SM) splits_seen.insert(split_of(resources[i]));
       if (splits_seen.size() > 1) return CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION;
       *desc = static_cast<CUdevResourceDesc>(std::malloc(8));
       descs[*desc].assign(resources, resources + n);
@@ -142,7 +150,7 @@ struct Green {
       if (!(flags & CU_GREEN_CTX_DEFAULT_STREAM) || !descs.count(desc)) return CUDA_ERROR_INVALID_VALUE;
       unsigned sms = 0;
       for (const auto& r : descs[desc])
-        if (r.type == CU_DEV_RESOURCE_TYPE_SM) sms += r.sm.smCount;
+        if (type_of(r.type) == CU_DEV_RESOURCE_TYPE_SM) sms += r.sm.smCount;
       *g = static_cast<CUgreenCtx>(std::malloc(16));
       live[*g] = sms;
       ++created;
@@ -168,7 +176,7 @@ struct Green {
     };
     t.cuGreenCtxGetDevResource = [](CUgreenCtx g, CUdevResource* r, CUdevResourceType type) {
       if (!live.count(g)) return CUDA_ERROR_INVALID_CONTEXT;
-      if (type != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
+      if (type_of(type) != CU_DEV_RESOURCE_TYPE_SM) return CUDA_ERROR_INVALID_RESOURCE_TYPE;
       *r = sm(live[g], 8, 0);
       return CUDA_SUCCESS;
     };
@@ -702,7 +710,7 @@ TEST(GreenWorkqueue, IsReadConfiguredAndGivenToTheContext) {
   std::memcpy(raw, reinterpret_cast<const unsigned char*>(wq.handle()) + 96, sizeof raw);
   EXPECT_EQ(raw[1], 7);
   EXPECT_EQ(raw[2], 1);
-  EXPECT_EQ(static_cast<int>(wq.handle()->type), 1000);
+  EXPECT_EQ(Green::type_of(wq.handle()->type), 1000);
 
   auto [groups, rest] = Device(0).resources().sm().split({.count = 16});
   Context ctx = Device(0).create_context({.resources = {groups[0], wq}});
@@ -710,7 +718,7 @@ TEST(GreenWorkqueue, IsReadConfiguredAndGivenToTheContext) {
   const auto& given = Green::descs.begin()->second;
   ASSERT_EQ(given.size(), 2u);
   EXPECT_EQ(given[0].sm.smCount, 16u);
-  EXPECT_EQ(static_cast<int>(given[1].type), 1000);
+  EXPECT_EQ(Green::type_of(given[1].type), 1000);
   std::string twice = message_of<std::invalid_argument>(
       [&] { Device(0).create_context({.resources = {groups[0], wq, wq}}); });
   EXPECT_TRUE(contains(twice, "second WorkqueueResource")) << twice;
