@@ -3,6 +3,9 @@
 #include <cucore/context.hpp>
 #include <cucore/resources.hpp>
 
+#include <memory>
+#include <string>
+
 #include "green/resource_state.hpp"
 
 namespace cucore::detail {
