@@ -27,6 +27,7 @@ class Device;
 namespace graph {
 class GraphBuilder;
 }
+class DeviceResources;
 
 namespace detail {
 struct StreamBox;
@@ -67,6 +68,7 @@ class StreamRef {
 
   Context context() const;
   Device device() const;
+  DeviceResources resources() const;  // its context's: a green context's SMs, else the device's
   int priority() const;
   bool is_nonblocking() const;
   unsigned long long id() const;  // cuStreamGetId: unique per process, for legacy streams too
@@ -118,6 +120,7 @@ class Stream : public StreamRef {
   // A graph builder capturing this stream (graph.hpp), which shares it.
   graph::GraphBuilder create_graph_builder() const;
 
+  DeviceResources resources() const;
   // The foreign object given to from_handle (empty otherwise).
   const std::shared_ptr<const void>& owner() const noexcept;
 

@@ -25,6 +25,7 @@ from cucore._core import (
     Device,
     DeviceMemoryResource,
     DeviceProperties,
+    DeviceResources,
     Error,
     Event,
     FeatureUnavailableError,
@@ -42,8 +43,10 @@ from cucore._core import (
     ObjectCode,
     PinnedMemoryResource,
     Program,
+    SMResource,
     StatisticsResourceAdaptor,
     Stream,
+    WorkqueueResource,
     __version__,
     default_stream,
     launch,
@@ -59,10 +62,10 @@ from cucore._options import (
     ProgramOptions,
     StreamOptions,
 )
+from cucore._resources import ContextOptions, SMResourceOptions, WorkqueueResourceOptions
 
-# Optional features appear here as libcucore gains them (green contexts: SMResource,
-# SMResourceOptions, ContextOptions; graphs: cucore.graph).
-for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResources", "checkpoint"):
+# Optional features appear here as libcucore gains them.
+for _name in ("checkpoint",):
     if hasattr(_core, _name):
         globals()[_name] = getattr(_core, _name)
 
@@ -99,12 +102,14 @@ __all__ = [
     "CompileError",
     "ComputeCapability",
     "Context",
+    "ContextOptions",
     "CudaError",
     "CUDAError",
     "Device",
     "DeviceMemoryResource",
     "DeviceMemoryResourceOptions",
     "DeviceProperties",
+    "DeviceResources",
     "Error",
     "Event",
     "EventOptions",
@@ -124,8 +129,12 @@ __all__ = [
     "PinnedMemoryResourceOptions",
     "Program",
     "ProgramOptions",
+    "SMResource",
+    "SMResourceOptions",
     "Stream",
     "StreamOptions",
+    "WorkqueueResource",
+    "WorkqueueResourceOptions",
     "launch",
     "system",
     "utils",

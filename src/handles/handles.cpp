@@ -3,7 +3,10 @@
 #include <cucore/errors.hpp>
 
 #include <cstddef>
+#include <mutex>
 #include <new>
+#include <stdexcept>
+#include <unordered_map>
 
 #include "loader/driver.hpp"
 
@@ -114,6 +117,57 @@ ContextHandle adopt_context(CUcontext ctx, Owner owner) {
   return std::make_shared<const ContextBox>(ctx, -1, ContextKind::adopted, std::move(owner));
 }
 
+// ---- green contexts ----
+
+namespace {
+// The green contexts cucore made, by their CUcontext, while they live (never
+// destroyed: boxes may go during static destruction).
+struct GreenRegistry {
+  std::mutex mutex;
+  std::unordered_map<CUcontext, std::weak_ptr<const ContextBox>> boxes;
+};
+GreenRegistry& green_registry() {
+  static auto* r = new GreenRegistry;
+  return *r;
+}
+}  // namespace
+
+ContextBox::~ContextBox() {
+  if (kind != ContextKind::green || !green) return;
+  const auto* t = loaded();
+  if (!t) return;
+  // A context current on this thread must not outlive its destruction there.
+  CUcontext current = nullptr;
+  if (t->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx && ctx) t->cuCtxSetCurrent(nullptr);
+  if (t->cuGreenCtxDestroy) t->cuGreenCtxDestroy(green);
+}
+
+ContextHandle make_green_context(CUgreenCtx green, int ordinal) {
+  auto box = std::make_shared<ContextBox>(nullptr, ordinal, ContextKind::green, Owner{});
+  box->green = green;  // owned from here: destroyed with the box, also if what follows throws
+  CUcontext ctx = nullptr;
+  check(driver().cuCtxFromGreenCtx(&ctx, green), "cuCtxFromGreenCtx");
+  box->ctx = ctx;
+  GreenRegistry& r = green_registry();
+  std::lock_guard lock(r.mutex);
+  std::erase_if(r.boxes, [](const auto& entry) { return entry.second.expired(); });
+  r.boxes[ctx] = box;
+  return box;
+}
+
+ContextHandle find_green_context(CUcontext ctx) {
+  GreenRegistry& r = green_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.boxes.find(ctx);
+  return it == r.boxes.end() ? nullptr : it->second.lock();
+}
+
+ContextHandle adopt_green_context(CUgreenCtx green, CUcontext ctx) {
+  auto box = std::make_shared<ContextBox>(ctx, -1, ContextKind::adopted, Owner{});
+  box->green = green;
+  return box;
+}
+
 StreamBox::~StreamBox() {
   if (owned)
     if (const auto* t = loaded()) t->cuStreamDestroy(stream);
@@ -125,10 +179,19 @@ StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* 
   box->ctx = ctx;
   const DriverTable& d = driver();
   CUstream h = nullptr;
-  if (priority)
+  if (ctx->green && d.cuGreenCtxStreamCreate) {
+    // The stream is the green context's whatever is current (a 12.4 driver,
+    // which lacks this call, gets one from the green context made current).
+    if (!(flags & CU_STREAM_NON_BLOCKING))
+      throw std::invalid_argument(
+          "StreamOptions.nonblocking = false: a green context's streams are non-blocking (cuGreenCtxStreamCreate "
+          "requires CU_STREAM_NON_BLOCKING)");
+    check(d.cuGreenCtxStreamCreate(&h, ctx->green, flags, priority ? *priority : 0), "cuGreenCtxStreamCreate");
+  } else if (priority) {
     check(d.cuStreamCreateWithPriority(&h, flags, *priority), "cuStreamCreateWithPriority");
-  else
+  } else {
     check(d.cuStreamCreate(&h, flags), "cuStreamCreate");
+  }
   box->stream = h;
   box->owned = true;
   return box;
