@@ -324,7 +324,7 @@ int main() {
     SMResource all = dev.resources().sm();
     std::printf("bench_green: %s, %u SMs; small kernel %ux%u, big kernel %u x copy of %zu GiB\n", dev.name().c_str(),
                 all.sm_count(), kSmallBlocks, kSmallThreads, kBigLaunches, kBigHalf >> 30);
-    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile("cubin");
+    ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile(cucore::CodeType::cubin);
     Kernel small_k = code.get_kernel("small_kernel"), big_k = code.get_kernel("big_kernel");
 
     Stream setup = dev.create_stream();

@@ -87,7 +87,7 @@ int main() {
     const std::string key = "saxpy_" + arch;
     std::optional<cucore::ObjectCode> code = cache.get(key);
     if (!code) {
-      code = cucore::Program(kSaxpy, "c++", {.arch = arch}).compile("cubin");
+      code = cucore::Program(kSaxpy, "c++", {.arch = arch}).compile(cucore::CodeType::cubin);
       cache.put(key, *code);
     }
 

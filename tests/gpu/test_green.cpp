@@ -53,7 +53,7 @@ extern "C" __global__ void saxpy(float a, const float* x, const float* y, float*
 )";
 
 ObjectCode& kernels() {
-  static ObjectCode code = Program(kKernels, "c++", {.arch = "sm_" + Device(0).arch()}).compile("cubin");
+  static ObjectCode code = Program(kKernels, "c++", {.arch = "sm_" + Device(0).arch()}).compile(cucore::CodeType::cubin);
   return code;
 }
 
