@@ -79,6 +79,19 @@ thread_local typename Recycler<Size, Align>::List Recycler<Size, Align>::t_list;
 template <std::size_t Size, std::size_t Align>
 thread_local typename Recycler<Size, Align>::Reaper Recycler<Size, Align>::t_reaper;
 
+// Under AddressSanitizer (GCC's macro or clang's feature test) boxes come from
+// the heap, so a use after release is reported instead of hidden by reuse.
+#if defined(__SANITIZE_ADDRESS__)
+#define CUCORE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUCORE_ASAN 1
+#endif
+#endif
+#ifndef CUCORE_ASAN
+#define CUCORE_ASAN 0
+#endif
+
 template <typename T>
 struct BoxAllocator {
   using value_type = T;
@@ -86,16 +99,17 @@ struct BoxAllocator {
   template <typename U>
   BoxAllocator(const BoxAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
   T* allocate(std::size_t n) {
-#if !defined(__SANITIZE_ADDRESS__)
+#if !CUCORE_ASAN
     if (n == 1) return static_cast<T*>(Recycler<sizeof(T), alignof(T)>::get());
 #endif
     return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(alignof(T))));
   }
   void deallocate(T* p, std::size_t n) noexcept {
-#if !defined(__SANITIZE_ADDRESS__)
+#if !CUCORE_ASAN
     if (n == 1) return Recycler<sizeof(T), alignof(T)>::put(p);
 #endif
-    ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
+    (void)n;  // unsized: clang declares sized deallocation only with -fsized-deallocation
+    ::operator delete(p, std::align_val_t(alignof(T)));
   }
   template <typename U>
   friend bool operator==(const BoxAllocator&, const BoxAllocator<U>&) noexcept {
