@@ -40,8 +40,36 @@ inline void Buffer::reset() noexcept {
   open_ = false;
 }
 
+namespace {
+// A Buffer may die on a thread with no current context (cucore's graph release
+// thread, a finalizer, a user's worker): the driver then refuses, or worse,
+// the stream-ordered free. There the free runs in the stream's own context,
+// pushed for the call and popped after, so the thread is left as it was.
+class FreeContext {
+ public:
+  explicit FreeContext(CUstream stream) noexcept {
+    if (detail::is_special_stream(stream)) return;  // the guard gives those a context
+    const auto* t = detail::g_driver.load(std::memory_order_acquire);
+    if (!t || !t->cuCtxGetCurrent || !t->cuStreamGetCtx || !t->cuCtxPushCurrent || !t->cuCtxPopCurrent) return;
+    CUcontext current = nullptr, ctx = nullptr;
+    if (t->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current) return;
+    if (t->cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx && t->cuCtxPushCurrent(ctx) == CUDA_SUCCESS) table_ = t;
+  }
+  ~FreeContext() {
+    CUcontext popped = nullptr;
+    if (table_) table_->cuCtxPopCurrent(&popped);
+  }
+  FreeContext(const FreeContext&) = delete;
+  FreeContext& operator=(const FreeContext&) = delete;
+
+ private:
+  const detail::DriverTable* table_ = nullptr;
+};
+}  // namespace
+
 void Buffer::destroy() noexcept {
   try {
+    FreeContext context(stream_.handle());
     close();
   } catch (...) {
     // Destructors never throw; a failed free leaves the memory to the pool's owner.
