@@ -77,6 +77,11 @@ class Graphs : public ::testing::Test {
   void SetUp() override {
     CUCORE_REQUIRE_GPU();
     Device(0).set_current();
+    // Graph allocations come from the device's graph memory, not its pools:
+    // give back what earlier tests left cached in the default pool (its
+    // release threshold keeps freed memory) so that they can be satisfied.
+    Device(0).sync();
+    Device(0).memory_resource().trim_to(0);
   }
 };
 
