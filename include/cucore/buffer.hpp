@@ -22,15 +22,9 @@ class Buffer {
  public:
   Buffer() noexcept = default;  // closed
   // Takes ownership of `ptr`: freed through `mr` on `stream` when closed.
-  // Given a cucore Stream (or a StreamRef taken from one), the Buffer keeps a
-  // share of it until then.
+  // Given a Stream, the Buffer keeps a share of it until then.
   Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, StreamRef stream) noexcept
-      : ptr_(ptr),
-        size_(size),
-        mr_(std::move(mr)),
-        stream_(stream),
-        stream_box_(detail::share_stream_box(stream.stream_box())),
-        open_(true) {}
+      : ptr_(ptr), size_(size), mr_(std::move(mr)), stream_(stream), open_(true) {}
   Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& stream) noexcept
       : ptr_(ptr), size_(size), mr_(std::move(mr)), stream_(stream), stream_box_(stream.box()), open_(true) {}
   // Memory cucore did not allocate. With `mr`, the Buffer adopts it (freed

@@ -36,8 +36,6 @@ struct ContextBox;
 inline CUstream closed_stream() noexcept { return reinterpret_cast<CUstream>(~std::uintptr_t{0}); }
 // NULL, legacy or per-thread default stream, or closed: one compare.
 inline bool is_special_or_closed(CUstream s) noexcept { return reinterpret_cast<std::uintptr_t>(s) + 1 <= 3; }
-// A share of the box a StreamRef was taken from (null for foreign and default streams).
-std::shared_ptr<const StreamBox> share_stream_box(const StreamBox* box) noexcept;
 }  // namespace detail
 
 struct StreamOptions {
@@ -77,18 +75,12 @@ class StreamRef {
 
   friend bool operator==(StreamRef a, StreamRef b) noexcept { return a.handle_ == b.handle_; }
 
-  // The box of the cucore Stream this view was taken from (not owned; null for
-  // a raw CUstream): a Buffer allocated through the view takes a share of it,
-  // so the stream it frees on lives as long as the Buffer.
-  const detail::StreamBox* stream_box() const noexcept { return ref_box_; }
-
  protected:
   void require_open(const char* operation) const {
     if (is_closed()) [[unlikely]]
       detail::throw_closed("Stream", operation);
   }
   CUstream handle_;
-  const detail::StreamBox* ref_box_ = nullptr;
 };
 
 class Stream : public StreamRef {
@@ -101,9 +93,8 @@ class Stream : public StreamRef {
   // Copies share the stream; a moved-from Stream is closed.
   Stream(const Stream& other) noexcept = default;
   Stream& operator=(const Stream& other) noexcept = default;
-  Stream(Stream&& other) noexcept : StreamRef(other), box_(std::move(other.box_)) {
+  Stream(Stream&& other) noexcept : StreamRef(other.handle_), box_(std::move(other.box_)) {
     other.handle_ = detail::closed_stream();
-    other.ref_box_ = nullptr;
   }
   Stream& operator=(Stream&& other) noexcept;
   ~Stream() = default;

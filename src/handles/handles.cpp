@@ -182,11 +182,6 @@ ContextHandle adopt_green_context(CUgreenCtx green, CUcontext ctx) {
   return box;
 }
 
-std::shared_ptr<const StreamBox> share_stream_box(const StreamBox* box) noexcept {
-  if (!box) return nullptr;
-  return box->weak_from_this().lock();
-}
-
 StreamBox::~StreamBox() {
   if (owned)
     if (const auto* t = loaded()) t->cuStreamDestroy(stream);

@@ -67,7 +67,7 @@ ContextHandle adopt_green_context(CUgreenCtx green, CUcontext ctx);
 
 // ---- streams -------------------------------------------------------------------
 
-struct StreamBox : std::enable_shared_from_this<StreamBox> {
+struct StreamBox {
   CUstream stream = nullptr;
   ContextHandle ctx;  // the context it was made in; none for adopted streams (their owner keeps it)
   Owner owner;

@@ -109,9 +109,7 @@ unsigned long long StreamRef::id() const {
 // ---- Stream ----
 
 Stream::Stream(std::shared_ptr<const detail::StreamBox> box) noexcept
-    : StreamRef(box->stream), box_(std::move(box)) {
-  ref_box_ = box_.get();
-}
+    : StreamRef(box->stream), box_(std::move(box)) {}
 
 Stream::Stream(const StreamOptions& options) : Stream(detail::current_context_or_device0(), options) {}
 
@@ -133,16 +131,13 @@ Stream::Stream(const detail::ContextHandle& ctx, const StreamOptions& options)
   }
   box_ = detail::create_stream(ctx, flags, options.priority ? &*options.priority : nullptr);
   handle_ = box_->stream;
-  ref_box_ = box_.get();
 }
 
 Stream& Stream::operator=(Stream&& other) noexcept {
   if (this != &other) {
     handle_ = other.handle_;
-    ref_box_ = other.ref_box_;
     box_ = std::move(other.box_);
     other.handle_ = detail::closed_stream();
-    other.ref_box_ = nullptr;
   }
   return *this;
 }
@@ -164,7 +159,6 @@ void Stream::close() noexcept {
   if (handle_ == CU_STREAM_LEGACY || handle_ == CU_STREAM_PER_THREAD) return;  // default streams stay open
   box_.reset();
   handle_ = detail::closed_stream();
-  ref_box_ = nullptr;
 }
 
 Context Stream::context() const {

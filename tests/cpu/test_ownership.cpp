@@ -245,28 +245,6 @@ TEST(Ownership, ABufferOutlivesTheStreamItWasAllocatedOnAndFreesOnIt) {
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
 
-TEST(Ownership, ABufferAllocatedThroughAStreamRefViewStillHoldsTheStream) {
-  FakeDriver fake;
-  std::optional<Buffer> b;
-  {
-    Stream s = Device(0).create_stream();
-    const StreamRef view = s;  // as a function taking a StreamRef sees it
-    b = DeviceMemoryResource(0).allocate(4096, view);
-    const StreamRef raw(s.handle());  // a bare CUstream: nothing to hold
-    EXPECT_EQ(raw.stream_box(), nullptr);
-    EXPECT_EQ(view.stream_box(), s.box().get());
-  }
-  EXPECT_EQ(FakeDriver::streams_destroyed.load(), 0) << "the buffer holds a share of its stream";
-  b.reset();
-  EXPECT_EQ(FakeDriver::streams_destroyed.load(), 1);
-  EXPECT_EQ(FakeDriver::ledger_problems(), "");
-  Stream moved = Device(0).create_stream();
-  Stream taken = std::move(moved);
-  EXPECT_EQ(static_cast<const StreamRef&>(moved).stream_box(), nullptr) << "a moved-from Stream views nothing";
-  taken.close();
-  EXPECT_EQ(static_cast<const StreamRef&>(taken).stream_box(), nullptr) << "a closed Stream views nothing";
-}
-
 // ---- closed means closed -----------------------------------------------------------------
 
 namespace {
