@@ -117,7 +117,7 @@ class MappingCache final : public ProgramCache {
 
 nb::object program_compile(PyProgram& p, std::string target_type, nb::handle name_expressions, nb::handle logs,
                            nb::handle cache) {
-  if (p.closed) throw nb::value_error("the program is closed");
+  if (p.program.is_closed()) cucore::detail::throw_closed("Program", "compile");
   std::vector<std::string> names = name_expressions_arg(name_expressions);
   const cucore::CodeType target = code_type_arg(std::move(target_type), "target_type");
   cucore::ObjectCode result;

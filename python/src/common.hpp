@@ -72,6 +72,8 @@ extern Types g_types;
 void set_error_from_current_exception() noexcept;
 [[noreturn]] void raise_type_error(const std::string& msg);
 [[noreturn]] void raise_value_error(const std::string& msg);
+// cucore.CUDAError (cuda.core's CUDAError) with `msg` and no CUresult.
+[[noreturn]] void raise_cuda_error(const std::string& msg);
 
 // ---- streams -----------------------------------------------------------------
 
