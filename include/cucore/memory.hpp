@@ -71,6 +71,10 @@ struct MemoryPoolAttributes {
   std::uint64_t used_mem_current = 0;
   std::uint64_t used_mem_high = 0;
   std::uint64_t release_threshold = 0;
+  // The pool's reuse policies (CU_MEMPOOL_ATTR_REUSE_*).
+  bool reuse_follow_event_dependencies = false;
+  bool reuse_allow_opportunistic = false;
+  bool reuse_allow_internal_dependencies = false;
 };
 
 // Stream-ordered device memory from a CUDA memory pool: the device's current

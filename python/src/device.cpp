@@ -187,7 +187,8 @@ void bind_device(nb::module_& m) {
   props.def_prop_ro("total_memory", &cucore::DeviceProperties::total_memory, "Total memory in bytes (cucore extra).");
 
   // ---- Context -----------------------------------------------------------------
-  nb::class_<cucore::Context>(m, "Context", "A CUDA context: a device's primary context, or one adopted with from_handle.")
+  nb::class_<cucore::Context>(m, "Context", "A CUDA context: a device's primary context, or one adopted with from_handle.",
+                             nb::is_weak_referenceable())
       .def_prop_ro("handle", [](const cucore::Context& c) { return reinterpret_cast<std::uintptr_t>(c.handle()); },
                    "The CUcontext as an int.")
       .def_prop_ro("is_green", &cucore::Context::is_green)
@@ -209,17 +210,26 @@ void bind_device(nb::module_& m) {
         if (!nb::isinstance<cucore::Context>(b)) return false;
         return a == nb::cast<const cucore::Context&>(b);
       })
-      .def("__hash__", [](const cucore::Context& c) { return std::hash<void*>()(c.handle()); })
+      .def("__hash__", [](const cucore::Context& c) {
+        return nb::hash(nb::make_tuple("Context", reinterpret_cast<std::uintptr_t>(c.handle())));
+      })
       .def("__repr__", [](const cucore::Context& c) {
+        int device = -1;
+        try {
+          if (c) device = c.device_id();
+        } catch (const std::exception&) {  // an adopted context the driver no longer knows
+        }
         char buf[96];
-        std::snprintf(buf, sizeof buf, "<Context handle=%p%s>", (void*)c.handle(), c.is_green() ? " green" : "");
+        std::snprintf(buf, sizeof buf, "<Context handle=0x%llx device=%d>",
+                      static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(c.handle())), device);
         return std::string(buf);
       });
 
   // ---- Device --------------------------------------------------------------------
   auto cls = nb::class_<PyDevice>(m, "Device",
       "A GPU; Device(n) is a per-thread singleton (Device(0) is Device(0) in one thread); "
-      "Device() is the current device, else device 0. Works in the device's primary context.");
+      "Device() is the current device, else device 0. Works in the device's primary context.",
+      nb::is_weak_referenceable());
   // Device(...) goes through device_vectorcall (below); this __init__ only
   // serves Device.__new__(Device) + __init__ and gives the stubs a signature.
   cls.def("__init__", [](PyDevice* self, nb::handle device_id) {
@@ -235,7 +245,7 @@ void bind_device(nb::module_& m) {
         try { name = d.dev.name(); } catch (...) { name = "?"; }
         return "<Device " + std::to_string(d.dev.ordinal()) + " (" + name + ")>";
       })
-      .def("__hash__", [](const PyDevice& d) { return d.dev.ordinal(); })
+      .def("__hash__", [](const PyDevice& d) { return nb::hash(nb::make_tuple("Device", d.dev.ordinal())); })
       .def("__eq__", [](const PyDevice& a, nb::handle b) {
         if (!PyObject_TypeCheck(b.ptr(), g_types.device)) return false;
         return a.dev.ordinal() == nb::inst_ptr<PyDevice>(b)->dev.ordinal();

@@ -133,6 +133,17 @@ MemoryPoolAttributes pool_attributes(CUmemoryPool pool) {
   a.used_mem_current = get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "cuMemPoolGetAttribute(USED_MEM_CURRENT)");
   a.used_mem_high = get(CU_MEMPOOL_ATTR_USED_MEM_HIGH, "cuMemPoolGetAttribute(USED_MEM_HIGH)");
   a.release_threshold = get(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, "cuMemPoolGetAttribute(RELEASE_THRESHOLD)");
+  auto flag = [&](CUmemPool_attribute attr, const char* name) {
+    int v = 0;  // the reuse attributes are ints
+    check(driver().cuMemPoolGetAttribute(pool, attr, &v), name);
+    return v != 0;
+  };
+  a.reuse_follow_event_dependencies =
+      flag(CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, "cuMemPoolGetAttribute(REUSE_FOLLOW_EVENT_DEPENDENCIES)");
+  a.reuse_allow_opportunistic =
+      flag(CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, "cuMemPoolGetAttribute(REUSE_ALLOW_OPPORTUNISTIC)");
+  a.reuse_allow_internal_dependencies = flag(CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                             "cuMemPoolGetAttribute(REUSE_ALLOW_INTERNAL_DEPENDENCIES)");
   return a;
 }
 
