@@ -87,6 +87,12 @@ class ObjectCode {
                                std::map<std::string, std::string> symbol_mapping = {}, std::string log = {});
 
   // The code (read now, for a path-backed object not yet read).
+  // Bytes of no known kind: a program cache's value written as raw bytes that
+  // are no code cucore recognises (cuda.core's caches take any bytes).
+  // code_type() says cubin; compiles through a cache never take such an entry.
+  static ObjectCode opaque(std::vector<std::byte> bytes);
+  bool is_opaque() const noexcept;
+
   std::span<const std::byte> code() const;
   // The file a path-backed object reads its code from; empty otherwise.
   const std::filesystem::path& source_path() const noexcept;

@@ -26,6 +26,7 @@ namespace cucore {
 
 std::optional<ObjectCode> ProgramCache::get(std::string_view key, CodeType code_type) {
   auto found = get(key);
+  if (found && found->is_opaque()) return std::nullopt;  // a user's bytes: not code of a known type
   if (found && found->code_type() != code_type) {
     erase(key);
     return std::nullopt;
@@ -36,8 +37,10 @@ std::optional<ObjectCode> ProgramCache::get(std::string_view key, CodeType code_
 void ProgramCache::put(std::string_view key, std::span<const std::byte> code, std::optional<CodeType> code_type) {
   if (!code_type) {
     code_type = detail::detect_code_type(code);
-    if (!code_type)
-      throw std::invalid_argument("ProgramCache::put: cannot tell the code type of these bytes; pass code_type");
+    if (!code_type) {  // stored as they are, as cuda.core's caches store any bytes
+      put(key, ObjectCode::opaque(std::vector<std::byte>(code.begin(), code.end())));
+      return;
+    }
   } else if (!detail::structurally_valid(*code_type, code)) {
     throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + std::string(to_string(*code_type)));
   }
@@ -146,6 +149,10 @@ std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, CodeTy
   std::lock_guard lock(impl_->mutex);
   auto it = impl_->map.find(key);
   if (it == impl_->map.end()) {
+    ++impl_->stats.misses;
+    return std::nullopt;
+  }
+  if (it->second.code.is_opaque()) {  // a user's bytes: never taken for compiled code
     ++impl_->stats.misses;
     return std::nullopt;
   }

@@ -136,6 +136,16 @@ ObjectCode ObjectCode::from_path(CodeType code_type, std::filesystem::path file,
   return ObjectCode(std::move(s));
 }
 
+ObjectCode ObjectCode::opaque(std::vector<std::byte> bytes) {
+  if (bytes.empty()) throw std::invalid_argument("ObjectCode::opaque: the bytes are empty");
+  auto s = std::make_shared<detail::ObjectCodeState>();
+  s->code = std::move(bytes);
+  s->opaque = true;
+  return ObjectCode(std::move(s));
+}
+
+bool ObjectCode::is_opaque() const noexcept { return state_ && state_->opaque; }
+
 const std::vector<std::byte>& detail::ObjectCodeState::bytes() {
   if (file.empty()) return code;
   std::call_once(read_once, [this] {

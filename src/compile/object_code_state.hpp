@@ -31,6 +31,7 @@ struct ObjectCodeState {
   std::string name;
   std::map<std::string, std::string> symbol_mapping;  // name expression -> lowered name
   std::string log;                                    // compiler warnings
+  bool opaque = false;                                // bytes of no known kind (ObjectCode::opaque)
 
   // The load-side state: the library is loaded once, on first get_kernel, into
   // a box every kernel taken from it shares (so it stays loaded after this
