@@ -48,6 +48,13 @@ void put_value(ProgramCache& c, const std::string& key, nb::handle value) {
       c.put(key, bytes);
       return;
     }
+    // An object whose bytes are not the code its type says is stored as its
+    // bytes, as cuda.core stores any object's (cucore's caches check compiled
+    // code structurally, and would refuse it).
+    if (!cucore::is_valid_code(o.code_type(), o.code())) {
+      c.put(key, o.code());
+      return;
+    }
     c.put(key, o);
     return;
   }

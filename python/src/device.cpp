@@ -181,10 +181,15 @@ void bind_device(nb::module_& m) {
   });
 #include "device_properties.inc"
 #undef CUCORE_DEVICE_PROPERTY
-  props.def("attribute", [](const cucore::DeviceProperties& p, int attr) {
+  // cucore extras, named privately: the public names are exactly cuda.core's.
+  props.def("_attribute", [](const cucore::DeviceProperties& p, int attr) {
     return p.attribute(static_cast<CUdevice_attribute>(attr));
-  }, nb::arg("attribute"), "Any attribute by its CUdevice_attribute number.");
-  props.def_prop_ro("total_memory", &cucore::DeviceProperties::total_memory, "Total memory in bytes (cucore extra).");
+  }, nb::arg("attribute"), "Any attribute by its CUdevice_attribute number (cucore extra).");
+  props.def_prop_ro("_total_memory", &cucore::DeviceProperties::total_memory, "Total memory in bytes (cucore extra).");
+  props.def("__init__", [](cucore::DeviceProperties*, nb::args, nb::kwargs) {
+    PyErr_SetString(PyExc_RuntimeError, "DeviceProperties cannot be instantiated directly. Please use Device APIs.");
+    throw nb::python_error();
+  });
 
   // ---- Context -----------------------------------------------------------------
   nb::class_<cucore::Context>(m, "Context", "A CUDA context: a device's primary context, or one adopted with from_handle.",
@@ -252,6 +257,10 @@ void bind_device(nb::module_& m) {
       })
       .def("__reduce__", [](nb::handle self) {
         return nb::make_tuple(self.type(), nb::make_tuple(nb::inst_ptr<PyDevice>(self)->dev.ordinal()));
+      })
+      .def("to_system_device", [](const PyDevice& d) {
+        // The same GPU as NVML sees it (cucore.system.Device), found by its UUID.
+        return nb::module_::import_("cucore.system").attr("Device")(nb::arg("uuid") = uuid_string(d.dev.uuid()));
       })
       .def_prop_ro("pci_bus_id", [](const PyDevice& d) { return d.dev.pci_bus_id(); })
       .def_prop_ro("uuid", [](const PyDevice& d) { return uuid_string(d.dev.uuid()); },

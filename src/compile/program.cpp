@@ -407,10 +407,13 @@ Program::Program(std::string code, std::string code_type, ProgramOptions options
                                     ? "extra_sources is not supported by the NVRTC backend (C++ code_type)"
                                     : "extra_sources is not supported by the PTX backend.");
   // NVRTC and the linker read the source as a C string: a NUL would silently
-  // cut it short. NVVM IR may be bitcode, which has NULs.
-  if (code_type_ != "nvvm")
+  // cut it short. NVVM IR may be bitcode, which has NULs. A C string's own
+  // terminator (PTX as NVRTC hands it out, decoded) is dropped, as harmless.
+  if (code_type_ != "nvvm") {
+    while (!code_.empty() && code_.back() == '\0') code_.pop_back();
     if (auto at = code_.find('\0'); at != std::string::npos)
       throw std::invalid_argument("Program: the source contains a NUL byte at offset " + std::to_string(at));
+  }
   if (code_type_ == "nvvm" && code_.empty()) throw std::invalid_argument("Program: the NVVM IR is empty");
   if (options_.arch.empty()) options_.arch = resolve_arch_from_device();
   state_ = std::make_shared<detail::ProgramState>();
