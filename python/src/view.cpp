@@ -700,9 +700,10 @@ void bind_view(nb::module_& m) {
         if (!dtype.is_none()) {
           nb::object dt = nb::module_::import_("numpy").attr("dtype")(dtype);
           nb::object current = v.dtype_obj.is_valid() ? v.dtype_obj : numpy_dtype(const_cast<PyView&>(v));
-          if (nb::cast<int64_t>(dt.attr("itemsize")) != nb::cast<int64_t>(current.attr("itemsize")))
-            raise_value_error("StridedMemoryView.view: the dtype's itemsize must match the view's (" +
-                              nb::cast<std::string>(nb::str(current.attr("itemsize"))) + " bytes)");
+          const auto want = nb::cast<int64_t>(dt.attr("itemsize")), have = nb::cast<int64_t>(current.attr("itemsize"));
+          if (want != have)
+            raise_value_error("StridedMemoryView.view: the dtype's itemsize (" + std::to_string(want) +
+                              " bytes) must match the view's (" + std::to_string(have) + " bytes)");
           std::string ts = nb::cast<std::string>(dt.attr("str"));
           out.dtype_obj = nb::object();
           if (!dl_from_typestr(ts, out.dl)) {
