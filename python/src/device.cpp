@@ -194,6 +194,11 @@ void bind_device(nb::module_& m) {
   // ---- Context -----------------------------------------------------------------
   nb::class_<cucore::Context>(m, "Context", "A CUDA context: a device's primary context, or one adopted with from_handle.",
                              nb::is_weak_referenceable())
+      .def("__init__", [](cucore::Context*, nb::args, nb::kwargs) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Context objects cannot be instantiated directly. Please use Device or Stream APIs.");
+        throw nb::python_error();
+      })
       .def_prop_ro("handle", [](const cucore::Context& c) { return reinterpret_cast<std::uintptr_t>(c.handle()); },
                    "The CUcontext as an int.")
       .def_prop_ro("is_green", &cucore::Context::is_green)

@@ -133,6 +133,7 @@ def test_object_code_pickles():
     (Event, "Event objects cannot be instantiated directly."),
     (Buffer, "Buffer objects cannot be instantiated directly."),
     (DeviceProperties, "DeviceProperties cannot be instantiated directly."),
+    (cucore.Context, "Context objects cannot be instantiated directly."),
 ])
 def test_direct_construction_is_refused(cls, message):
     with pytest.raises(RuntimeError, match="^" + re.escape(message)):
