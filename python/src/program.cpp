@@ -144,7 +144,9 @@ std::string text_value(nb::handle v) {
 void read_field(std::optional<bool>& field, nb::handle o, const char* name) { field = opt_bool(o, name); }
 void read_field(std::optional<int>& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
-  if (!v.is_none()) field = c_int_arg(v, name);
+  if (v.is_none()) return;
+  // A bool is an int to Python (cuda.core's tests pass split_compile=True).
+  field = PyBool_Check(v.ptr()) ? (v.ptr() == Py_True ? 1 : 0) : c_int_arg(v, name);
 }
 void read_field(std::string& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());

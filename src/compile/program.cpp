@@ -18,9 +18,9 @@
 #include "compile/compile_common.hpp"
 #include "compile/include_resolver.hpp"
 #include "compile/program_compile.hpp"
-#include "options/option_fields.inc"
 #include "loader/driver.hpp"
 #include "loader/toolkit.hpp"
+#include "options/option_fields.inc"
 
 namespace cucore {
 namespace {
@@ -104,7 +104,6 @@ void check_diag(const char* field, const std::vector<int>& numbers) {
     if (n < 0) invalid(field, "diagnostic number " + std::to_string(n) + " is negative");
 }
 
-
 // Owns one nvrtcProgram; destroyed on every path.
 struct NvrtcProgram {
   nvrtcProgram prog = nullptr;
@@ -138,7 +137,6 @@ std::string resolve_arch_from_device() {
   }
 }
 
-
 }  // namespace
 
 namespace {
@@ -146,12 +144,22 @@ namespace {
 // (set by detail::nvrtc_flags around as_nvrtc_flags).
 thread_local detail::ToolkitFlags t_toolkit_flags = detail::ToolkitFlags::paths;
 
+// The toolkit's header directories as NVRTC flags (CCCL first), found once.
+const std::vector<std::string>& toolkit_include_flags() {
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> dirs;
+    if (auto d = pathfinder::cccl_include_dir()) dirs.push_back("--include-path=" + *d);
+    if (auto d = pathfinder::cuda_include_dir()) dirs.push_back("--include-path=" + *d);
+    return dirs;
+  }();
+  return flags;
+}
+
 // The renderers the option table (options/option_fields.inc) names, one per
 // kind, chosen by the field's C++ type where a kind covers several.
 namespace nvrtc_render {
 using Flags = std::vector<std::string>;
 using Macros = decltype(ProgramOptions::define_macro);
-using Sources = decltype(ProgramOptions::extra_sources);
 
 template <typename T>
 void none(Flags&, const char*, const T&, const ProgramOptions&) {}
@@ -192,12 +200,7 @@ void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v
     f.push_back(std::string(flag) + "=<toolkit headers>");
     return;
   }
-  static const std::vector<std::string> toolkit = [flag] {
-    std::vector<std::string> dirs;
-    if (auto d = pathfinder::cccl_include_dir()) dirs.push_back(std::string(flag) + "=" + *d);
-    if (auto d = pathfinder::cuda_include_dir()) dirs.push_back(std::string(flag) + "=" + *d);
-    return dirs;
-  }();
+  const auto& toolkit = toolkit_include_flags();
   f.insert(f.end(), toolkit.begin(), toolkit.end());
 }
 
@@ -558,8 +561,8 @@ std::vector<std::string> expand_toolkit(const std::vector<std::string>& rendered
       out.push_back(f);
       continue;
     }
-    if (auto d = pathfinder::cccl_include_dir()) out.push_back("--include-path=" + *d);
-    if (auto d = pathfinder::cuda_include_dir()) out.push_back("--include-path=" + *d);
+    const auto& toolkit = toolkit_include_flags();
+    out.insert(out.end(), toolkit.begin(), toolkit.end());
   }
   return out;
 }
