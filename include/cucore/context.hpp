@@ -1,9 +1,10 @@
 #pragma once
 // A CUDA context: a device's primary context (retained once per process and
-// kept, as the runtime API does), or one made elsewhere and adopted with
-// Context::from_handle (never destroyed by cucore). A thin value over the
-// context's shared box: copies share it, and streams and events made in the
-// context hold a share too.
+// kept, as the runtime API does), one made elsewhere and adopted with
+// Context::from_handle (never destroyed by cucore), or a green context
+// (Device::create_context, resources.hpp), destroyed when the last share of it
+// goes. A thin value over the context's shared box: copies share it, and
+// streams and events made in the context hold a share too.
 #include <cuda.h>
 
 #include <memory>
@@ -11,7 +12,10 @@
 namespace cucore {
 
 class Device;
+class DeviceResources;
+class Event;
 class Stream;
+struct EventOptions;
 struct StreamOptions;
 
 namespace detail {
@@ -31,12 +35,23 @@ class Context {
   int device_id() const;
   Device device() const;
   bool is_primary() const noexcept;
-  bool is_green() const noexcept;  // false: green contexts are a later feature
+  bool is_green() const noexcept;
+  bool is_closed() const noexcept { return box_ == nullptr; }
 
   void set_current() const;
   void sync() const;  // cuCtxSynchronize in this context
+  // A green context's streams run on its SMs only (and are always non-blocking).
   Stream create_stream(const StreamOptions& options) const;
   Stream create_stream() const;
+  Event create_event(const EventOptions& options) const;
+  Event create_event() const;
+  // The SMs (and workqueues) a green context was made with; the whole device's
+  // for any other context.
+  DeviceResources resources() const;
+  // Releases this Context's share (idempotent): a green context is destroyed
+  // once no Context, Stream or Event shares it. Throws Error while the context
+  // is current on this thread (as cuda.core does): make another current first.
+  void close();
 
   friend bool operator==(const Context& a, const Context& b) noexcept { return a.handle() == b.handle(); }
 

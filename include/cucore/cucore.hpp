@@ -7,13 +7,16 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
+#include <cucore/graph.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
 #include <cucore/linker.hpp>
+#include <cucore/log.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/object_code.hpp>
 #include <cucore/pathfinder.hpp>
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
+#include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
 #include <cucore/system.hpp>

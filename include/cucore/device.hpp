@@ -10,12 +10,17 @@
 #include <string>
 #include <vector>
 
+#include <cucore/resources.hpp>
+
 namespace cucore {
 
 class Context;
 class Stream;
 class Event;
 class DeviceMemoryResource;
+namespace graph {
+class GraphBuilder;
+}
 struct StreamOptions;
 struct EventOptions;
 
@@ -110,9 +115,15 @@ class Device {
 
   Stream create_stream(const StreamOptions& options) const;
   Stream create_stream() const;
+  // A graph builder (graph.hpp) capturing a new stream of this device.
+  graph::GraphBuilder create_graph_builder() const;
   Event create_event(const EventOptions& options) const;
   Event create_event() const;
   DeviceMemoryResource memory_resource() const;  // the device's default pool
+  // The device's SMs (and workqueues), to split for green contexts.
+  DeviceResources resources() const { return DeviceResources(ordinal_, nullptr); }
+  // A green context on SM groups of this device (resources.hpp); not made current.
+  Context create_context(const ContextOptions& options) const;
   bool can_access_peer(const Device& peer) const;
   // The same GPU as NVML sees it (system.hpp), found by UUID.
   system::Device to_system_device() const;

@@ -24,6 +24,10 @@
 namespace cucore {
 
 class Device;
+namespace graph {
+class GraphBuilder;
+}
+class DeviceResources;
 
 namespace detail {
 struct StreamBox;
@@ -64,6 +68,7 @@ class StreamRef {
 
   Context context() const;
   Device device() const;
+  DeviceResources resources() const;  // its context's: a green context's SMs, else the device's
   int priority() const;
   bool is_nonblocking() const;
   unsigned long long id() const;  // cuStreamGetId: unique per process, for legacy streams too
@@ -112,6 +117,10 @@ class Stream : public StreamRef {
   // The context it was made in (no driver call), or the driver's answer for an adopted stream.
   Context context() const;
   Device device() const;
+  // A graph builder capturing this stream (graph.hpp), which shares it.
+  graph::GraphBuilder create_graph_builder() const;
+
+  DeviceResources resources() const;
   // The foreign object given to from_handle (empty otherwise).
   const std::shared_ptr<const void>& owner() const noexcept;
 

@@ -25,6 +25,7 @@ from cucore._core import (
     Device,
     DeviceMemoryResource,
     DeviceProperties,
+    DeviceResources,
     Error,
     Event,
     FeatureUnavailableError,
@@ -42,8 +43,10 @@ from cucore._core import (
     ObjectCode,
     PinnedMemoryResource,
     Program,
+    SMResource,
     StatisticsResourceAdaptor,
     Stream,
+    WorkqueueResource,
     __version__,
     default_stream,
     launch,
@@ -59,15 +62,17 @@ from cucore._options import (
     ProgramOptions,
     StreamOptions,
 )
+from cucore._resources import ContextOptions, SMResourceOptions, WorkqueueResourceOptions
 
-# Optional features appear here as libcucore gains them (green contexts: SMResource,
-# SMResourceOptions, ContextOptions; graphs: cucore.graph).
-for _name in ("SMResource", "SMResourceOptions", "ContextOptions", "DeviceResources", "graph", "checkpoint"):
+# Optional features appear here as libcucore gains them.
+for _name in ("checkpoint",):
     if hasattr(_core, _name):
         globals()[_name] = getattr(_core, _name)
 
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
 from cucore import system  # noqa: E402  (NVML monitoring, as cuda.core.system)
+from cucore import graph  # noqa: E402  (CUDA graphs, as cuda.core.graph)
+from cucore.graph import GraphMemoryResource  # noqa: E402  (top-level in cuda.core too)
 
 
 def __getattr__(name):  # cucore.compute (the parallel algorithms) loads on first use
@@ -97,12 +102,14 @@ __all__ = [
     "CompileError",
     "ComputeCapability",
     "Context",
+    "ContextOptions",
     "CudaError",
     "CUDAError",
     "Device",
     "DeviceMemoryResource",
     "DeviceMemoryResourceOptions",
     "DeviceProperties",
+    "DeviceResources",
     "Error",
     "Event",
     "EventOptions",
@@ -122,8 +129,12 @@ __all__ = [
     "PinnedMemoryResourceOptions",
     "Program",
     "ProgramOptions",
+    "SMResource",
+    "SMResourceOptions",
     "Stream",
     "StreamOptions",
+    "WorkqueueResource",
+    "WorkqueueResourceOptions",
     "launch",
     "system",
     "utils",

@@ -62,6 +62,8 @@ struct Types {
   PyTypeObject* launch_config = nullptr;
   PyTypeObject* object_code = nullptr;
   PyTypeObject* view = nullptr;
+  PyTypeObject* graph_builder = nullptr;    // set by graph.cpp
+  PyTypeObject* graph_condition = nullptr;  // set by graph.cpp
 };
 extern Types g_types;
 

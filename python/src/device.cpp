@@ -6,12 +6,17 @@
 // returns it with no allocation, no __new__/__init__ dispatch and no driver
 // call. The table's references are owned by a capsule in the thread state's
 // dict, so they are released when the Python thread ends.
+#include <cucore/resources.hpp>
+
 #include <array>
 #include <cstdio>
 
 #include "common.hpp"
 
 namespace cucore::python {
+
+cucore::ContextOptions context_options(nb::handle options);  // green.cpp
+
 namespace {
 
 constexpr int kMaxDevices = 64;
@@ -192,8 +197,10 @@ void bind_device(nb::module_& m) {
   });
 
   // ---- Context -----------------------------------------------------------------
-  nb::class_<cucore::Context>(m, "Context", "A CUDA context: a device's primary context, or one adopted with from_handle.",
-                             nb::is_weak_referenceable())
+  nb::class_<cucore::Context>(m, "Context",
+                              "A CUDA context: a device's primary context, a green context (Device.create_context), "
+                              "or one adopted with from_handle.",
+                              nb::is_weak_referenceable())
       .def("__init__", [](cucore::Context*, nb::args, nb::kwargs) {
         PyErr_SetString(PyExc_RuntimeError,
                         "Context objects cannot be instantiated directly. Please use Device or Stream APIs.");
@@ -203,15 +210,22 @@ void bind_device(nb::module_& m) {
                    "The CUcontext as an int.")
       .def_prop_ro("is_green", &cucore::Context::is_green)
       .def_prop_ro("is_primary", &cucore::Context::is_primary)
-      .def_prop_ro("is_closed", [](const cucore::Context& c) { return !static_cast<bool>(c); })
+      .def_prop_ro("is_closed", &cucore::Context::is_closed)
+      .def_prop_ro("resources", &cucore::Context::resources,
+                   "The resources a green context was made with; the whole device's for any other context.")
       .def_prop_ro("device_id", &cucore::Context::device_id)
       .def_prop_ro("device", [](const cucore::Context& c) { return device_object(c.device_id()); })
       .def("create_stream", [](const cucore::Context& c, nb::handle options) {
         return c.create_stream(stream_options(options));
       }, nb::arg("options") = nb::none())
+      .def("create_event", [](const cucore::Context& c, nb::handle options) {
+        return c.create_event(event_options(options));
+      }, nb::arg("options") = nb::none())
       .def("sync", &cucore::Context::sync, nb::call_guard<nb::gil_scoped_release>())
       .def("set_current", &cucore::Context::set_current)
-      .def("close", [](cucore::Context&) {}, "Primary and adopted contexts are not destroyed by cucore; a no-op.")
+      .def("close", &cucore::Context::close,
+           "Releases this object's share of the context: a green context is destroyed once no Context, Stream or "
+           "Event shares it (primary and adopted contexts never are). RuntimeError while it is current.")
       .def_static("from_handle", [](nb::handle h) {
         return cucore::Context::from_handle(reinterpret_cast<CUcontext>(pointer_arg(h, "handle")));
       }, nb::arg("handle"))
@@ -310,6 +324,11 @@ void bind_device(nb::module_& m) {
       .def("create_event", [](PyDevice& d, nb::handle options) {
         return d.dev.create_event(event_options(options));
       }, nb::arg("options") = nb::none())
+      .def_prop_ro("resources", [](const PyDevice& d) { return d.dev.resources(); },
+                   "The device's resources (resources.sm: its SMs, to split for green contexts).")
+      .def("create_context", [](PyDevice& d, nb::handle options) {
+        return d.dev.create_context(context_options(options));
+      }, nb::arg("options") = nb::none(), "A green context on SM groups of this device (not made current).")
       .def("allocate", [](PyDevice& d, std::size_t size, nb::handle stream) -> nb::object {
         nb::object mr = memory_resource_of(d);
         if (is_native_resource(mr))

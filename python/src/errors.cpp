@@ -5,7 +5,7 @@
 //     cucore.CudaError (alias CUDAError)       cucore::CudaError: .code .name .description .call
 //       cucore.CompileError (alias NVRTCError) cucore::CompileError: .log (the whole compiler log)
 //     cucore.LibraryNotFoundError              .component .searched
-//     cucore.FeatureUnavailableError           .feature .requirement
+//     cucore.FeatureUnavailableError           .feature .requirement (also a NotImplementedError)
 //     cucore.ClosedError (also a ValueError)   cucore::ClosedError: .object .operation
 //   std::invalid_argument -> ValueError, std::out_of_range -> IndexError (nanobind's defaults)
 #include <exception>
@@ -145,9 +145,12 @@ void bind_errors(nb::module_& m) {
   g_library_not_found = new_exception(m, "LibraryNotFoundError", g_error,
                                       "A library cucore needs (libcuda, NVRTC, nvJitLink, NVML) could not be loaded. "
                                       "Attributes: component, searched (every place looked at).");
+  // cuda.core raises NotImplementedError where the driver is too old: this is one too.
+  nb::object feature_bases = nb::make_tuple(nb::handle(g_error), nb::handle(PyExc_NotImplementedError));
   g_feature_unavailable =
-      new_exception(m, "FeatureUnavailableError", g_error,
-                    "The driver or device lacks a feature. Attributes: feature, requirement.");
+      new_exception(m, "FeatureUnavailableError", feature_bases.ptr(),
+                    "The driver or device lacks a feature (also a NotImplementedError, as cuda.core raises). "
+                    "Attributes: feature, requirement.");
   // cuda.core raises RuntimeError for a closed object; cucore's C++ error is a
   // std::invalid_argument, so it is a ValueError too.
   nb::object closed_bases = nb::make_tuple(nb::handle(g_error), nb::handle(PyExc_ValueError));

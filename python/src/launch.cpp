@@ -25,16 +25,13 @@
 #include <typeinfo>
 
 #include "common.hpp"
+#include "launch_args.hpp"
 #include "view.hpp"
 
 namespace cucore::python {
 namespace {
 
-constexpr std::size_t kMaxArgs = 64;
-
-struct alignas(16) Slot {
-  unsigned char bytes[16];
-};
+using Slot = ArgSlot;
 
 // ---- numpy / ctypes scalar types, recognised by type object -----------------
 struct ScalarType {
@@ -247,6 +244,98 @@ nb::tuple dim_tuple(const cucore::Dim3& d) {
   return nb::make_tuple(d.x, d.y, d.z);
 }
 
+}  // namespace
+
+void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::size_t n, PackedArgs& out) {
+  if (n > kMaxKernelArgs) raise_value_error("launch: more than 64 kernel arguments");
+  Slot* slots = out.slots;
+  void** pointers = out.pointers;
+  cucore::detail::ArgDesc* descs = out.descs;
+  // The parameter layout (cached in the Kernel): widths for Python ints.
+  const std::vector<cucore::ParamInfo>* params = nullptr;
+  try {
+    params = &kernel.arguments_info();
+  } catch (const cucore::FeatureUnavailableError&) {
+    params = nullptr;  // old driver: ints go as intptr_t, as cuda.core
+  }
+
+  for (std::size_t i = 0; i < n; ++i) {
+    PyObject* o = args[i];
+    PyTypeObject* t = Py_TYPE(o);
+    Slot& s = slots[i];
+    pointers[i] = s.bytes;
+    if (t == g_types.buffer) {
+      const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
+      if (b.is_closed()) [[unlikely]]
+        cucore::detail::throw_closed_buffer(kernel, i);
+      CUdeviceptr p = b.handle();
+      std::memcpy(s.bytes, &p, sizeof p);
+      descs[i] = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+    } else if (PyLong_CheckExact(o) || PyBool_Check(o)) {
+      std::size_t width = params && i < params->size() ? (*params)[i].size : 8;
+      if (width != 1 && width != 2 && width != 4 && width != 8) width = 8;  // the size check reports it
+      pack_int(o, width, s, descs[i], kernel, i);
+    } else if (PyFloat_CheckExact(o)) {
+      double d = PyFloat_AS_DOUBLE(o);
+      std::memcpy(s.bytes, &d, 8);
+      descs[i] = {8, &typeid(double), false};
+    } else if (const ScalarType& st = numpy_scalar(t); st.size) {
+      // A numpy scalar's value through Python's number protocol (float(x),
+      // operator.index(x): exact for every integer and for float32/float64),
+      // else through the buffer protocol (float16, complex). Both are public.
+      if (!pack_numpy_number(o, st, s)) {
+        Py_buffer view;
+        if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+        const bool ok = static_cast<std::size_t>(view.len) == st.size;
+        if (ok) std::memcpy(s.bytes, view.buf, st.size);
+        PyBuffer_Release(&view);
+        if (!ok) arg_error(PyExc_ValueError, kernel, i, "(a numpy scalar) has an unexpected size");
+      }
+      descs[i] = {st.size, st.ctype, false};
+    } else if (PyLong_Check(o) || PyFloat_Check(o)) {
+      // int/float subclasses (e.g. IntEnum, numpy.float64 handled above)
+      if (PyLong_Check(o)) {
+        std::size_t width = params && i < params->size() ? (*params)[i].size : 8;
+        if (width != 1 && width != 2 && width != 4 && width != 8) width = 8;
+        pack_int(o, width, s, descs[i], kernel, i);
+      } else {
+        double d = PyFloat_AsDouble(o);
+        std::memcpy(s.bytes, &d, 8);
+        descs[i] = {8, &typeid(double), false};
+      }
+    } else if (PyComplex_CheckExact(o)) {
+      std::complex<double> c(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o));
+      std::memcpy(s.bytes, &c, 16);
+      descs[i] = {16, &typeid(std::complex<double>), false};
+    } else if (t == g_types.graph_condition) {
+      CUgraphConditionalHandle h = nb::inst_ptr<cucore::graph::GraphCondition>(o)->handle;
+      std::memcpy(s.bytes, &h, sizeof h);
+      descs[i] = {sizeof h, &typeid(CUgraphConditionalHandle), false};
+    } else if (t == g_types.view) {
+      std::uintptr_t p = nb::inst_ptr<PyView>(o)->ptr;
+      std::memcpy(s.bytes, &p, sizeof p);
+      descs[i] = {sizeof(void*), &typeid(void*), false};
+    } else if (is_ctypes_value(o)) {
+      Py_buffer view;
+      if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+      std::size_t len = static_cast<std::size_t>(view.len);
+      if (len > sizeof(Slot)) {
+        PyBuffer_Release(&view);
+        arg_error(PyExc_ValueError, kernel, i, "(a ctypes value) is larger than 16 bytes");
+      }
+      std::memcpy(s.bytes, view.buf, len);
+      PyBuffer_Release(&view);
+      descs[i] = {len, &typeid(void), false};
+    } else {
+      std::string msg = std::string("is of unsupported type: ") + t->tp_name;
+      arg_error(PyExc_TypeError, kernel, i, msg);
+    }
+  }
+
+}
+
+namespace {
+
 // ---- launch ---------------------------------------------------------------------
 PyObject* launch_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (nargs < 3) {
@@ -254,7 +343,6 @@ PyObject* launch_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return nullptr;
   }
   try {
-    cucore::StreamRef stream = stream_arg(args[0], "launch: stream");
     if (!PyObject_TypeCheck(args[1], g_types.launch_config)) {
       PyErr_Format(PyExc_TypeError, "launch: config must be a LaunchConfig, got %.200s", Py_TYPE(args[1])->tp_name);
       return nullptr;
@@ -266,94 +354,16 @@ PyObject* launch_fast(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     const auto& config = *nb::inst_ptr<cucore::LaunchConfig>(args[1]);
     const auto& kernel = *nb::inst_ptr<cucore::Kernel>(args[2]);
     const std::size_t n = static_cast<std::size_t>(nargs - 3);
-    if (n > kMaxArgs) {
-      PyErr_SetString(PyExc_ValueError, "launch: more than 64 kernel arguments");
-      return nullptr;
-    }
-
-    // The parameter layout (cached in the Kernel): widths for Python ints.
-    const std::vector<cucore::ParamInfo>* params = nullptr;
-    try {
-      params = &kernel.arguments_info();
-    } catch (const cucore::FeatureUnavailableError&) {
-      params = nullptr;  // old driver: ints go as intptr_t, as cuda.core
-    }
-
-    Slot slots[kMaxArgs];
-    void* pointers[kMaxArgs];
-    cucore::detail::ArgDesc descs[kMaxArgs];
-    for (std::size_t i = 0; i < n; ++i) {
-      PyObject* o = args[3 + i];
-      PyTypeObject* t = Py_TYPE(o);
-      Slot& s = slots[i];
-      pointers[i] = s.bytes;
-      if (t == g_types.buffer) {
-        const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
-        if (b.is_closed()) [[unlikely]]
-          cucore::detail::throw_closed_buffer(kernel, i);
-        CUdeviceptr p = b.handle();
-        std::memcpy(s.bytes, &p, sizeof p);
-        descs[i] = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
-      } else if (PyLong_CheckExact(o) || PyBool_Check(o)) {
-        std::size_t width = params && i < params->size() ? (*params)[i].size : 8;
-        if (width != 1 && width != 2 && width != 4 && width != 8) width = 8;  // the size check reports it
-        pack_int(o, width, s, descs[i], kernel, i);
-      } else if (PyFloat_CheckExact(o)) {
-        double d = PyFloat_AS_DOUBLE(o);
-        std::memcpy(s.bytes, &d, 8);
-        descs[i] = {8, &typeid(double), false};
-      } else if (const ScalarType& st = numpy_scalar(t); st.size) {
-        // A numpy scalar's value through Python's number protocol (float(x),
-        // operator.index(x): exact for every integer and for float32/float64),
-        // else through the buffer protocol (float16, complex). Both are public.
-        if (!pack_numpy_number(o, st, s)) {
-          Py_buffer view;
-          if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
-          const bool ok = static_cast<std::size_t>(view.len) == st.size;
-          if (ok) std::memcpy(s.bytes, view.buf, st.size);
-          PyBuffer_Release(&view);
-          if (!ok) arg_error(PyExc_ValueError, kernel, i, "(a numpy scalar) has an unexpected size");
-        }
-        descs[i] = {st.size, st.ctype, false};
-      } else if (PyLong_Check(o) || PyFloat_Check(o)) {
-        // int/float subclasses (e.g. IntEnum, numpy.float64 handled above)
-        if (PyLong_Check(o)) {
-          std::size_t width = params && i < params->size() ? (*params)[i].size : 8;
-          if (width != 1 && width != 2 && width != 4 && width != 8) width = 8;
-          pack_int(o, width, s, descs[i], kernel, i);
-        } else {
-          double d = PyFloat_AsDouble(o);
-          std::memcpy(s.bytes, &d, 8);
-          descs[i] = {8, &typeid(double), false};
-        }
-      } else if (PyComplex_CheckExact(o)) {
-        std::complex<double> c(PyComplex_RealAsDouble(o), PyComplex_ImagAsDouble(o));
-        std::memcpy(s.bytes, &c, 16);
-        descs[i] = {16, &typeid(std::complex<double>), false};
-      } else if (t == g_types.view) {
-        std::uintptr_t p = nb::inst_ptr<PyView>(o)->ptr;
-        std::memcpy(s.bytes, &p, sizeof p);
-        descs[i] = {sizeof(void*), &typeid(void*), false};
-      } else if (is_ctypes_value(o)) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
-        std::size_t len = static_cast<std::size_t>(view.len);
-        if (len > sizeof(Slot)) {
-          PyBuffer_Release(&view);
-          arg_error(PyExc_ValueError, kernel, i, "(a ctypes value) is larger than 16 bytes");
-        }
-        std::memcpy(s.bytes, view.buf, len);
-        PyBuffer_Release(&view);
-        descs[i] = {len, &typeid(void), false};
-      } else {
-        std::string msg = std::string("is of unsupported type: ") + t->tp_name;
-        arg_error(PyExc_TypeError, kernel, i, msg);
-      }
-    }
+    PackedArgs packed;
+    pack_kernel_args(kernel, args + 3, n, packed);
+    // A GraphBuilder captures on its stream and keeps what the launch uses.
+    cucore::StreamRef stream = Py_TYPE(args[0]) == g_types.graph_builder
+                                   ? graph_builder_launch_stream(args[0], kernel, args + 3, n)
+                                   : stream_arg(args[0], "launch: stream");
 
     PyThreadState* ts = PyEval_SaveThread();
     try {
-      cucore::detail::launch_checked(stream.handle(), config, kernel, pointers, descs, n);
+      cucore::detail::launch_checked(stream.handle(), config, kernel, packed.pointers, packed.descs, n);
     } catch (...) {
       PyEval_RestoreThread(ts);
       set_error_from_current_exception();

@@ -1,4 +1,5 @@
 // The extension module cucore._core; option conversion helpers; pathfinder.
+#include <cucore/log.hpp>
 #include <cucore/pathfinder.hpp>
 #include <cucore/program.hpp>
 
@@ -203,6 +204,24 @@ void bind_misc(nb::module_& m) {
 namespace cucore::python {
 void bind_system(nb::module_& m);  // python/src/system.cpp
 void bind_doctor(nb::module_& m);  // python/src/doctor.cpp
+void bind_graph(nb::module_& m);   // python/src/graph.cpp
+void bind_green(nb::module_& m);   // python/src/green.cpp
+
+// libcucore's log hook (cucore/log.hpp) into Python: warnings become
+// UserWarning at the caller's line (an "error" filter raises from the call),
+// other messages go to the "cucore" logger.
+void forward_log_to_python() {
+  cucore::set_log_handler([](cucore::LogLevel level, std::string_view message) {
+    if (!python_alive()) return;
+    nb::gil_scoped_acquire gil;
+    std::string text(message);
+    if (level == cucore::LogLevel::warning) {
+      if (PyErr_WarnEx(PyExc_UserWarning, text.c_str(), 1) < 0) throw nb::python_error();
+      return;
+    }
+    nb::module_::import_("logging").attr("getLogger")("cucore").attr("info")(text);
+  });
+}
 }  // namespace cucore::python
 
 NB_MODULE(_core, m) {
@@ -213,6 +232,7 @@ NB_MODULE(_core, m) {
   nb::set_leak_warnings(false);
   bind_errors(m);
   bind_misc(m);
+  bind_green(m);  // before Device, Context and Stream, whose methods return its types
   bind_device(m);
   bind_stream(m);
   bind_memory(m);
@@ -220,7 +240,9 @@ NB_MODULE(_core, m) {
   bind_cache(m);
   bind_launch(m);
   bind_view(m);
+  bind_graph(m);
   bind_compute(m);
   bind_system(m);
   bind_doctor(m);
+  forward_log_to_python();
 }

@@ -197,6 +197,8 @@ void bind_stream(nb::module_& m) {
       .def_prop_ro("priority", &cucore::Stream::priority)
       .def_prop_ro("device", [](const cucore::Stream& s) { return device_object(s.device().ordinal()); })
       .def_prop_ro("context", [](const cucore::Stream& s) { return wrap_context(s.context()); })
+      .def_prop_ro("resources", &cucore::Stream::resources,
+                   "Its context's resources: a green context's SMs, else the whole device's.")
       .def_prop_ro("owner", [](const cucore::Stream& s) -> nb::object {
         PyObject* o = py_owner_object(s.owner());
         return o ? nb::borrow(o) : nb::none();

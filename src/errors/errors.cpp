@@ -1,10 +1,15 @@
 #include <cucore/errors.hpp>
 
+#include <mutex>
 #include <string>
 
 #include "loader/driver.hpp"
 
 namespace cucore {
+namespace detail {
+void note_capture_breaking_call(const char* message) noexcept;
+std::string last_capture_breaking_call();
+}  // namespace detail
 namespace {
 
 struct ResultEntry {
@@ -58,7 +63,11 @@ CudaError::CudaError(CUresult code, std::string call)
       code_(code),
       name_(result_name(code)),
       description_(result_description(code)),
-      call_(std::move(call)) {}
+      call_(std::move(call)) {
+  if (code == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED || code == CUDA_ERROR_STREAM_CAPTURE_IMPLICIT ||
+      code == CUDA_ERROR_STREAM_CAPTURE_WRONG_THREAD || code == CUDA_ERROR_STREAM_CAPTURE_ISOLATION)
+    detail::note_capture_breaking_call(what());
+}
 
 LibraryNotFoundError::LibraryNotFoundError(std::string component, std::vector<std::string> searched, std::string hint)
     : Error(component + " could not be loaded; searched:" + join(searched) + (hint.empty() ? "" : "\nhint: " + hint)),
@@ -78,6 +87,27 @@ ClosedError::ClosedError(std::string object, std::string operation)
 CompileError::CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
 
 namespace detail {
+
+// A capture broken by a call it does not allow is only reported when it ends
+// (CUDA_ERROR_STREAM_CAPTURE_INVALIDATED), perhaps on another thread: the
+// breaking call's error is kept for that report (GraphBuilder::end_building).
+namespace {
+std::mutex g_capture_mutex;
+std::string g_capture_breaking_call;
+}  // namespace
+
+void note_capture_breaking_call(const char* message) noexcept {
+  try {
+    std::lock_guard lock(g_capture_mutex);
+    g_capture_breaking_call = message;
+  } catch (...) {
+  }
+}
+
+std::string last_capture_breaking_call() {
+  std::lock_guard lock(g_capture_mutex);
+  return g_capture_breaking_call;
+}
 void throw_cuda_error(CUresult code, const char* call) { throw CudaError(code, call); }
 void throw_closed(const char* object, const char* operation) { throw ClosedError(object, operation); }
 }  // namespace detail

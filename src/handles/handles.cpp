@@ -3,7 +3,10 @@
 #include <cucore/errors.hpp>
 
 #include <cstddef>
+#include <mutex>
 #include <new>
+#include <stdexcept>
+#include <unordered_map>
 
 #include "loader/driver.hpp"
 
@@ -76,6 +79,19 @@ thread_local typename Recycler<Size, Align>::List Recycler<Size, Align>::t_list;
 template <std::size_t Size, std::size_t Align>
 thread_local typename Recycler<Size, Align>::Reaper Recycler<Size, Align>::t_reaper;
 
+// Under AddressSanitizer (GCC's macro or clang's feature test) boxes come from
+// the heap, so a use after release is reported instead of hidden by reuse.
+#if defined(__SANITIZE_ADDRESS__)
+#define CUCORE_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CUCORE_ASAN 1
+#endif
+#endif
+#ifndef CUCORE_ASAN
+#define CUCORE_ASAN 0
+#endif
+
 template <typename T>
 struct BoxAllocator {
   using value_type = T;
@@ -83,16 +99,17 @@ struct BoxAllocator {
   template <typename U>
   BoxAllocator(const BoxAllocator<U>&) noexcept {}  // NOLINT(google-explicit-constructor)
   T* allocate(std::size_t n) {
-#if !defined(__SANITIZE_ADDRESS__)
+#if !CUCORE_ASAN
     if (n == 1) return static_cast<T*>(Recycler<sizeof(T), alignof(T)>::get());
 #endif
     return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(alignof(T))));
   }
   void deallocate(T* p, std::size_t n) noexcept {
-#if !defined(__SANITIZE_ADDRESS__)
+#if !CUCORE_ASAN
     if (n == 1) return Recycler<sizeof(T), alignof(T)>::put(p);
 #endif
-    ::operator delete(p, n * sizeof(T), std::align_val_t(alignof(T)));
+    (void)n;  // unsized: clang declares sized deallocation only with -fsized-deallocation
+    ::operator delete(p, std::align_val_t(alignof(T)));
   }
   template <typename U>
   friend bool operator==(const BoxAllocator&, const BoxAllocator<U>&) noexcept {
@@ -114,6 +131,57 @@ ContextHandle adopt_context(CUcontext ctx, Owner owner) {
   return std::make_shared<const ContextBox>(ctx, -1, ContextKind::adopted, std::move(owner));
 }
 
+// ---- green contexts ----
+
+namespace {
+// The green contexts cucore made, by their CUcontext, while they live (never
+// destroyed: boxes may go during static destruction).
+struct GreenRegistry {
+  std::mutex mutex;
+  std::unordered_map<CUcontext, std::weak_ptr<const ContextBox>> boxes;
+};
+GreenRegistry& green_registry() {
+  static auto* r = new GreenRegistry;
+  return *r;
+}
+}  // namespace
+
+ContextBox::~ContextBox() {
+  if (kind != ContextKind::green || !green) return;
+  const auto* t = loaded();
+  if (!t) return;
+  // A context current on this thread must not outlive its destruction there.
+  CUcontext current = nullptr;
+  if (t->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx && ctx) t->cuCtxSetCurrent(nullptr);
+  if (t->cuGreenCtxDestroy) t->cuGreenCtxDestroy(green);
+}
+
+ContextHandle make_green_context(CUgreenCtx green, int ordinal) {
+  auto box = std::make_shared<ContextBox>(nullptr, ordinal, ContextKind::green, Owner{});
+  box->green = green;  // owned from here: destroyed with the box, also if what follows throws
+  CUcontext ctx = nullptr;
+  check(driver().cuCtxFromGreenCtx(&ctx, green), "cuCtxFromGreenCtx");
+  box->ctx = ctx;
+  GreenRegistry& r = green_registry();
+  std::lock_guard lock(r.mutex);
+  std::erase_if(r.boxes, [](const auto& entry) { return entry.second.expired(); });
+  r.boxes[ctx] = box;
+  return box;
+}
+
+ContextHandle find_green_context(CUcontext ctx) {
+  GreenRegistry& r = green_registry();
+  std::lock_guard lock(r.mutex);
+  auto it = r.boxes.find(ctx);
+  return it == r.boxes.end() ? nullptr : it->second.lock();
+}
+
+ContextHandle adopt_green_context(CUgreenCtx green, CUcontext ctx) {
+  auto box = std::make_shared<ContextBox>(ctx, -1, ContextKind::adopted, Owner{});
+  box->green = green;
+  return box;
+}
+
 StreamBox::~StreamBox() {
   if (owned)
     if (const auto* t = loaded()) t->cuStreamDestroy(stream);
@@ -125,10 +193,19 @@ StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* 
   box->ctx = ctx;
   const DriverTable& d = driver();
   CUstream h = nullptr;
-  if (priority)
+  if (ctx->green && d.cuGreenCtxStreamCreate) {
+    // The stream is the green context's whatever is current (a 12.4 driver,
+    // which lacks this call, gets one from the green context made current).
+    if (!(flags & CU_STREAM_NON_BLOCKING))
+      throw std::invalid_argument(
+          "StreamOptions.nonblocking = false: a green context's streams are non-blocking (cuGreenCtxStreamCreate "
+          "requires CU_STREAM_NON_BLOCKING)");
+    check(d.cuGreenCtxStreamCreate(&h, ctx->green, flags, priority ? *priority : 0), "cuGreenCtxStreamCreate");
+  } else if (priority) {
     check(d.cuStreamCreateWithPriority(&h, flags, *priority), "cuStreamCreateWithPriority");
-  else
+  } else {
     check(d.cuStreamCreate(&h, flags), "cuStreamCreate");
+  }
   box->stream = h;
   box->owned = true;
   return box;

@@ -35,21 +35,35 @@ using Owner = std::shared_ptr<const void>;
 enum class ContextKind : unsigned char {
   primary,  // a device's primary context: retained once per process and kept
   adopted,  // made elsewhere (Context::from_handle): never released by cucore
-  // Green contexts, a later feature, add a kind whose box destroys its context.
+  green,    // a green context cucore made: cuGreenCtxDestroy when the box goes
 };
 
 struct ContextBox {
-  CUcontext ctx = nullptr;
+  CUcontext ctx = nullptr;  // for a green context, the CUcontext cuCtxFromGreenCtx gives
   mutable std::atomic<int> device_ordinal{-1};  // resolved lazily for adopted contexts
   ContextKind kind = ContextKind::adopted;
+  CUgreenCtx green = nullptr;  // set for green contexts (made by cucore, or adopted from a foreign stream)
   Owner owner;
   ContextBox(CUcontext c, int ordinal, ContextKind k, Owner o) noexcept
       : ctx(c), device_ordinal(ordinal), kind(k), owner(std::move(o)) {}
+  ContextBox(const ContextBox&) = delete;
+  ContextBox& operator=(const ContextBox&) = delete;
+  ~ContextBox();
 };
 using ContextHandle = std::shared_ptr<const ContextBox>;
 
 ContextHandle make_primary_context(CUcontext ctx, int ordinal);
 ContextHandle adopt_context(CUcontext ctx, Owner owner = {});
+
+// A green context made by cuGreenCtxCreate: the box owns `green` from the
+// start (cuGreenCtxDestroy if anything after fails), asks for its CUcontext
+// and registers it, so Context::from_handle of that CUcontext (a stream's
+// cuStreamGetCtx) finds this box while it lives.
+ContextHandle make_green_context(CUgreenCtx green, int ordinal);
+// The live green context cucore made whose CUcontext is `ctx`, else null.
+ContextHandle find_green_context(CUcontext ctx);
+// A green context made elsewhere (found through a foreign stream): never destroyed by cucore.
+ContextHandle adopt_green_context(CUgreenCtx green, CUcontext ctx);
 
 // ---- streams -------------------------------------------------------------------
 
@@ -66,6 +80,8 @@ struct StreamBox {
 using StreamHandle = std::shared_ptr<const StreamBox>;
 
 // A new stream in `ctx`, which must be current; `priority` null: the default.
+// In a green context: cuGreenCtxStreamCreate, which needs CU_STREAM_NON_BLOCKING
+// (std::invalid_argument otherwise).
 StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* priority);
 // A stream made elsewhere, never destroyed by cucore; `owner` lives as long.
 StreamHandle adopt_stream(CUstream stream, Owner owner);

@@ -374,11 +374,15 @@ void to_native(const LaunchConfig& cfg, CUstream stream, NativeLaunchConfig& out
   c.numAttrs = n;
 }
 
-void launch_checked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args,
-                    const ArgDesc* descs, std::size_t count) {
+KernelInfo& checked_kernel(const Kernel& kernel, const ArgDesc* descs, std::size_t count) {
   KernelInfo& info = kernel_info(kernel);
   check_arguments(info, count, [descs](std::size_t i) { return std::pair{descs[i].size, descs[i].type}; });
-  submit(stream, config, info, args);
+  return info;
+}
+
+void launch_checked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args,
+                    const ArgDesc* descs, std::size_t count) {
+  submit(stream, config, checked_kernel(kernel, descs, count), args);
 }
 
 void launch_unchecked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args) {

@@ -23,6 +23,11 @@ struct NativeLaunchConfig {
 // driver gets grid × cluster blocks and a cluster-dimension attribute.
 void to_native(const LaunchConfig& cfg, CUstream stream, NativeLaunchConfig& out);
 
+// The kernel's facts after the one argument check every launch makes (count
+// and sizes against its layout): for graph kernel nodes, which launch later.
+struct KernelInfo;
+KernelInfo& checked_kernel(const Kernel& kernel, const ArgDesc* descs, std::size_t count);
+
 std::string demangle(const char* name);
 std::string type_display_name(const std::type_info* type);  // "double", "Buffer", "float const*"
 

@@ -2,12 +2,15 @@
 
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
+#include <cucore/event.hpp>
+#include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
 
 #include <stdexcept>
 
-#include "runtime/device_state.hpp"
+#include "handles/handles.hpp"
 #include "loader/driver.hpp"
+#include "runtime/device_state.hpp"
 #include "runtime/stream_context.hpp"
 
 namespace cucore {
@@ -33,6 +36,7 @@ void special_or_closed_stream(CUstream s, const char* operation) {
 Context Context::from_handle(CUcontext ctx) {
   if (!ctx) throw std::invalid_argument("Context::from_handle: ctx is null");
   if (auto primary = detail::find_primary(ctx)) return Context(std::move(primary));
+  if (auto green = detail::find_green_context(ctx)) return Context(std::move(green));
   return Context(detail::adopt_context(ctx));
 }
 
@@ -45,7 +49,7 @@ Context Context::current() {
 
 CUcontext Context::handle() const noexcept { return box_ ? box_->ctx : nullptr; }
 bool Context::is_primary() const noexcept { return box_ && box_->kind == detail::ContextKind::primary; }
-bool Context::is_green() const noexcept { return false; }
+bool Context::is_green() const noexcept { return box_ && box_->green; }
 
 int Context::device_id() const {
   if (!box_) throw std::logic_error("Context::device_id: empty context");
@@ -78,8 +82,33 @@ void Context::sync() const {
   detail::check(detail::driver().cuCtxSynchronize(), "cuCtxSynchronize");
 }
 
-Stream Context::create_stream(const StreamOptions& options) const { return Stream(*this, options); }
-Stream Context::create_stream() const { return Stream(*this, StreamOptions{}); }
+Stream Context::create_stream(const StreamOptions& options) const {
+  if (!box_) detail::throw_closed("Context", "create_stream");
+  return Stream(*this, options);
+}
+Stream Context::create_stream() const { return create_stream(StreamOptions{}); }
+
+Event Context::create_event(const EventOptions& options) const {
+  if (!box_) detail::throw_closed("Context", "create_event");
+  return Event(box_, options);
+}
+Event Context::create_event() const { return create_event(EventOptions{}); }
+
+DeviceResources Context::resources() const {
+  if (!box_) detail::throw_closed("Context", "resources");
+  return DeviceResources(device_id(), box_->green ? box_ : nullptr);
+}
+
+void Context::close() {
+  if (!box_) return;
+  CUcontext current = nullptr;
+  if (const auto* t = detail::g_driver.load(std::memory_order_acquire))
+    detail::check(t->cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current && current == box_->ctx)
+    throw Error("Context::close: the context is current on this thread; make another current first (a green "
+                "context must not be destroyed while current)");
+  box_.reset();
+}
 
 ScopedContext::ScopedContext(CUcontext ctx) {
   if (!ctx) return;

@@ -11,8 +11,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "runtime/device_state.hpp"
+#include "green/green.hpp"
 #include "loader/driver.hpp"
+#include "runtime/device_state.hpp"
 
 namespace cucore {
 namespace detail {
@@ -211,6 +212,10 @@ Event Device::create_event(const EventOptions& options) const {
 Event Device::create_event() const { return Event(detail::primary_context(*state_), EventOptions{}); }
 
 DeviceMemoryResource Device::memory_resource() const { return DeviceMemoryResource(*this); }
+
+Context Device::create_context(const ContextOptions& options) const {
+  return detail::create_green_context(ordinal_, options);
+}
 
 bool Device::can_access_peer(const Device& peer) const {
   if (peer.ordinal_ == ordinal_) return true;

@@ -2,6 +2,7 @@
 
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
+#include <cucore/resources.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -68,10 +69,19 @@ Context StreamRef::context() const {
     // nothing current, cucore's convention is device 0.
     return Device(0).context();
   }
-  return Context::from_handle(ctx);
+  Context c = Context::from_handle(ctx);
+  if (!c.is_primary() && !c.is_green()) {
+    // A green context cucore did not make (another library's): adopt it as green.
+    const auto& d = driver();
+    CUgreenCtx green = nullptr;
+    if (d.cuStreamGetGreenCtx && d.cuStreamGetGreenCtx(handle_, &green) == CUDA_SUCCESS && green)
+      return Context(detail::adopt_green_context(green, ctx));
+  }
+  return c;
 }
 
 Device StreamRef::device() const { return context().device(); }
+DeviceResources StreamRef::resources() const { return context().resources(); }
 
 int StreamRef::priority() const {
   require_open("priority");
@@ -158,6 +168,7 @@ Context Stream::context() const {
 }
 
 Device Stream::device() const { return context().device(); }
+DeviceResources Stream::resources() const { return context().resources(); }
 
 const std::shared_ptr<const void>& Stream::owner() const noexcept {
   static const std::shared_ptr<const void> none;

@@ -67,8 +67,6 @@ def test_example1_cached_compile(gpu):
 
 
 def test_example2_green_contexts(gpu):
-    if not hasattr(cucore, "SMResourceOptions") or not hasattr(Device, "resources"):
-        pytest.skip("green contexts not implemented yet")
     pytest.importorskip("cuda.bindings")
     out = run_example("example2_green_contexts.py")
     assert "result=7.0" in out and "result=22.0" in out

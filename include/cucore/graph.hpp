@@ -1,0 +1,463 @@
+#pragma once
+// CUDA graphs (cuda.core's cuda.core.graph): record work once, replay it with
+// one launch.
+//
+//   GraphBuilder   builds a graph by stream capture: Stream::create_graph_builder()
+//                  or Device::create_graph_builder(); begin_building(), launch
+//                  into it as into a stream, end_building(), complete() -> Graph.
+//   GraphDefinition builds a graph node by node (kernel, memcpy, memset,
+//                  allocate/deallocate, event record/wait, host callback, empty,
+//                  child graph, join, conditionals); instantiate() -> Graph.
+//   Graph          the executable graph: launch(stream), upload(stream),
+//                  update(source) of the same topology, close().
+//   GraphMemoryResource  allocations made inside a graph under capture.
+//
+//   auto gb = stream.create_graph_builder().begin_building();
+//   for (int i = 0; i < 100; ++i) cucore::launch(gb, cfg, step, x, n);
+//   cucore::graph::Graph g = gb.end_building().complete();
+//   g.launch(stream);
+//
+// Lifetimes. Kernel arguments are copied when captured or added. A graph keeps
+// alive everything its nodes use that cucore can share: the kernels (and so
+// their loaded code), events, child graphs, host callbacks and whatever was
+// given to retain() (a Buffer moved in, a Python object). They ride on a CUDA
+// user object of the graph, so an executable graph, and launches still in
+// flight, keep them too; they are released on a cucore thread once the driver
+// lets go (never on the driver's own thread, where CUDA calls are forbidden).
+// C++ Buffers are move-only: the caller keeps a Buffer a graph reads, or moves
+// it in with retain().
+//
+// Conditionals (CUDA 12.4+ for if/while, 12.8+ for if-else and switch): a
+// GraphCondition is the 8-byte CUgraphConditionalHandle, so it is passed to a
+// kernel as a launch argument as it is; device code sets it with
+// cudaGraphSetConditional.
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <cucore/buffer.hpp>
+#include <cucore/event.hpp>
+#include <cucore/kernel.hpp>
+#include <cucore/launch.hpp>
+#include <cucore/memory.hpp>
+#include <cucore/stream.hpp>
+
+namespace cucore {
+
+class Device;
+
+namespace detail {
+struct GraphBox;
+struct GraphExecBox;
+struct BuilderState;
+}  // namespace detail
+
+namespace graph {
+
+class Graph;
+class GraphBuilder;
+class GraphDefinition;
+class GraphNode;
+
+// cuda.core's GraphCompleteOptions (cuGraphInstantiateWithParams flags).
+struct GraphCompleteOptions {
+  bool auto_free_on_launch = false;      // free the graph's allocations before each relaunch
+  std::optional<StreamRef> upload_stream;  // upload on this stream right after instantiating
+  bool device_launch = false;            // launchable from the device; excludes auto_free_on_launch
+  bool use_node_priority = false;        // per-node priorities instead of the launch stream's
+};
+
+// cuda.core's GraphDebugPrintOptions (CU_GRAPH_DEBUG_DOT_FLAGS_*).
+struct GraphDebugPrintOptions {
+  bool verbose = false;
+  bool runtime_types = false;
+  bool kernel_node_params = false;
+  bool memcpy_node_params = false;
+  bool memset_node_params = false;
+  bool host_node_params = false;
+  bool event_node_params = false;
+  bool ext_semas_signal_node_params = false;
+  bool ext_semas_wait_node_params = false;
+  bool kernel_node_attributes = false;
+  bool handles = false;
+  bool mem_alloc_node_params = false;
+  bool mem_free_node_params = false;
+  bool batch_mem_op_node_params = false;
+  bool extra_topo_info = false;
+  bool conditional_node_params = false;
+  unsigned to_flags() const noexcept;
+};
+
+enum class GraphMemoryType { DEVICE, HOST, MANAGED };
+enum class GraphConditionalType { IF, WHILE, SWITCH };
+const char* to_string(GraphMemoryType type) noexcept;       // "device", "host", "managed"
+const char* to_string(GraphConditionalType type) noexcept;  // "if", "while", "switch"
+
+// A conditional node's variable: the driver's CUgraphConditionalHandle and
+// nothing else, so it goes to a kernel as a launch argument unchanged.
+struct GraphCondition {
+  CUgraphConditionalHandle handle = 0;
+  friend bool operator==(const GraphCondition&, const GraphCondition&) = default;
+};
+static_assert(sizeof(GraphCondition) == sizeof(CUgraphConditionalHandle));
+
+// How a capture treats potentially unsafe calls (cuStreamBeginCapture modes),
+// by cuda.core's names: "global", "thread_local", "relaxed" (the default).
+// Any other name is std::invalid_argument.
+CUstreamCaptureMode capture_mode(std::string_view mode);
+
+// ---- executable graphs --------------------------------------------------------
+
+class Graph {
+ public:
+  Graph() noexcept = default;  // closed
+
+  // Enqueues one run of the graph on `stream` (one cuGraphLaunch).
+  void launch(StreamRef stream) const {
+    if (!exec_ || ::cucore::detail::is_special_or_closed(stream.handle())) [[unlikely]]
+      return launch_slow(stream);
+    launch_fast(stream.handle());
+  }
+  // Uploads the graph's work to the device ahead of its first launch.
+  void upload(StreamRef stream) const;
+  // Replaces every node's parameters with those of `source`, which must have
+  // the same topology. On a mismatch nothing changes and CudaError names the
+  // first node that differs and why.
+  void update(const GraphBuilder& source);
+  void update(const GraphDefinition& source);
+
+  // Releases this share (idempotent); the executable graph is destroyed once
+  // none is left (launches in flight complete first).
+  void close() noexcept;
+  bool is_closed() const noexcept { return exec_ == nullptr; }
+  CUgraphExec handle() const noexcept { return exec_; }
+
+  // Internal.
+  explicit Graph(std::shared_ptr<const ::cucore::detail::GraphExecBox> box) noexcept;
+
+ private:
+  void launch_fast(CUstream stream) const;
+  void launch_slow(StreamRef stream) const;
+  std::shared_ptr<const ::cucore::detail::GraphExecBox> box_;
+  CUgraphExec exec_ = nullptr;
+};
+
+// ---- explicit graph construction --------------------------------------------
+
+struct GraphAllocOptions {
+  std::optional<int> device;                        // the current context's device when empty
+  GraphMemoryType memory_type = GraphMemoryType::DEVICE;
+  std::vector<int> peer_access;                     // devices given read-write access
+};
+
+// What a node does, as it was added (or as the driver reports it).
+struct KernelNodeParams {
+  Kernel kernel;
+  LaunchConfig config;
+};
+struct AllocNodeParams {
+  CUdeviceptr dptr = 0;
+  std::size_t bytesize = 0;
+  int device_id = -1;
+  GraphMemoryType memory_type = GraphMemoryType::DEVICE;
+  std::vector<int> peer_access;
+};
+struct MemsetNodeParams {
+  CUdeviceptr dptr = 0;
+  unsigned value = 0;
+  unsigned element_size = 1;  // bytes: 1, 2 or 4
+  std::size_t width = 0;      // elements per row
+  std::size_t height = 1;
+  std::size_t pitch = 0;      // bytes between rows
+};
+struct MemcpyNodeParams {
+  CUdeviceptr dst = 0;
+  CUdeviceptr src = 0;
+  std::size_t size = 0;
+};
+
+namespace detail {
+struct NodeInfo;
+// The node builders shared by GraphDefinition (entry nodes: no dependency)
+// and GraphNode (nodes that depend on it).
+class NodeMaker {
+ public:
+  GraphNode empty() const;
+  // An empty node depending on `nodes` (and on this node, for a GraphNode).
+  GraphNode join(std::span<const GraphNode> nodes) const;
+  GraphNode join(std::initializer_list<GraphNode> nodes) const;
+
+  // A kernel node; arguments are packed and checked as launch() does, and
+  // copied into the node. Clusters and cooperative launches are refused.
+  template <typename... Args>
+    requires(!::cucore::detail::is_erased_pack_v<Args...>)
+  GraphNode launch(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const;
+  GraphNode launch(const LaunchConfig& config, const Kernel& kernel, const KernelArgs& args) const;
+
+  GraphNode allocate(std::size_t size, const GraphAllocOptions& options = {}) const;
+  GraphNode deallocate(CUdeviceptr dptr) const;
+  // Fills `width` elements (× `height` rows, `pitch` bytes apart) with a 1-,
+  // 2- or 4-byte value, the width of the value's type.
+  GraphNode memset(CUdeviceptr dst, std::uint8_t value, std::size_t width, std::size_t height = 1,
+                   std::size_t pitch = 0) const;
+  GraphNode memset(CUdeviceptr dst, std::uint16_t value, std::size_t width, std::size_t height = 1,
+                   std::size_t pitch = 0) const;
+  GraphNode memset(CUdeviceptr dst, std::uint32_t value, std::size_t width, std::size_t height = 1,
+                   std::size_t pitch = 0) const;
+  GraphNode memset(const Buffer& dst, std::uint8_t value, std::size_t width, std::size_t height = 1,
+                   std::size_t pitch = 0) const;
+  GraphNode memset(const Buffer& dst, std::uint16_t value, std::size_t width, std::size_t height = 1,
+                   std::size_t pitch = 0) const;
+  GraphNode memset(const Buffer& dst, std::uint32_t value, std::size_t width, std::size_t height = 1,
+                   std::size_t pitch = 0) const;
+  // Copies `size` bytes between device or pinned host memory.
+  GraphNode memcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t size) const;
+  GraphNode memcpy(const Buffer& dst, const Buffer& src, std::size_t size) const;
+  // A child graph node holding a copy of `child` (which must hold no
+  // allocation, free or conditional node).
+  GraphNode embed(const GraphDefinition& child) const;
+  GraphNode record(const Event& event) const;
+  GraphNode wait(const Event& event) const;
+  // A host function run when the graph reaches the node; it must not call CUDA.
+  GraphNode callback(std::function<void()> fn) const;
+  // A raw host function; `owner` (what `fn` and `user_data` need) is kept with the graph.
+  GraphNode callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner = {}) const;
+
+  // Conditional nodes over `condition` (made by this graph's create_condition):
+  // their bodies are GraphDefinitions reached through conditional_params().
+  GraphNode if_then(GraphCondition condition) const;
+  GraphNode if_else(GraphCondition condition) const;
+  GraphNode while_loop(GraphCondition condition) const;
+  GraphNode switch_(GraphCondition condition, std::size_t count) const;
+
+  // Internal: a kernel node from packed arguments (checked like a launch).
+  GraphNode add_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
+                       const ::cucore::detail::ArgDesc* descs, std::size_t count) const;
+
+ protected:
+  NodeMaker() noexcept = default;
+  NodeMaker(std::shared_ptr<::cucore::detail::GraphBox> graph, CUgraphNode node) noexcept
+      : graph_(std::move(graph)), node_(node) {}
+  const ::cucore::detail::GraphBox& open_graph(const char* operation) const;
+  std::shared_ptr<::cucore::detail::GraphBox> graph_;
+  CUgraphNode node_ = nullptr;  // null for a GraphDefinition (entry nodes)
+};
+}  // namespace detail
+
+class GraphDefinition : public detail::NodeMaker {
+ public:
+  // A new, empty graph (cuGraphCreate).
+  GraphDefinition();
+
+  CUgraph handle() const noexcept;
+  // False once the builder or graph it viewed is gone (a default-made or
+  // moved-from definition holds none).
+  bool is_valid() const noexcept;
+
+  // A condition variable for this graph's conditional nodes; with a default
+  // value, it is set to it at the start of every launch.
+  GraphCondition create_condition(std::optional<unsigned> default_value = std::nullopt) const;
+
+  Graph instantiate(const GraphCompleteOptions& options = {}) const;
+  void debug_dot_print(const std::string& path, const GraphDebugPrintOptions& options = {}) const;
+  std::vector<GraphNode> nodes() const;
+  std::vector<std::pair<GraphNode, GraphNode>> edges() const;  // (from, to)
+
+  // Keeps `owner` (or the Buffer) alive as long as this graph, the graphs
+  // instantiated from it and their launches.
+  void retain(std::shared_ptr<const void> owner) const;
+  void retain(Buffer&& buffer) const;
+
+  friend bool operator==(const GraphDefinition& a, const GraphDefinition& b) noexcept {
+    return a.handle() == b.handle();
+  }
+
+  // Internal: a view of `graph` (a body or child graph) kept alive by `box`.
+  explicit GraphDefinition(std::shared_ptr<::cucore::detail::GraphBox> box) noexcept;
+  const std::shared_ptr<::cucore::detail::GraphBox>& box() const noexcept { return graph_; }
+};
+
+class GraphNode : public detail::NodeMaker {
+ public:
+  GraphNode() noexcept = default;  // invalid
+
+  CUgraphNode handle() const noexcept { return node_; }
+  CUgraphNodeType type() const;
+  GraphDefinition graph() const;
+  bool is_valid() const noexcept;
+  // Removes the node and its edges (idempotent).
+  void destroy();
+
+  std::vector<GraphNode> pred() const;  // the nodes it depends on
+  std::vector<GraphNode> succ() const;  // the nodes that depend on it
+  void add_pred(std::span<const GraphNode> nodes) const;
+  void remove_pred(std::span<const GraphNode> nodes) const;
+  void add_succ(std::span<const GraphNode> nodes) const;
+  void remove_succ(std::span<const GraphNode> nodes) const;
+
+  // What the node does; std::invalid_argument when it is not of that kind.
+  KernelNodeParams kernel_params() const;
+  AllocNodeParams alloc_params() const;
+  CUdeviceptr free_dptr() const;
+  MemsetNodeParams memset_params() const;
+  MemcpyNodeParams memcpy_params() const;
+  Event event() const;              // event record and wait nodes
+  GraphDefinition child_graph() const;
+  GraphCondition condition() const;  // conditional nodes
+  GraphConditionalType conditional_type() const;
+  std::vector<GraphDefinition> branches() const;
+  // The host function object of a callback node (empty for a raw CUhostFn).
+  std::shared_ptr<const void> callback_owner() const;
+
+  friend bool operator==(const GraphNode& a, const GraphNode& b) noexcept { return a.node_ == b.node_; }
+
+  // Internal.
+  GraphNode(std::shared_ptr<::cucore::detail::GraphBox> graph, CUgraphNode node) noexcept
+      : NodeMaker(std::move(graph), node) {}
+
+ private:
+  const detail::NodeInfo* info(CUgraphNodeType expected, const char* what) const;
+};
+
+// ---- stream capture ---------------------------------------------------------------
+
+class GraphBuilder {
+ public:
+  GraphBuilder() noexcept = default;  // closed
+
+  // Starts capturing the builder's stream (mode: capture_mode()).
+  GraphBuilder& begin_building(std::string_view mode = "relaxed");
+  // Ends the capture; the builder then holds its graph.
+  GraphBuilder& end_building();
+  bool is_building() const;
+  bool is_join_required() const;  // a builder made by split(): join it before ending
+  bool is_closed() const noexcept { return state_ == nullptr; }
+
+  Graph complete(const GraphCompleteOptions& options = {}) const;
+  void debug_dot_print(const std::string& path, const GraphDebugPrintOptions& options = {}) const;
+  // The captured graph as a definition (after end_building; for the body of a
+  // conditional, also before begin_building); never for a split-off builder.
+  GraphDefinition graph_definition() const;
+  // The stream captured into: pass it to anything that takes a stream.
+  const Stream& stream() const;
+
+  // `count` builders that continue from here: this one first, then count-1
+  // new ones on streams of their own; join() them back before ending.
+  std::vector<GraphBuilder> split(std::size_t count);
+  // The first builder, continuing after all of them; the others are closed.
+  static GraphBuilder join(std::span<GraphBuilder> builders);
+
+  GraphCondition create_condition(std::optional<unsigned> default_value = std::nullopt);
+  // A conditional node at this point of the capture; the returned builders
+  // capture its bodies (begin_building() each, add work, end_building()).
+  GraphBuilder if_then(GraphCondition condition);
+  std::pair<GraphBuilder, GraphBuilder> if_else(GraphCondition condition);
+  GraphBuilder while_loop(GraphCondition condition);
+  std::vector<GraphBuilder> switch_(GraphCondition condition, std::size_t count);
+  // A child graph node holding a copy of `child`'s graph (which has ended building).
+  void embed(const GraphBuilder& child);
+  // A host function node; it must not call CUDA.
+  void callback(std::function<void()> fn);
+  void callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner = {});
+
+  // Keeps `owner` (or the Buffer) alive with the graph (see the header's top).
+  void retain(std::shared_ptr<const void> owner) const;
+  void retain(Buffer&& buffer) const;
+
+  // Ends a capture still running (its graph is dropped) and releases the
+  // builder's share (idempotent).
+  void close() noexcept;
+
+  // Internal: the stream to launch on, after checking the builder is building;
+  // the kernel is retained by the graph.
+  StreamRef launch_stream(const Kernel& kernel) const;
+  explicit GraphBuilder(std::shared_ptr<::cucore::detail::BuilderState> state) noexcept : state_(std::move(state)) {}
+  const std::shared_ptr<::cucore::detail::BuilderState>& state() const noexcept { return state_; }
+
+ private:
+  ::cucore::detail::BuilderState& open(const char* operation) const;
+  std::vector<GraphBuilder> conditional(GraphConditionalType type, GraphCondition condition, unsigned count,
+                                        const char* operation);
+  std::shared_ptr<::cucore::detail::BuilderState> state_;
+};
+
+// A builder capturing `stream` (which it shares).
+GraphBuilder make_graph_builder(const Stream& stream);
+
+// ---- graph memory --------------------------------------------------------------
+
+// Used/reserved memory of the device's graph allocations, in bytes.
+struct GraphMemoryResourceAttributes {
+  std::uint64_t reserved_mem_current = 0;
+  std::uint64_t reserved_mem_high = 0;
+  std::uint64_t used_mem_current = 0;
+  std::uint64_t used_mem_high = 0;
+};
+
+// Memory allocated inside a graph: allocate() on a stream under capture (a
+// GraphBuilder's stream) adds an allocation node; freeing it on a capturing
+// stream adds a free node, otherwise it is freed stream-ordered after the
+// graph's launch. Allocating on a stream that is not capturing throws.
+class GraphMemoryResource : public MemoryResource {
+ public:
+  explicit GraphMemoryResource(const Device& device);
+  explicit GraphMemoryResource(int device_id);
+
+  GraphMemoryResourceAttributes attributes() const;
+  // The high watermarks can only be reset (to the current usage).
+  void reset_used_mem_high() const;
+  void reset_reserved_mem_high() const;
+  // Returns memory cached for graph allocations and not in use to the OS.
+  void trim() const;
+};
+
+// ---- node builders' templates ----------------------------------------------------
+
+template <typename... Args>
+  requires(!::cucore::detail::is_erased_pack_v<Args...>)
+GraphNode detail::NodeMaker::launch(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const {
+  (::cucore::detail::check_argument_type<Args>(), ...);
+  constexpr std::size_t n = sizeof...(Args);
+  static constexpr ::cucore::detail::ArgDesc descs[n ? n : 1] = {
+      ::cucore::detail::arg_desc<std::remove_cvref_t<Args>>()...};
+  return [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [[maybe_unused]] CUdeviceptr slots[n ? n : 1];
+    void* pointers[n ? n : 1] = {::cucore::detail::arg_address(kernel, I, args, slots[I])...};
+    return add_kernel(config, kernel, pointers, descs, n);
+  }(std::index_sequence_for<Args...>{});
+}
+
+}  // namespace graph
+
+// ---- launching into a GraphBuilder: as into its stream, the kernel kept by the graph
+
+template <typename... Args>
+  requires(!detail::is_erased_pack_v<Args...>)
+void launch(const graph::GraphBuilder& builder, const LaunchConfig& config, const Kernel& kernel, Args&&... args) {
+  launch(builder.launch_stream(kernel), config, kernel, std::forward<Args>(args)...);
+}
+template <typename... Params, typename... Args>
+  requires(sizeof...(Params) == sizeof...(Args) && (detail::typed_argument<Params, std::remove_cvref_t<Args>> && ...))
+void launch(const graph::GraphBuilder& builder, const LaunchConfig& config, const TypedKernel<void(Params...)>& kernel,
+            Args&&... args) {
+  launch(builder.launch_stream(kernel.kernel()), config, kernel, std::forward<Args>(args)...);
+}
+inline void launch(const graph::GraphBuilder& builder, const LaunchConfig& config, const Kernel& kernel,
+                   const KernelArgs& args) {
+  launch(builder.launch_stream(kernel), config, kernel, args);
+}
+inline void launch(const graph::GraphBuilder& builder, const LaunchConfig& config, const Kernel& kernel,
+                   std::span<void* const> args) {
+  launch(builder.launch_stream(kernel), config, kernel, args);
+}
+
+}  // namespace cucore

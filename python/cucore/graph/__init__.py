@@ -1,0 +1,177 @@
+"""CUDA graphs, as cuda.core.graph: GraphBuilder (stream capture), GraphDefinition
+(explicit nodes), Graph (the executable graph), GraphNode and its kinds,
+GraphCondition, GraphCompleteOptions, GraphDebugPrintOptions.
+
+cucore's graphs keep alive what their nodes use (kernels, Buffers passed as
+arguments or operands, events, child graphs, callbacks) until every executable
+graph made from them and every launch in flight is done.
+"""
+from collections.abc import Set as _Set
+from dataclasses import dataclass
+from enum import Enum
+
+from cucore._core import _graph as _native
+from cucore._core._graph import (
+    AllocNode,
+    ChildGraphNode,
+    ConditionalNode,
+    EmptyNode,
+    EventRecordNode,
+    EventWaitNode,
+    FreeNode,
+    Graph,
+    GraphBuilder,
+    GraphCondition,
+    GraphDefinition,
+    GraphMemoryResource,
+    GraphMemoryResourceAttributes,
+    GraphNode,
+    HostCallbackNode,
+    IfElseNode,
+    IfNode,
+    KernelNode,
+    MemcpyNode,
+    MemsetNode,
+    SwitchNode,
+    WhileNode,
+)
+
+__all__ = [
+    "AllocNode", "ChildGraphNode", "ConditionalNode", "EmptyNode", "EventRecordNode", "EventWaitNode",
+    "FreeNode", "Graph", "GraphBuilder", "GraphCompleteOptions", "GraphCondition", "GraphConditionalType",
+    "GraphDebugPrintOptions", "GraphDefinition", "GraphMemoryType", "GraphNode", "HostCallbackNode",
+    "IfElseNode", "IfNode", "KernelNode", "MemcpyNode", "MemsetNode", "SwitchNode", "WhileNode",
+]
+
+
+class GraphConditionalType(str, Enum):
+    """Conditional node flavor (cuda.core.typing.GraphConditionalType)."""
+
+    IF = "if"
+    WHILE = "while"
+    SWITCH = "switch"
+
+    def __str__(self):
+        return self.value
+
+
+class GraphMemoryType(str, Enum):
+    """Memory of a graph allocation node (cuda.core.typing.GraphMemoryType)."""
+
+    DEVICE = "device"
+    HOST = "host"
+    MANAGED = "managed"
+
+    def __str__(self):
+        return self.value
+
+
+@dataclass
+class GraphCompleteOptions:
+    """Options for GraphBuilder.complete() and GraphDefinition.instantiate().
+
+    auto_free_on_launch: free the graph's allocations before each relaunch.
+    upload_stream: upload the graph on this stream right after instantiating.
+    device_launch: launchable from the device (not with auto_free_on_launch).
+    use_node_priority: run with the nodes' priorities, not the launch stream's.
+    """
+
+    auto_free_on_launch: bool = False
+    upload_stream: object = None
+    device_launch: bool = False
+    use_node_priority: bool = False
+
+
+@dataclass
+class GraphDebugPrintOptions:
+    """Options for debug_dot_print(): each adds a kind of detail to the DOT output."""
+
+    verbose: bool = False
+    runtime_types: bool = False
+    kernel_node_params: bool = False
+    memcpy_node_params: bool = False
+    memset_node_params: bool = False
+    host_node_params: bool = False
+    event_node_params: bool = False
+    ext_semas_signal_node_params: bool = False
+    ext_semas_wait_node_params: bool = False
+    kernel_node_attributes: bool = False
+    handles: bool = False
+    mem_alloc_node_params: bool = False
+    mem_free_node_params: bool = False
+    batch_mem_op_node_params: bool = False
+    extra_topo_info: bool = False
+    conditional_node_params: bool = False
+
+
+class AdjacencySetProxy(_Set):
+    """A node's predecessors (or successors) as a set; changes write through to the graph."""
+
+    __slots__ = ("_node", "_forward")
+
+    def __init__(self, node, forward):
+        self._node = node
+        self._forward = forward
+
+    def _items(self):
+        return self._node._adjacent(self._forward)
+
+    def __contains__(self, x):
+        return x in self._items()
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __len__(self):
+        return len(self._items())
+
+    @classmethod
+    def _from_iterable(cls, it):
+        return set(it)
+
+    def add(self, value):
+        self.update((value,))
+
+    def discard(self, value):
+        if value in self:
+            self._node._change_edges(self._forward, False, [value])
+
+    def clear(self):
+        items = self._items()
+        if items:
+            self._node._change_edges(self._forward, False, items)
+
+    def update(self, *others):
+        new = [n for it in others for n in it if n not in self]
+        if new:
+            self._node._change_edges(self._forward, True, new)
+
+    def __ior__(self, it):
+        self.update(it)
+        return self
+
+    def __isub__(self, it):
+        gone = [n for n in it if n in self]
+        if gone:
+            self._node._change_edges(self._forward, False, gone)
+        return self
+
+    def __repr__(self):
+        return "{" + ", ".join(repr(n) for n in self._items()) + "}"
+
+
+def _adjacency(forward):
+    def get(self):
+        return AdjacencySetProxy(self, forward)
+
+    def set_(self, value):
+        proxy = AdjacencySetProxy(self, forward)
+        proxy.clear()
+        proxy.update(value)
+
+    return property(get, set_)
+
+
+GraphNode.pred = _adjacency(False)
+GraphNode.succ = _adjacency(True)
+del _native

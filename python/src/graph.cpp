@@ -1,0 +1,625 @@
+// cucore._core._graph: cuda.core.graph's classes over cucore::graph
+// (GraphBuilder, Graph, GraphDefinition, GraphNode and its kinds,
+// GraphCondition, GraphMemoryResource). The options dataclasses and the
+// pred/succ set proxies are Python (cucore/graph/__init__.py).
+//
+// Lifetimes: every Python object a graph uses that owns memory (a Buffer, a
+// StridedMemoryView, an operand's owner, a callback) rides in the graph's
+// retained Owners as a py_owner, released with the GIL on cucore's release
+// thread once the driver lets the graph go.
+#include <cucore/graph.hpp>
+
+#include <cstring>
+#include <string>
+
+#include "common.hpp"
+#include "launch_args.hpp"
+
+namespace cucore::python {
+namespace {
+
+using cucore::graph::Graph;
+using cucore::graph::GraphBuilder;
+using cucore::graph::GraphCondition;
+using cucore::graph::GraphDefinition;
+using cucore::graph::GraphMemoryResource;
+using cucore::graph::GraphNode;
+
+// ---- node kinds: each a Python subclass over the same C++ value --------------------------
+#define CUCORE_NODE_KIND(Name) \
+  struct Name : GraphNode {    \
+    Name(const GraphNode& n) : GraphNode(n) {} \
+  };
+CUCORE_NODE_KIND(EmptyNode)
+CUCORE_NODE_KIND(KernelNode)
+CUCORE_NODE_KIND(AllocNode)
+CUCORE_NODE_KIND(FreeNode)
+CUCORE_NODE_KIND(MemsetNode)
+CUCORE_NODE_KIND(MemcpyNode)
+CUCORE_NODE_KIND(ChildGraphNode)
+CUCORE_NODE_KIND(EventRecordNode)
+CUCORE_NODE_KIND(EventWaitNode)
+CUCORE_NODE_KIND(HostCallbackNode)
+CUCORE_NODE_KIND(ConditionalNode)
+#undef CUCORE_NODE_KIND
+#define CUCORE_CONDITIONAL_KIND(Name) \
+  struct Name : ConditionalNode {     \
+    Name(const GraphNode& n) : ConditionalNode(n) {} \
+  };
+CUCORE_CONDITIONAL_KIND(IfNode)
+CUCORE_CONDITIONAL_KIND(IfElseNode)
+CUCORE_CONDITIONAL_KIND(WhileNode)
+CUCORE_CONDITIONAL_KIND(SwitchNode)
+#undef CUCORE_CONDITIONAL_KIND
+
+nb::object wrap_node(const GraphNode& n) {
+  switch (n.type()) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return nb::cast(KernelNode(n));
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return nb::cast(MemcpyNode(n));
+    case CU_GRAPH_NODE_TYPE_MEMSET: return nb::cast(MemsetNode(n));
+    case CU_GRAPH_NODE_TYPE_HOST: return nb::cast(HostCallbackNode(n));
+    case CU_GRAPH_NODE_TYPE_GRAPH: return nb::cast(ChildGraphNode(n));
+    case CU_GRAPH_NODE_TYPE_EMPTY: return nb::cast(EmptyNode(n));
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return nb::cast(EventWaitNode(n));
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return nb::cast(EventRecordNode(n));
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return nb::cast(AllocNode(n));
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return nb::cast(FreeNode(n));
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      try {
+        switch (n.conditional_type()) {
+          case cucore::graph::GraphConditionalType::WHILE: return nb::cast(WhileNode(n));
+          case cucore::graph::GraphConditionalType::SWITCH: return nb::cast(SwitchNode(n));
+          default: return n.branches().size() == 2 ? nb::cast(IfElseNode(n)) : nb::cast(IfNode(n));
+        }
+      } catch (const std::invalid_argument&) {
+        return nb::cast(ConditionalNode(n));  // one cucore did not make
+      }
+    default: return nb::cast(n);
+  }
+}
+
+// ---- options: cucore.graph's dataclasses, a dict, None, or any object with the fields ----
+nb::object field(nb::handle o, const char* name) {
+  if (o.is_none()) return nb::none();
+  if (PyDict_Check(o.ptr())) {
+    PyObject* v = PyDict_GetItemString(o.ptr(), name);
+    return v ? nb::borrow(v) : nb::none();
+  }
+  return nb::getattr(o, name, nb::none());
+}
+bool flag(nb::handle o, const char* name) {
+  nb::object v = field(o, name);
+  if (v.is_none()) return false;
+  int t = PyObject_IsTrue(v.ptr());
+  if (t < 0) throw nb::python_error();
+  return t != 0;
+}
+
+cucore::graph::GraphCompleteOptions complete_options(nb::handle o) {
+  cucore::graph::GraphCompleteOptions opts;
+  opts.auto_free_on_launch = flag(o, "auto_free_on_launch");
+  opts.device_launch = flag(o, "device_launch");
+  opts.use_node_priority = flag(o, "use_node_priority");
+  nb::object s = field(o, "upload_stream");
+  if (!s.is_none()) opts.upload_stream = stream_arg(s, "GraphCompleteOptions.upload_stream");
+  return opts;
+}
+
+cucore::graph::GraphDebugPrintOptions print_options(nb::handle o) {
+  cucore::graph::GraphDebugPrintOptions p;
+  p.verbose = flag(o, "verbose");
+  p.runtime_types = flag(o, "runtime_types");
+  p.kernel_node_params = flag(o, "kernel_node_params");
+  p.memcpy_node_params = flag(o, "memcpy_node_params");
+  p.memset_node_params = flag(o, "memset_node_params");
+  p.host_node_params = flag(o, "host_node_params");
+  p.event_node_params = flag(o, "event_node_params");
+  p.ext_semas_signal_node_params = flag(o, "ext_semas_signal_node_params");
+  p.ext_semas_wait_node_params = flag(o, "ext_semas_wait_node_params");
+  p.kernel_node_attributes = flag(o, "kernel_node_attributes");
+  p.handles = flag(o, "handles");
+  p.mem_alloc_node_params = flag(o, "mem_alloc_node_params");
+  p.mem_free_node_params = flag(o, "mem_free_node_params");
+  p.batch_mem_op_node_params = flag(o, "batch_mem_op_node_params");
+  p.extra_topo_info = flag(o, "extra_topo_info");
+  p.conditional_node_params = flag(o, "conditional_node_params");
+  return p;
+}
+
+std::optional<unsigned> default_value_arg(nb::handle v) {
+  if (v.is_none()) return std::nullopt;
+  long long x = nb::cast<long long>(v);
+  if (x < 0 || x > 0xffffffffLL) raise_value_error("default_value must fit in 32 bits unsigned");
+  return static_cast<unsigned>(x);
+}
+
+std::string path_arg(nb::handle p) { return nb::cast<std::string>(nb::str(p)); }
+
+// ---- host callbacks ---------------------------------------------------------------------------
+void CUDA_CB py_host_trampoline(void* fn) noexcept {
+  if (!python_alive()) return;
+  PyGILState_STATE gil = PyGILState_Ensure();
+  PyObject* r = PyObject_CallNoArgs(static_cast<PyObject*>(fn));
+  if (!r) PyErr_WriteUnraisable(static_cast<PyObject*>(fn));
+  Py_XDECREF(r);
+  PyGILState_Release(gil);
+}
+
+// A callback as (function, user data, owner): a Python callable through the
+// trampoline, or a ctypes CFUNCTYPE(None, c_void_p) pointer with its user data
+// (an int, or bytes copied and kept with the graph).
+struct HostCall {
+  CUhostFn fn = nullptr;
+  void* data = nullptr;
+  std::shared_ptr<const void> owner;
+};
+
+HostCall host_call(nb::handle fn, nb::handle user_data) {
+  nb::module_ ctypes = nb::module_::import_("ctypes");
+  if (PyObject_IsInstance(fn.ptr(), ctypes.attr("_CFuncPtr").ptr()) == 1) {
+    nb::object restype = nb::getattr(fn, "restype", nb::none());
+    nb::object argtypes = nb::getattr(fn, "argtypes", nb::none());
+    const bool ok = restype.is_none() && !argtypes.is_none() && nb::len(argtypes) == 1 &&
+                    argtypes[0].is(ctypes.attr("c_void_p"));
+    if (!ok)
+      raise_type_error("callback: a ctypes function must be declared ctypes.CFUNCTYPE(None, ctypes.c_void_p) "
+                       "(the driver's CUhostFn), got restype " + nb::cast<std::string>(nb::repr(restype)) +
+                       " and argtypes " + nb::cast<std::string>(nb::repr(argtypes)));
+    HostCall c;
+    nb::object address = ctypes.attr("cast")(fn, ctypes.attr("c_void_p")).attr("value");
+    c.fn = reinterpret_cast<CUhostFn>(pointer_arg(address, "callback"));
+    auto fn_owner = py_owner(fn);
+    if (user_data.is_none()) {
+      c.owner = fn_owner;
+    } else if (PyLong_Check(user_data.ptr())) {
+      c.data = reinterpret_cast<void*>(pointer_arg(user_data, "user_data"));
+      c.owner = fn_owner;
+    } else {
+      Py_buffer view;
+      if (PyObject_GetBuffer(user_data.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+      auto copy = std::make_shared<std::pair<std::shared_ptr<const void>, std::vector<unsigned char>>>();
+      copy->first = fn_owner;
+      copy->second.assign(static_cast<unsigned char*>(view.buf), static_cast<unsigned char*>(view.buf) + view.len);
+      PyBuffer_Release(&view);
+      c.data = copy->second.data();
+      c.owner = copy;
+    }
+    return c;
+  }
+  if (!PyCallable_Check(fn.ptr())) raise_type_error("callback: fn must be callable or a ctypes function pointer");
+  if (!user_data.is_none()) raise_value_error("callback: user_data is only for ctypes function pointers");
+  return {py_host_trampoline, fn.ptr(), py_owner(fn)};
+}
+
+// ---- the node builders shared by GraphDefinition and GraphNode ------------------------------
+GraphDefinition graph_of(const GraphDefinition& d) { return d; }
+GraphDefinition graph_of(const GraphNode& n) { return n.graph(); }
+
+// A Buffer (its device pointer; the graph keeps the Buffer) or an int (kept
+// alive by `owner` when given).
+CUdeviceptr operand(const GraphDefinition& g, nb::handle obj, nb::handle owner, const char* name) {
+  if (Py_TYPE(obj.ptr()) == g_types.buffer) {
+    if (!owner.is_none())
+      raise_value_error(std::string(name) + "_owner must not be given with a Buffer " + name);
+    const auto& b = *nb::inst_ptr<cucore::Buffer>(obj);
+    if (b.is_closed()) throw cucore::ClosedError("Buffer", name);
+    g.retain(py_owner(obj));
+    return b.handle();
+  }
+  if (!owner.is_none()) g.retain(py_owner(owner));
+  return static_cast<CUdeviceptr>(pointer_arg(obj, name));
+}
+
+GraphCondition condition_arg(nb::handle c) {
+  if (!g_types.graph_condition || Py_TYPE(c.ptr()) != g_types.graph_condition)
+    raise_type_error("condition must be a GraphCondition (from create_condition())");
+  return *nb::inst_ptr<GraphCondition>(c);
+}
+
+template <typename T>
+void bind_node_builders(nb::class_<T, cucore::graph::detail::NodeMaker>& c) {
+  c.def("empty", [](const T& self) { return wrap_node(self.empty()); })
+      .def("join", [](const T& self, nb::args nodes) {
+        std::vector<GraphNode> v;
+        for (nb::handle h : nodes) v.push_back(nb::cast<GraphNode>(h));
+        return wrap_node(self.join(std::span<const GraphNode>(v)));
+      })
+      .def("launch", [](const T& self, const cucore::LaunchConfig& config, const cucore::Kernel& kernel,
+                        nb::args args) {
+        const std::size_t n = nb::len(args);
+        PackedArgs packed;
+        PyObject* const* items = n ? &PyTuple_GET_ITEM(args.ptr(), 0) : nullptr;
+        pack_kernel_args(kernel, items, n, packed);
+        GraphNode node = self.add_kernel(config, kernel, packed.pointers, packed.descs, n);
+        GraphDefinition g = graph_of(self);
+        for (std::size_t i = 0; i < n; ++i)
+          if (Py_TYPE(items[i]) == g_types.buffer || Py_TYPE(items[i]) == g_types.view) g.retain(py_owner(items[i]));
+        return wrap_node(node);
+      }, nb::arg("config"), nb::arg("kernel"), nb::arg("args"))
+      .def("allocate", [](const T& self, std::size_t size, nb::handle device, nb::handle memory_type,
+                          nb::handle peer_access) {
+        cucore::graph::GraphAllocOptions o;
+        if (!device.is_none())
+          o.device = PyObject_TypeCheck(device.ptr(), g_types.device) ? nb::inst_ptr<PyDevice>(device)->dev.ordinal()
+                                                                      : nb::cast<int>(device);
+        std::string mt = nb::cast<std::string>(nb::str(memory_type));
+        if (mt == "device") o.memory_type = cucore::graph::GraphMemoryType::DEVICE;
+        else if (mt == "host") o.memory_type = cucore::graph::GraphMemoryType::HOST;
+        else if (mt == "managed") o.memory_type = cucore::graph::GraphMemoryType::MANAGED;
+        else raise_value_error("allocate: memory_type must be 'device', 'host' or 'managed', got '" + mt + "'");
+        if (!peer_access.is_none())
+          for (nb::handle p : peer_access)
+            o.peer_access.push_back(PyObject_TypeCheck(p.ptr(), g_types.device) ? nb::inst_ptr<PyDevice>(p)->dev.ordinal()
+                                                                                : nb::cast<int>(p));
+        return wrap_node(self.allocate(size, o));
+      }, nb::arg("size"), nb::kw_only(), nb::arg("device") = nb::none(), nb::arg("memory_type") = "device",
+         nb::arg("peer_access") = nb::none())
+      .def("deallocate", [](const T& self, nb::handle dptr) {
+        return wrap_node(self.deallocate(static_cast<CUdeviceptr>(pointer_arg(dptr, "dptr"))));
+      }, nb::arg("dptr"))
+      .def("memset", [](const T& self, nb::handle dst, nb::handle value, std::size_t width, std::size_t height,
+                        std::size_t pitch, nb::handle dst_owner) {
+        GraphDefinition g = graph_of(self);
+        CUdeviceptr p = operand(g, dst, dst_owner, "dst");
+        if (PyLong_Check(value.ptr())) {
+          long long v = nb::cast<long long>(value);
+          if (v < 0 || v > 255) raise_value_error("memset: an int value is one byte, in [0, 256)");
+          return wrap_node(self.memset(p, static_cast<std::uint8_t>(v), width, height, pitch));
+        }
+        Py_buffer view;
+        if (PyObject_GetBuffer(value.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+        std::uint32_t bits = 0;
+        const Py_ssize_t len = view.len;
+        if (len == 1 || len == 2 || len == 4) std::memcpy(&bits, view.buf, static_cast<std::size_t>(len));
+        PyBuffer_Release(&view);
+        if (len == 1) return wrap_node(self.memset(p, static_cast<std::uint8_t>(bits), width, height, pitch));
+        if (len == 2) return wrap_node(self.memset(p, static_cast<std::uint16_t>(bits), width, height, pitch));
+        if (len == 4) return wrap_node(self.memset(p, bits, width, height, pitch));
+        raise_value_error("memset: value must be an int or an object of 1, 2 or 4 bytes, got " + std::to_string(len) +
+                          " bytes");
+      }, nb::arg("dst"), nb::arg("value"), nb::arg("width"), nb::arg("height") = 1, nb::arg("pitch") = 0,
+         nb::kw_only(), nb::arg("dst_owner") = nb::none())
+      .def("memcpy", [](const T& self, nb::handle dst, nb::handle src, std::size_t size, nb::handle dst_owner,
+                        nb::handle src_owner) {
+        GraphDefinition g = graph_of(self);
+        CUdeviceptr d = operand(g, dst, dst_owner, "dst");
+        CUdeviceptr s = operand(g, src, src_owner, "src");
+        return wrap_node(self.memcpy(d, s, size));
+      }, nb::arg("dst"), nb::arg("src"), nb::arg("size"), nb::kw_only(), nb::arg("dst_owner") = nb::none(),
+         nb::arg("src_owner") = nb::none())
+      .def("embed", [](const T& self, const GraphDefinition& child) { return wrap_node(self.embed(child)); },
+           nb::arg("child"))
+      .def("record", [](const T& self, const cucore::Event& e) { return wrap_node(self.record(e)); }, nb::arg("event"))
+      .def("wait", [](const T& self, const cucore::Event& e) { return wrap_node(self.wait(e)); }, nb::arg("event"))
+      .def("callback", [](const T& self, nb::handle fn, nb::handle user_data) {
+        HostCall c = host_call(fn, user_data);
+        return wrap_node(self.callback(c.fn, c.data, std::move(c.owner)));
+      }, nb::arg("fn"), nb::kw_only(), nb::arg("user_data") = nb::none())
+      .def("if_then", [](const T& self, nb::handle c) { return wrap_node(self.if_then(condition_arg(c))); },
+           nb::arg("condition"))
+      .def("if_else", [](const T& self, nb::handle c) { return wrap_node(self.if_else(condition_arg(c))); },
+           nb::arg("condition"))
+      .def("while_loop", [](const T& self, nb::handle c) { return wrap_node(self.while_loop(condition_arg(c))); },
+           nb::arg("condition"))
+      .def("switch", [](const T& self, nb::handle c, std::size_t count) {
+        return wrap_node(self.switch_(condition_arg(c), count));
+      }, nb::arg("condition"), nb::arg("count"));
+}
+
+nb::tuple builders_tuple(std::vector<GraphBuilder> v) {
+  nb::list l;
+  for (auto& b : v) l.append(nb::cast(std::move(b)));
+  return nb::tuple(l);
+}
+
+std::uintptr_t as_int(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+// GraphMemoryResource.attributes: a view that reads the driver each time.
+struct GraphMemoryAttributes {
+  GraphMemoryResource mr;
+};
+
+}  // namespace
+
+cucore::StreamRef graph_builder_launch_stream(PyObject* builder, const cucore::Kernel& kernel,
+                                              PyObject* const* args, std::size_t n) {
+  const auto& gb = *nb::inst_ptr<GraphBuilder>(builder);
+  cucore::StreamRef s = gb.launch_stream(kernel);
+  for (std::size_t i = 0; i < n; ++i)
+    if (Py_TYPE(args[i]) == g_types.buffer || Py_TYPE(args[i]) == g_types.view) gb.retain(py_owner(args[i]));
+  return s;
+}
+
+void bind_graph(nb::module_& parent) {
+  nb::module_ m = parent.def_submodule("_graph", "cuda.core.graph's classes (see cucore.graph)");
+
+  auto cond = nb::class_<GraphCondition>(m, "GraphCondition",
+      "A conditional node's variable; pass it to a kernel as a launch argument (its CUgraphConditionalHandle).")
+      .def_prop_ro("handle", [](const GraphCondition& c) { return static_cast<unsigned long long>(c.handle); })
+      .def("__eq__", [](const GraphCondition& a, nb::handle b) {
+        return Py_TYPE(b.ptr()) == g_types.graph_condition && a == *nb::inst_ptr<GraphCondition>(b);
+      })
+      .def("__hash__", [](const GraphCondition& c) { return std::hash<unsigned long long>()(c.handle); })
+      .def("__repr__", [](const GraphCondition& c) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "<GraphCondition handle=0x%llx>", static_cast<unsigned long long>(c.handle));
+        return std::string(buf);
+      });
+  g_types.graph_condition = reinterpret_cast<PyTypeObject*>(cond.ptr());
+
+  nb::class_<Graph>(m, "Graph", "An executable graph: launch(stream), upload(stream), update(source), close().")
+      .def("close", &Graph::close)
+      .def_prop_ro("is_closed", &Graph::is_closed)
+      .def_prop_ro("handle", [](const Graph& g) { return as_int(g.handle()); })
+      .def("launch", [](const Graph& g, nb::handle stream) {
+        cucore::StreamRef s = stream_arg(stream, "Graph.launch: stream");
+        nb::gil_scoped_release release;
+        g.launch(s);
+      }, nb::arg("stream"))
+      .def("upload", [](const Graph& g, nb::handle stream) { g.upload(stream_arg(stream, "Graph.upload: stream")); },
+           nb::arg("stream"))
+      .def("update", [](Graph& g, nb::handle source) {
+        if (nb::isinstance<GraphBuilder>(source)) g.update(nb::cast<const GraphBuilder&>(source));
+        else if (nb::isinstance<GraphDefinition>(source)) g.update(nb::cast<const GraphDefinition&>(source));
+        else raise_type_error("Graph.update: source must be a GraphBuilder or a GraphDefinition");
+      }, nb::arg("source"))
+      .def("__repr__", [](const Graph& g) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "<Graph handle=0x%llx%s>", (unsigned long long)as_int(g.handle()),
+                      g.is_closed() ? " closed" : "");
+        return std::string(buf);
+      });
+
+  nb::class_<cucore::graph::detail::NodeMaker>(m, "_NodeBuilder");
+
+  auto def = nb::class_<GraphDefinition, cucore::graph::detail::NodeMaker>(m, "GraphDefinition",
+      "A graph built node by node; instantiate() gives the executable Graph.")
+      .def(nb::init<>())
+      .def_prop_ro("is_valid", &GraphDefinition::is_valid)
+      .def_prop_ro("handle", [](const GraphDefinition& d) { return as_int(d.handle()); })
+      .def("create_condition", [](const GraphDefinition& d, nb::handle v) {
+        return d.create_condition(default_value_arg(v));
+      }, nb::arg("default_value") = nb::none())
+      .def("instantiate", [](const GraphDefinition& d, nb::handle options) {
+        return d.instantiate(complete_options(options));
+      }, nb::arg("options") = nb::none())
+      .def("debug_dot_print", [](const GraphDefinition& d, nb::handle path, nb::handle options) {
+        d.debug_dot_print(path_arg(path), print_options(options));
+      }, nb::arg("path"), nb::arg("options") = nb::none())
+      .def("nodes", [](const GraphDefinition& d) {
+        nb::set s;
+        for (const GraphNode& n : d.nodes()) s.add(wrap_node(n));
+        return s;
+      })
+      .def("edges", [](const GraphDefinition& d) {
+        nb::set s;
+        for (const auto& [a, b] : d.edges()) s.add(nb::make_tuple(wrap_node(a), wrap_node(b)));
+        return s;
+      })
+      .def("__eq__", [](const GraphDefinition& a, nb::handle b) {
+        return nb::isinstance<GraphDefinition>(b) && a == nb::cast<const GraphDefinition&>(b);
+      })
+      .def("__hash__", [](const GraphDefinition& d) { return std::hash<std::uintptr_t>()(as_int(d.handle())); })
+      .def("__repr__", [](const GraphDefinition& d) {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "<GraphDefinition handle=0x%llx>", (unsigned long long)as_int(d.handle()));
+        return std::string(buf);
+      });
+  bind_node_builders(def);
+
+  auto node = nb::class_<GraphNode, cucore::graph::detail::NodeMaker>(m, "GraphNode",
+      "A node of a graph definition; its builder methods add nodes that depend on it.")
+      .def_prop_ro("type", [](const GraphNode& n) { return static_cast<int>(n.type()); })
+      .def_prop_ro("graph", &GraphNode::graph)
+      .def_prop_ro("handle", [](const GraphNode& n) { return as_int(n.handle()); })
+      .def_prop_ro("is_valid", &GraphNode::is_valid)
+      .def("destroy", &GraphNode::destroy)
+      .def("_adjacent", [](const GraphNode& n, bool forward) {
+        nb::list l;
+        for (const GraphNode& x : forward ? n.succ() : n.pred()) l.append(wrap_node(x));
+        return l;
+      })
+      .def("_change_edges", [](const GraphNode& n, bool forward, bool add, std::vector<GraphNode> others) {
+        if (forward) add ? n.add_succ(others) : n.remove_succ(others);
+        else add ? n.add_pred(others) : n.remove_pred(others);
+      })
+      .def("__eq__", [](const GraphNode& a, nb::handle b) {
+        return nb::isinstance<GraphNode>(b) && a == nb::cast<const GraphNode&>(b);
+      })
+      .def("__hash__", [](const GraphNode& n) { return std::hash<std::uintptr_t>()(as_int(n.handle())); })
+      .def("__repr__", [](nb::handle self) {
+        const auto& n = nb::cast<const GraphNode&>(self);
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "<%s handle=0x%llx>", Py_TYPE(self.ptr())->tp_name,
+                      (unsigned long long)as_int(n.handle()));
+        return std::string(buf);
+      });
+  bind_node_builders(node);
+
+  nb::class_<EmptyNode, GraphNode>(m, "EmptyNode", "An empty (synchronization) node.");
+  nb::class_<KernelNode, GraphNode>(m, "KernelNode", "A kernel launch node.")
+      .def_prop_ro("grid", [](const KernelNode& n) {
+        auto g = n.kernel_params().config.grid;
+        return nb::make_tuple(g.x, g.y, g.z);
+      })
+      .def_prop_ro("block", [](const KernelNode& n) {
+        auto b = n.kernel_params().config.block;
+        return nb::make_tuple(b.x, b.y, b.z);
+      })
+      .def_prop_ro("shmem_size", [](const KernelNode& n) { return n.kernel_params().config.shmem_size; })
+      .def_prop_ro("kernel", [](const KernelNode& n) { return n.kernel_params().kernel; })
+      .def_prop_ro("config", [](const KernelNode& n) {
+        cucore::LaunchConfig c = n.kernel_params().config;
+        c.cluster = {};
+        c.is_cooperative = false;
+        return c;
+      });
+  nb::class_<AllocNode, GraphNode>(m, "AllocNode", "A memory allocation node.")
+      .def_prop_ro("dptr", [](const AllocNode& n) { return static_cast<std::uintptr_t>(n.alloc_params().dptr); })
+      .def_prop_ro("bytesize", [](const AllocNode& n) { return n.alloc_params().bytesize; })
+      .def_prop_ro("device_id", [](const AllocNode& n) { return n.alloc_params().device_id; })
+      .def_prop_ro("memory_type", [](const AllocNode& n) {
+        return std::string(cucore::graph::to_string(n.alloc_params().memory_type));
+      })
+      .def_prop_ro("peer_access", [](const AllocNode& n) {
+        nb::list l;
+        for (int p : n.alloc_params().peer_access) l.append(p);
+        return nb::tuple(l);
+      });
+  nb::class_<FreeNode, GraphNode>(m, "FreeNode", "A memory free node.")
+      .def_prop_ro("dptr", [](const FreeNode& n) { return static_cast<std::uintptr_t>(n.free_dptr()); });
+  nb::class_<MemsetNode, GraphNode>(m, "MemsetNode", "A memset node.")
+      .def_prop_ro("dptr", [](const MemsetNode& n) { return static_cast<std::uintptr_t>(n.memset_params().dptr); })
+      .def_prop_ro("value", [](const MemsetNode& n) { return n.memset_params().value; })
+      .def_prop_ro("element_size", [](const MemsetNode& n) { return n.memset_params().element_size; })
+      .def_prop_ro("width", [](const MemsetNode& n) { return n.memset_params().width; })
+      .def_prop_ro("height", [](const MemsetNode& n) { return n.memset_params().height; })
+      .def_prop_ro("pitch", [](const MemsetNode& n) { return n.memset_params().pitch; });
+  nb::class_<MemcpyNode, GraphNode>(m, "MemcpyNode", "A memcpy node.")
+      .def_prop_ro("dst", [](const MemcpyNode& n) { return static_cast<std::uintptr_t>(n.memcpy_params().dst); })
+      .def_prop_ro("src", [](const MemcpyNode& n) { return static_cast<std::uintptr_t>(n.memcpy_params().src); })
+      .def_prop_ro("size", [](const MemcpyNode& n) { return n.memcpy_params().size; });
+  nb::class_<ChildGraphNode, GraphNode>(m, "ChildGraphNode", "A child graph node.")
+      .def_prop_ro("child_graph", [](const ChildGraphNode& n) { return n.child_graph(); });
+  nb::class_<EventRecordNode, GraphNode>(m, "EventRecordNode", "An event record node.")
+      .def_prop_ro("event", [](const EventRecordNode& n) { return n.event(); });
+  nb::class_<EventWaitNode, GraphNode>(m, "EventWaitNode", "An event wait node.")
+      .def_prop_ro("event", [](const EventWaitNode& n) { return n.event(); });
+  nb::class_<HostCallbackNode, GraphNode>(m, "HostCallbackNode", "A host callback node.")
+      .def_prop_ro("callback", [](const HostCallbackNode& n) -> nb::object {
+        PyObject* o = py_owner_object(n.callback_owner());
+        if (!o || !PyCallable_Check(o) || PyObject_HasAttrString(o, "argtypes")) return nb::none();
+        return nb::borrow(o);
+      });
+  auto cn = nb::class_<ConditionalNode, GraphNode>(m, "ConditionalNode", "Base of the conditional nodes.")
+      .def_prop_ro("condition", [](const ConditionalNode& n) { return n.condition(); })
+      .def_prop_ro("cond_type", [](const ConditionalNode& n) {
+        return std::string(cucore::graph::to_string(n.conditional_type()));
+      })
+      .def_prop_ro("branches", [](const ConditionalNode& n) {
+        nb::list l;
+        for (auto& b : n.branches()) l.append(nb::cast(b));
+        return nb::tuple(l);
+      });
+  nb::class_<IfNode, ConditionalNode>(m, "IfNode", "An if-conditional node.")
+      .def_prop_ro("then", [](const IfNode& n) { return n.branches().at(0); });
+  nb::class_<IfElseNode, ConditionalNode>(m, "IfElseNode", "An if-else conditional node.")
+      .def_prop_ro("then", [](const IfElseNode& n) { return n.branches().at(0); })
+      .def_prop_ro("else_", [](const IfElseNode& n) { return n.branches().at(1); });
+  nb::class_<WhileNode, ConditionalNode>(m, "WhileNode", "A while-loop conditional node.")
+      .def_prop_ro("body", [](const WhileNode& n) { return n.branches().at(0); });
+  nb::class_<SwitchNode, ConditionalNode>(m, "SwitchNode", "A switch conditional node.");
+
+  auto gbc = nb::class_<GraphBuilder>(m, "GraphBuilder",
+      "A graph under construction by stream capture; made by Device.create_graph_builder() or "
+      "Stream.create_graph_builder().")
+      .def("close", &GraphBuilder::close)
+      .def_prop_ro("is_closed", &GraphBuilder::is_closed)
+      .def_prop_ro("stream", [](const GraphBuilder& b) { return b.stream(); })
+      .def_prop_ro("is_join_required", &GraphBuilder::is_join_required)
+      .def_prop_ro("graph_definition", &GraphBuilder::graph_definition)
+      .def("begin_building", [](nb::handle self, nb::handle mode) {
+        std::string m = mode.is_none() ? "relaxed" : nb::cast<std::string>(mode);
+        nb::cast<GraphBuilder&>(self).begin_building(m);
+        return nb::borrow(self);
+      }, nb::arg("mode") = "relaxed")
+      .def_prop_ro("is_building", &GraphBuilder::is_building)
+      .def("end_building", [](nb::handle self) {
+        nb::cast<GraphBuilder&>(self).end_building();
+        return nb::borrow(self);
+      })
+      .def("complete", [](const GraphBuilder& b, nb::handle options) { return b.complete(complete_options(options)); },
+           nb::arg("options") = nb::none())
+      .def("debug_dot_print", [](const GraphBuilder& b, nb::handle path, nb::handle options) {
+        b.debug_dot_print(path_arg(path), print_options(options));
+      }, nb::arg("path"), nb::arg("options") = nb::none())
+      .def("split", [](nb::handle self, long long count) {
+        if (count < 1) raise_value_error("split: count must be at least 1, got " + std::to_string(count));
+        auto v = nb::cast<GraphBuilder&>(self).split(static_cast<std::size_t>(count));
+        nb::list l;
+        l.append(self);  // the original comes back first, as itself
+        for (std::size_t i = 1; i < v.size(); ++i) l.append(nb::cast(std::move(v[i])));
+        return nb::tuple(l);
+      }, nb::arg("count"))
+      .def_static("join", [](nb::args builders) -> nb::object {
+        if (nb::len(builders) == 0) raise_value_error("join: give at least one GraphBuilder");
+        std::vector<GraphBuilder> v;
+        for (nb::handle h : builders) v.push_back(nb::cast<GraphBuilder>(h));
+        GraphBuilder joined = GraphBuilder::join(v);
+        for (nb::handle h : builders)  // the builder continuing is returned as itself
+          if (nb::cast<const GraphBuilder&>(h).state() == joined.state()) return nb::borrow(h);
+        return nb::cast(joined);
+      })
+      .def("__cuda_stream__", [](const GraphBuilder& b) {
+        return nb::make_tuple(0, as_int(b.stream().handle()));
+      })
+      .def("create_condition", [](GraphBuilder& b, nb::handle v) { return b.create_condition(default_value_arg(v)); },
+           nb::arg("default_value") = nb::none())
+      .def("if_then", [](GraphBuilder& b, nb::handle c) { return b.if_then(condition_arg(c)); }, nb::arg("condition"))
+      .def("if_else", [](GraphBuilder& b, nb::handle c) {
+        auto [t, e] = b.if_else(condition_arg(c));
+        return nb::make_tuple(std::move(t), std::move(e));
+      }, nb::arg("condition"))
+      .def("while_loop", [](GraphBuilder& b, nb::handle c) { return b.while_loop(condition_arg(c)); },
+           nb::arg("condition"))
+      .def("switch", [](GraphBuilder& b, nb::handle c, long long count) {
+        if (count < 1) raise_value_error("switch: count must be at least 1, got " + std::to_string(count));
+        return builders_tuple(b.switch_(condition_arg(c), static_cast<std::size_t>(count)));
+      }, nb::arg("condition"), nb::arg("count"))
+      .def("embed", [](GraphBuilder& b, const GraphBuilder& child) { b.embed(child); }, nb::arg("child"))
+      .def("callback", [](GraphBuilder& b, nb::handle fn, nb::handle user_data) {
+        HostCall c = host_call(fn, user_data);
+        b.callback(c.fn, c.data, std::move(c.owner));
+      }, nb::arg("fn"), nb::kw_only(), nb::arg("user_data") = nb::none())
+      .def("__repr__", [](const GraphBuilder& b) {
+        return std::string("<GraphBuilder") + (b.is_closed() ? " closed" : b.is_building() ? " building" : "") + ">";
+      });
+  g_types.graph_builder = reinterpret_cast<PyTypeObject*>(gbc.ptr());
+
+  // Stream.create_graph_builder() and Device.create_graph_builder().
+  nb::handle(reinterpret_cast<PyObject*>(g_types.stream)).attr("create_graph_builder") =
+      nb::cpp_function([](const cucore::Stream& s) { return s.create_graph_builder(); }, nb::is_method(),
+                       nb::name("create_graph_builder"), nb::scope(nb::handle(reinterpret_cast<PyObject*>(g_types.stream))),
+                       "A GraphBuilder capturing this stream.");
+  nb::handle(reinterpret_cast<PyObject*>(g_types.device)).attr("create_graph_builder") =
+      nb::cpp_function([](nb::handle self) { return nb::inst_ptr<PyDevice>(self)->dev.create_graph_builder(); },
+                       nb::is_method(), nb::name("create_graph_builder"),
+                       nb::scope(nb::handle(reinterpret_cast<PyObject*>(g_types.device))),
+                       "A GraphBuilder capturing a new stream of this device.");
+
+  // ---- GraphMemoryResource ----
+  nb::class_<GraphMemoryAttributes>(m, "GraphMemoryResourceAttributes",
+      "Graph memory of a device, in bytes; the high watermarks can be set to 0 (reset to the current usage).")
+      .def_prop_ro("reserved_mem_current", [](const GraphMemoryAttributes& a) { return a.mr.attributes().reserved_mem_current; })
+      .def_prop_rw("reserved_mem_high", [](const GraphMemoryAttributes& a) { return a.mr.attributes().reserved_mem_high; },
+                   [](GraphMemoryAttributes& a, long long v) {
+                     if (v != 0) raise_value_error("reserved_mem_high can only be set to 0 (a reset)");
+                     a.mr.reset_reserved_mem_high();
+                   })
+      .def_prop_ro("used_mem_current", [](const GraphMemoryAttributes& a) { return a.mr.attributes().used_mem_current; })
+      .def_prop_rw("used_mem_high", [](const GraphMemoryAttributes& a) { return a.mr.attributes().used_mem_high; },
+                   [](GraphMemoryAttributes& a, long long v) {
+                     if (v != 0) raise_value_error("used_mem_high can only be set to 0 (a reset)");
+                     a.mr.reset_used_mem_high();
+                   })
+      .def("__repr__", [](const GraphMemoryAttributes& a) {
+        auto x = a.mr.attributes();
+        return "GraphMemoryResourceAttributes(reserved_mem_current=" + std::to_string(x.reserved_mem_current) +
+               ", reserved_mem_high=" + std::to_string(x.reserved_mem_high) + ", used_mem_current=" +
+               std::to_string(x.used_mem_current) + ", used_mem_high=" + std::to_string(x.used_mem_high) + ")";
+      });
+  nb::class_<GraphMemoryResource, cucore::MemoryResource>(m, "GraphMemoryResource",
+      "Memory allocated inside a graph under capture: allocate(size, stream=graph_builder).",
+      nb::is_weak_referenceable())
+      .def("__init__", [](GraphMemoryResource* self, nb::handle device_id) {
+        int id = PyObject_TypeCheck(device_id.ptr(), g_types.device) ? nb::inst_ptr<PyDevice>(device_id)->dev.ordinal()
+                                                                     : nb::cast<int>(device_id);
+        new (self) GraphMemoryResource(id);
+        register_memory_resource_face(nb::find(self));
+      }, nb::arg("device_id"))
+      .def_prop_ro("attributes", [](const GraphMemoryResource& r) { return GraphMemoryAttributes{r}; })
+      .def("trim", &GraphMemoryResource::trim)
+      .def("close", [](const GraphMemoryResource&) {}, "No operation (cuda.core's, for compatibility).");
+}
+
+}  // namespace cucore::python

@@ -1,0 +1,156 @@
+#include "handles/graph_handles.hpp"
+
+#include <cucore/errors.hpp>
+
+#include <condition_variable>
+#include <cstdio>
+#include <deque>
+#include <thread>
+
+#include "loader/driver.hpp"
+
+namespace cucore::detail {
+
+namespace {
+const DriverTable* loaded() noexcept { return g_driver.load(std::memory_order_acquire); }
+
+// The release thread. Its queue is never destroyed, so a driver callback that
+// comes during the process's exit still finds it.
+struct ReleaseQueue {
+  std::mutex mutex;
+  std::condition_variable cv;
+  std::deque<std::vector<Owner>*> queue;
+  unsigned long long queued = 0, released = 0;
+  bool started = false;
+};
+ReleaseQueue& release_queue() {
+  static auto* q = new ReleaseQueue;
+  return *q;
+}
+
+void release_loop() {
+  ReleaseQueue& q = release_queue();
+  std::unique_lock lock(q.mutex);
+  for (;;) {
+    q.cv.wait(lock, [&] { return !q.queue.empty(); });
+    std::vector<Owner>* owners = q.queue.front();
+    q.queue.pop_front();
+    lock.unlock();
+    delete owners;  // may unload libraries, free Buffers, take the GIL
+    lock.lock();
+    ++q.released;
+    q.cv.notify_all();
+  }
+}
+
+// Started from a user thread (attach), so a driver callback never has to.
+void ensure_release_thread() {
+  ReleaseQueue& q = release_queue();
+  std::lock_guard lock(q.mutex);
+  if (q.started) return;
+  std::thread(release_loop).detach();
+  q.started = true;
+}
+
+void CUDA_CB destroy_owners(void* owners) { release_later(static_cast<std::vector<Owner>*>(owners)); }
+}  // namespace
+
+void release_later(std::vector<Owner>* owners) noexcept {
+  ReleaseQueue& q = release_queue();
+  try {
+    std::lock_guard lock(q.mutex);
+    q.queue.push_back(owners);
+    ++q.queued;
+  } catch (...) {
+    // No memory to queue: keeping the objects is safer than releasing them here.
+    std::fputs("cucore: could not queue a graph's objects for release; they are kept\n", stderr);
+    return;
+  }
+  q.cv.notify_all();
+}
+
+void drain_releases_for_testing() {
+  ReleaseQueue& q = release_queue();
+  std::unique_lock lock(q.mutex);
+  const auto target = q.queued;
+  q.cv.wait(lock, [&] { return q.released >= target; });
+}
+
+GraphBox::~GraphBox() {
+  if (owned && graph)
+    if (const auto* t = loaded()) t->cuGraphDestroy(graph);
+}
+
+void GraphBox::retain(Owner owner) {
+  if (!owner) return;
+  GraphBox& r = top();
+  std::lock_guard lock(r.mutex);
+  if (!r.pending.empty() && r.pending.back() == owner) return;
+  r.pending.push_back(std::move(owner));
+}
+
+void GraphBox::attach() {
+  GraphBox& r = top();
+  std::vector<Owner>* batch = nullptr;
+  CUgraph g = nullptr;
+  {
+    std::lock_guard lock(r.mutex);
+    if (r.pending.empty() || !r.graph) return;
+    g = r.graph;
+    batch = new std::vector<Owner>(std::move(r.pending));
+    r.pending.clear();
+  }
+  auto put_back = [&] {
+    std::lock_guard lock(r.mutex);
+    r.pending.insert(r.pending.begin(), batch->begin(), batch->end());
+  };
+  const DriverTable& d = driver();
+  if (!d.cuUserObjectCreate || !d.cuGraphRetainUserObject) {
+    put_back();
+    delete batch;
+    require(nullptr, 11030, "graph user objects (cuUserObjectCreate)");
+  }
+  ensure_release_thread();
+  CUuserObject object = nullptr;
+  if (CUresult r1 = d.cuUserObjectCreate(&object, batch, destroy_owners, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+      r1 != CUDA_SUCCESS) {
+    put_back();
+    delete batch;
+    throw_cuda_error(r1, "cuUserObjectCreate");
+  }
+  if (CUresult r2 = d.cuGraphRetainUserObject(g, object, 1, CU_GRAPH_USER_OBJECT_MOVE); r2 != CUDA_SUCCESS) {
+    put_back();  // copies: the user object's own go with it
+    d.cuUserObjectRelease(object, 1);
+    throw_cuda_error(r2, "cuGraphRetainUserObject");
+  }
+}
+
+GraphHandle create_graph() {
+  auto box = std::make_shared<GraphBox>();
+  CUgraph g = nullptr;
+  check(driver().cuGraphCreate(&g, 0), "cuGraphCreate");
+  box->graph = g;
+  box->owned = true;
+  return box;
+}
+
+GraphHandle own_graph(CUgraph graph) {
+  auto box = std::make_shared<GraphBox>();
+  box->graph = graph;
+  box->owned = true;
+  return box;
+}
+
+GraphHandle view_graph(CUgraph graph, GraphHandle root) {
+  auto box = std::make_shared<GraphBox>();
+  box->graph = graph;
+  box->root = root->root ? root->root : std::move(root);
+  return box;
+}
+
+GraphExecBox::~GraphExecBox() {
+  if (exec)
+    if (const auto* t = loaded()) t->cuGraphExecDestroy(exec);
+}
+
+}  // namespace cucore::detail

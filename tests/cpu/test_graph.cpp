@@ -1,0 +1,401 @@
+// Graphs against the fake driver: option validation, what reaches the driver
+// for conditionals and instantiation, the conditional API's refusals (old
+// drivers, foreign conditions), builder state errors, the update error naming
+// the first differing node, a broken capture reported with the call that broke
+// it, and the release of what a graph retains once the driver lets go.
+#include <cucore/errors.hpp>
+#include <cucore/graph.hpp>
+#include <cucore/stream.hpp>
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fake_driver.hpp"
+#include "handles/graph_handles.hpp"
+
+using namespace cucore;
+using namespace cucore::graph;
+using cucore::test::FakeDriver;
+
+namespace {
+
+// ---- a fake graph layer ------------------------------------------------------------
+struct FakeGraphs {
+  static inline std::uintptr_t next = 0x9000;
+  static inline std::map<CUgraph, std::vector<CUgraphNode>> graph_nodes;
+  static inline std::map<CUgraphNode, CUgraphNodeType> node_type;
+  static inline std::vector<CUgraphNodeParams> added;  // every cuGraphAddNode's params
+  static inline CUgraph bodies[8];
+  static inline std::vector<std::pair<unsigned, unsigned>> conditions;  // (default value, flags)
+  static inline CUDA_GRAPH_INSTANTIATE_PARAMS last_instantiate{};
+  static inline int instantiations = 0;
+  static inline CUgraphExecUpdateResultInfo update_result{};
+  static inline std::map<CUstream, CUgraph> capturing;
+  static inline std::vector<std::pair<void*, CUhostFn>> user_objects;  // (ptr, destroy)
+  static inline int retained_on_graph = 0;
+
+  static void reset() {
+    graph_nodes.clear();
+    node_type.clear();
+    added.clear();
+    conditions.clear();
+    instantiations = 0;
+    update_result = {};
+    capturing.clear();
+    user_objects.clear();
+    retained_on_graph = 0;
+  }
+  template <typename T>
+  static T make() {
+    return reinterpret_cast<T>(next += 0x10);
+  }
+
+  static void install(cucore::detail::DriverTable& t) {
+    reset();
+    t.cuGraphCreate = [](CUgraph* g, unsigned) {
+      *g = make<CUgraph>();
+      graph_nodes[*g];
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphDestroy = [](CUgraph) { return CUDA_SUCCESS; };
+    t.cuGraphAddNode = [](CUgraphNode* n, CUgraph g, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+                          CUgraphNodeParams* p) {
+      *n = make<CUgraphNode>();
+      graph_nodes[g].push_back(*n);
+      node_type[*n] = p->type;
+      if (p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+        for (unsigned i = 0; i < p->conditional.size && i < 8; ++i) bodies[i] = make<CUgraph>();
+        p->conditional.phGraph_out = bodies;
+      }
+      added.push_back(*p);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphNodeGetType = [](CUgraphNode n, CUgraphNodeType* type) {
+      *type = node_type.at(n);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphGetNodes = [](CUgraph g, CUgraphNode* out, size_t* n) {
+      const auto& v = graph_nodes[g];
+      if (out)
+        for (size_t i = 0; i < v.size() && i < *n; ++i) out[i] = v[i];
+      *n = v.size();
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphConditionalHandleCreate = [](CUgraphConditionalHandle* h, CUgraph, CUcontext, unsigned value,
+                                          unsigned flags) {
+      conditions.emplace_back(value, flags);
+      *h = 100 + conditions.size();
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphInstantiateWithParams = [](CUgraphExec* e, CUgraph, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
+      last_instantiate = *p;
+      ++instantiations;
+      *e = make<CUgraphExec>();
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphExecDestroy = [](CUgraphExec) { return CUDA_SUCCESS; };
+    t.cuGraphExecUpdate = [](CUgraphExec, CUgraph, CUgraphExecUpdateResultInfo* info) {
+      *info = update_result;
+      return update_result.result == CU_GRAPH_EXEC_UPDATE_SUCCESS ? CUDA_SUCCESS : CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+    };
+    t.cuUserObjectCreate = [](CUuserObject* o, void* ptr, CUhostFn destroy, unsigned, unsigned) {
+      user_objects.emplace_back(ptr, destroy);
+      *o = make<CUuserObject>();
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphRetainUserObject = [](CUgraph, CUuserObject, unsigned, unsigned flags) {
+      if (flags == CU_GRAPH_USER_OBJECT_MOVE) ++retained_on_graph;
+      return CUDA_SUCCESS;
+    };
+    t.cuStreamBeginCapture = [](CUstream s, CUstreamCaptureMode) {
+      if (capturing.count(s)) return CUDA_ERROR_ILLEGAL_STATE;
+      CUgraph g = make<CUgraph>();
+      graph_nodes[g];
+      capturing[s] = g;
+      return CUDA_SUCCESS;
+    };
+    t.cuStreamEndCapture = [](CUstream s, CUgraph* g) {
+      auto it = capturing.find(s);
+      if (it == capturing.end()) return CUDA_ERROR_ILLEGAL_STATE;
+      *g = it->second;
+      capturing.erase(it);
+      return CUDA_SUCCESS;
+    };
+    t.cuStreamGetCaptureInfo = [](CUstream s, CUstreamCaptureStatus* st, cuuint64_t* id, CUgraph* g,
+                                  const CUgraphNode** deps, const CUgraphEdgeData** edges, size_t* n) {
+      auto it = capturing.find(s);
+      *st = it == capturing.end() ? CU_STREAM_CAPTURE_STATUS_NONE : CU_STREAM_CAPTURE_STATUS_ACTIVE;
+      *id = 1;
+      if (g) *g = it == capturing.end() ? nullptr : it->second;
+      if (deps) *deps = nullptr;
+      if (edges) *edges = nullptr;
+      if (n) *n = 0;
+      return CUDA_SUCCESS;
+    };
+    t.cuStreamUpdateCaptureDependencies = [](CUstream, CUgraphNode*, const CUgraphEdgeData*, size_t, unsigned) {
+      return CUDA_SUCCESS;
+    };
+  }
+};
+
+class GraphFake : public ::testing::Test {
+ protected:
+  void SetUp() override { FakeGraphs::install(fake.table); }
+  FakeDriver fake;
+};
+
+}  // namespace
+
+TEST(GraphOptions, CaptureModesByCudaCoreNames) {
+  EXPECT_EQ(capture_mode("relaxed"), CU_STREAM_CAPTURE_MODE_RELAXED);
+  EXPECT_EQ(capture_mode("thread_local"), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL);
+  EXPECT_EQ(capture_mode("global"), CU_STREAM_CAPTURE_MODE_GLOBAL);
+  try {
+    capture_mode("Global");
+    FAIL() << "an unknown mode was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("'Global'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GraphOptions, EachDebugPrintOptionIsItsOwnDriverFlag) {
+  using O = GraphDebugPrintOptions;
+  const std::pair<bool O::*, unsigned> fields[] = {
+      {&O::verbose, CU_GRAPH_DEBUG_DOT_FLAGS_VERBOSE},
+      {&O::runtime_types, CU_GRAPH_DEBUG_DOT_FLAGS_RUNTIME_TYPES},
+      {&O::kernel_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_KERNEL_NODE_PARAMS},
+      {&O::memcpy_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_MEMCPY_NODE_PARAMS},
+      {&O::memset_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_MEMSET_NODE_PARAMS},
+      {&O::host_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_HOST_NODE_PARAMS},
+      {&O::event_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_EVENT_NODE_PARAMS},
+      {&O::ext_semas_signal_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_EXT_SEMAS_SIGNAL_NODE_PARAMS},
+      {&O::ext_semas_wait_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_EXT_SEMAS_WAIT_NODE_PARAMS},
+      {&O::kernel_node_attributes, CU_GRAPH_DEBUG_DOT_FLAGS_KERNEL_NODE_ATTRIBUTES},
+      {&O::handles, CU_GRAPH_DEBUG_DOT_FLAGS_HANDLES},
+      {&O::mem_alloc_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_MEM_ALLOC_NODE_PARAMS},
+      {&O::mem_free_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_MEM_FREE_NODE_PARAMS},
+      {&O::batch_mem_op_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_BATCH_MEM_OP_NODE_PARAMS},
+      {&O::extra_topo_info, CU_GRAPH_DEBUG_DOT_FLAGS_EXTRA_TOPO_INFO},
+      {&O::conditional_node_params, CU_GRAPH_DEBUG_DOT_FLAGS_CONDITIONAL_NODE_PARAMS},
+  };
+  EXPECT_EQ(O{}.to_flags(), 0u);
+  unsigned all = 0;
+  O every;
+  for (auto [field, flag] : fields) {
+    O one;
+    one.*field = true;
+    EXPECT_EQ(one.to_flags(), flag);
+    every.*field = true;
+    all |= flag;
+  }
+  EXPECT_EQ(every.to_flags(), all);
+}
+
+TEST_F(GraphFake, CompleteOptionsReachTheDriverAndBadCombinationsDoNot) {
+  GraphDefinition def;
+  def.empty();
+  EXPECT_THROW(def.instantiate({.auto_free_on_launch = true, .device_launch = true}), std::invalid_argument);
+  EXPECT_EQ(FakeGraphs::instantiations, 0);
+
+  Stream upload;
+  Graph g = def.instantiate({.auto_free_on_launch = true, .upload_stream = upload, .use_node_priority = true});
+  EXPECT_FALSE(g.is_closed());
+  EXPECT_EQ(FakeGraphs::last_instantiate.flags, cuuint64_t(CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH |
+                                                            CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD |
+                                                            CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY));
+  EXPECT_EQ(FakeGraphs::last_instantiate.hUploadStream, upload.handle());
+  def.instantiate({.device_launch = true});
+  EXPECT_EQ(FakeGraphs::last_instantiate.flags, cuuint64_t(CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH));
+  EXPECT_EQ(FakeGraphs::last_instantiate.hUploadStream, nullptr);
+
+  g.close();
+  EXPECT_TRUE(g.is_closed());
+  EXPECT_THROW(g.launch(upload), ClosedError);
+}
+
+TEST_F(GraphFake, ConditionalNodesReachTheDriverAsAsked) {
+  GraphDefinition def;
+  GraphCondition c = def.create_condition(7);
+  GraphCondition plain = def.create_condition();
+  ASSERT_EQ(FakeGraphs::conditions.size(), 2u);
+  EXPECT_EQ(FakeGraphs::conditions[0], std::make_pair(7u, unsigned(CU_GRAPH_COND_ASSIGN_DEFAULT)));
+  EXPECT_EQ(FakeGraphs::conditions[1], std::make_pair(0u, 0u));
+
+  GraphNode sw = def.switch_(c, 3);
+  GraphNode ie = def.if_else(plain);
+  GraphNode loop = def.while_loop(c);
+  ASSERT_EQ(FakeGraphs::added.size(), 3u);
+  const auto& p0 = FakeGraphs::added[0].conditional;
+  EXPECT_EQ(FakeGraphs::added[0].type, CU_GRAPH_NODE_TYPE_CONDITIONAL);
+  EXPECT_EQ(p0.type, CU_GRAPH_COND_TYPE_SWITCH);
+  EXPECT_EQ(p0.size, 3u);
+  EXPECT_EQ(p0.handle, c.handle);
+  EXPECT_EQ(FakeGraphs::added[1].conditional.type, CU_GRAPH_COND_TYPE_IF);
+  EXPECT_EQ(FakeGraphs::added[1].conditional.size, 2u);  // if-else: two bodies
+  EXPECT_EQ(FakeGraphs::added[1].conditional.handle, plain.handle);
+  EXPECT_EQ(FakeGraphs::added[2].conditional.type, CU_GRAPH_COND_TYPE_WHILE);
+  EXPECT_EQ(FakeGraphs::added[2].conditional.size, 1u);
+
+  EXPECT_EQ(sw.conditional_type(), GraphConditionalType::SWITCH);
+  EXPECT_EQ(sw.condition(), c);
+  ASSERT_EQ(sw.branches().size(), 3u);
+  ASSERT_EQ(ie.branches().size(), 2u);
+  EXPECT_EQ(loop.branches().size(), 1u);
+  EXPECT_EQ(loop.branches()[0].handle(), FakeGraphs::bodies[0]);
+}
+
+TEST_F(GraphFake, ConditionalRefusalsNameTheProblem) {
+  GraphDefinition def, other;
+  GraphCondition mine = def.create_condition();
+  GraphCondition theirs = other.create_condition();
+  try {
+    def.if_then(theirs);
+    FAIL() << "a condition of another graph was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("if_then"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("create_condition"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(def.switch_(mine, 0), std::invalid_argument);
+  EXPECT_TRUE(FakeGraphs::added.empty());
+
+  // if-else and switch need a 12.8 driver; if and while 12.4.
+  fake.table.version = 12060;
+  try {
+    def.if_else(mine);
+    FAIL() << "if_else on a 12.6 driver";
+  } catch (const FeatureUnavailableError& e) {
+    EXPECT_NE(e.requirement().find("12.8"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(def.switch_(mine, 2), FeatureUnavailableError);
+  EXPECT_NO_THROW(def.if_then(mine));
+  fake.table.version = 12030;
+  EXPECT_THROW(def.while_loop(mine), FeatureUnavailableError);
+  EXPECT_THROW(def.create_condition(), FeatureUnavailableError);
+  EXPECT_EQ(FakeGraphs::added.size(), 1u);
+}
+
+TEST_F(GraphFake, BuilderStateErrors) {
+  Stream s;
+  GraphBuilder gb = s.create_graph_builder();
+  EXPECT_FALSE(gb.is_building());
+  EXPECT_THROW(gb.end_building(), std::runtime_error);
+  EXPECT_THROW(gb.launch_stream(Kernel()), std::runtime_error);
+  EXPECT_THROW(gb.complete(), std::runtime_error);
+  EXPECT_THROW(gb.begin_building("sideways"), std::invalid_argument);
+  EXPECT_FALSE(gb.is_building());
+
+  gb.begin_building("global");
+  EXPECT_TRUE(gb.is_building());
+  EXPECT_THROW(gb.begin_building(), std::runtime_error);
+  EXPECT_THROW(gb.graph_definition(), std::runtime_error);
+  EXPECT_THROW(gb.split(0), std::invalid_argument);
+
+  auto parts = gb.split(3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_FALSE(parts[0].is_join_required());
+  EXPECT_TRUE(parts[1].is_join_required());
+  EXPECT_THROW(parts[1].end_building(), std::runtime_error);
+  EXPECT_THROW(parts[1].graph_definition(), std::runtime_error);
+  try {
+    gb.end_building();
+    FAIL() << "ended with forks unjoined";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("2 builder"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(gb.is_building());
+  GraphBuilder joined = GraphBuilder::join(parts);
+  EXPECT_EQ(joined.state(), gb.state());
+  EXPECT_TRUE(parts[1].is_closed());
+  gb.end_building();
+  EXPECT_FALSE(gb.is_building());
+  EXPECT_EQ(gb.graph_definition().nodes().size(), 0u);
+  Graph g = gb.complete();
+  EXPECT_FALSE(g.is_closed());
+  EXPECT_THROW(gb.begin_building(), std::runtime_error);
+  gb.close();
+  EXPECT_THROW(gb.stream(), ClosedError);
+}
+
+TEST_F(GraphFake, CaptureConditionalsMakeBodyBuilders) {
+  Stream s;
+  GraphBuilder gb = s.create_graph_builder().begin_building();
+  GraphCondition c = gb.create_condition(1);
+  auto [then_b, else_b] = gb.if_else(c);
+  EXPECT_FALSE(then_b.is_building());
+  // A body's graph exists before its capture: it can be reached right away.
+  EXPECT_EQ(then_b.graph_definition().handle(), FakeGraphs::bodies[0]);
+  EXPECT_EQ(else_b.graph_definition().handle(), FakeGraphs::bodies[1]);
+  GraphDefinition other;
+  EXPECT_THROW(gb.while_loop(other.create_condition()), std::invalid_argument);
+  gb.end_building();
+  EXPECT_THROW(gb.create_condition(), std::runtime_error);
+}
+
+TEST_F(GraphFake, UpdateErrorNamesTheFirstDifferingNode) {
+  GraphDefinition a, b;
+  a.empty();
+  a.empty();
+  GraphNode first = b.empty();
+  GraphNode second = first.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  Graph g = a.instantiate();
+  FakeGraphs::update_result.result = CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED;
+  FakeGraphs::update_result.errorNode = second.handle();
+  try {
+    g.update(b);
+    FAIL() << "the update's failure was not reported";
+  } catch (const CudaError& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(e.code(), CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE);
+    EXPECT_NE(m.find("node 1 of 2"), std::string::npos) << m;
+    EXPECT_NE(m.find("memset node"), std::string::npos) << m;
+    EXPECT_NE(m.find("type differs"), std::string::npos) << m;
+  }
+  FakeGraphs::update_result = {};
+  EXPECT_NO_THROW(g.update(b));
+}
+
+TEST_F(GraphFake, BrokenCaptureIsReportedWithTheCallThatBrokeIt) {
+  Stream s;
+  GraphBuilder gb = s.create_graph_builder().begin_building("global");
+  fake.table.cuStreamSynchronize = [](CUstream) { return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED; };
+  fake.table.cuStreamEndCapture = [](CUstream st, CUgraph* g) {
+    FakeGraphs::capturing.erase(st);
+    *g = nullptr;
+    return CUDA_ERROR_STREAM_CAPTURE_INVALIDATED;
+  };
+  Stream other;
+  EXPECT_THROW(other.sync(), CudaError);
+  try {
+    gb.end_building();
+    FAIL() << "an invalidated capture ended quietly";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
+    EXPECT_NE(std::string(e.what()).find("cuStreamSynchronize"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(gb.is_building());
+}
+
+TEST_F(GraphFake, RetainedObjectsLiveUntilTheDriverLetsGo) {
+  auto token = std::make_shared<int>(42);
+  std::weak_ptr<int> watch = token;
+  {
+    GraphDefinition def;
+    def.empty();
+    def.retain(std::move(token));
+    Graph g = def.instantiate();
+    EXPECT_EQ(FakeGraphs::retained_on_graph, 1);
+  }
+  // The definition and the executable graph are gone, but the driver holds the
+  // user object (a launch may still be in flight): the object lives.
+  EXPECT_FALSE(watch.expired());
+  ASSERT_EQ(FakeGraphs::user_objects.size(), 1u);
+  auto [ptr, destroy] = FakeGraphs::user_objects[0];
+  destroy(ptr);  // the driver lets go (on its own thread, in reality)
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_TRUE(watch.expired());
+}

@@ -1,0 +1,379 @@
+"""cucore.graph, as cuda.core.graph: names and options everywhere; on a GPU, a
+captured chain equals the stream result, split/join, a 1000-node chain, every
+explicit node type, conditionals, update and its mismatch error, a broken
+capture, lifetimes (every handle dropped, gc, 100 launches) and graph memory."""
+import dataclasses
+import gc
+
+import pytest
+
+import cucore
+from cucore import Device, LaunchConfig, Program, ProgramOptions, launch
+from cucore.graph import (
+    GraphBuilder,
+    GraphCompleteOptions,
+    GraphDebugPrintOptions,
+    GraphDefinition,
+)
+
+from conftest import require_gpu
+
+np = pytest.importorskip("numpy")
+
+KERNELS = r"""
+extern "C" __device__ __cudart_builtin__ void CUDARTAPI cudaGraphSetConditional(cudaGraphConditionalHandle handle,
+                                                                                unsigned int value);
+extern "C" __global__ void saxpy(float a, const float* x, const float* y, float* out, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = a * x[i] + y[i];
+}
+extern "C" __global__ void axpb(float* data, float a, float b, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] = a * data[i] + b;
+}
+extern "C" __global__ void add_int(int* data, int v, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) data[i] += v;
+}
+extern "C" __global__ void count_until(int* counter, int limit, cudaGraphConditionalHandle cond) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    int v = ++*counter;
+    cudaGraphSetConditional(cond, v < limit ? 1u : 0u);
+  }
+}
+extern "C" __global__ void set_condition(cudaGraphConditionalHandle cond, const int* value) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) cudaGraphSetConditional(cond, (unsigned)*value);
+}
+"""
+
+# cuda.core 1.2's cuda.core.graph names (its __all__), all of which cucore.graph has.
+CUDA_CORE_GRAPH_NAMES = [
+    "AllocNode", "ChildGraphNode", "ConditionalNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "FreeNode",
+    "Graph", "GraphBuilder", "GraphCompleteOptions", "GraphCondition", "GraphDebugPrintOptions", "GraphDefinition",
+    "GraphNode", "HostCallbackNode", "IfElseNode", "IfNode", "KernelNode", "MemcpyNode", "MemsetNode", "SwitchNode",
+    "WhileNode",
+]
+
+
+# ---- everywhere ---------------------------------------------------------------------------
+def test_graph_names_as_cuda_core():
+    missing = [n for n in CUDA_CORE_GRAPH_NAMES if not hasattr(cucore.graph, n)]
+    assert not missing, missing
+    assert cucore.GraphMemoryResource is cucore.graph.GraphMemoryResource
+    assert issubclass(cucore.graph.IfNode, cucore.graph.ConditionalNode)
+    assert issubclass(cucore.graph.KernelNode, cucore.graph.GraphNode)
+
+
+def test_option_dataclasses_as_cuda_core():
+    assert [f.name for f in dataclasses.fields(GraphCompleteOptions)] == [
+        "auto_free_on_launch", "upload_stream", "device_launch", "use_node_priority"]
+    o = GraphCompleteOptions()
+    assert (o.auto_free_on_launch, o.upload_stream, o.device_launch, o.use_node_priority) == (False, None, False, False)
+    names = [f.name for f in dataclasses.fields(GraphDebugPrintOptions)]
+    assert len(names) == 16 and names[0] == "verbose" and names[-1] == "conditional_node_params"
+    assert not any(getattr(GraphDebugPrintOptions(), n) for n in names)
+
+
+def test_graph_builder_is_not_made_directly():
+    with pytest.raises(TypeError):
+        GraphBuilder()
+
+
+# ---- on a GPU -------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mod():
+    require_gpu()
+    d = Device(0)
+    d.set_current()
+    arch = f"sm_{d.compute_capability.major}{d.compute_capability.minor}"
+    return Program(KERNELS, "c++", ProgramOptions(arch=arch)).compile("cubin")
+
+
+def cfg(n):
+    return LaunchConfig(grid=(n + 255) // 256, block=256)
+
+
+def upload(host, stream):
+    b = Device(0).memory_resource.allocate(host.nbytes, stream=stream)
+    b.copy_from(host, stream=stream)
+    return b
+
+
+def download(buf, dtype, stream):
+    out = np.empty(buf.size // np.dtype(dtype).itemsize, dtype=dtype)
+    buf.copy_to(out, stream=stream)
+    stream.sync()
+    return out
+
+
+def test_captured_saxpy_chain_equals_stream(mod):
+    n = 1 << 20
+    rng = np.random.default_rng(1)
+    s = Device(0).create_stream()
+    x = upload(rng.uniform(-100, 100, n).astype(np.float32), s)
+    y = upload(rng.uniform(-100, 100, n).astype(np.float32), s)
+    out_s = Device(0).memory_resource.allocate(n * 4, stream=s)
+    out_g = Device(0).memory_resource.allocate(n * 4, stream=s)
+    steps = [(float(a), float(b)) for a, b in rng.uniform(-2, 2, (10, 2))]
+
+    def chain(where, out):
+        launch(where, cfg(n), mod.get_kernel("saxpy"), np.float32(2.5), x, y, out, n)
+        for a, b in steps:
+            launch(where, cfg(n), mod.get_kernel("axpb"), out, np.float32(a), np.float32(b), n)
+
+    chain(s, out_s)
+    gb = Device(0).create_graph_builder().begin_building()
+    assert gb.is_building
+    chain(gb, out_g)
+    g = gb.end_building().complete()
+    assert len(gb.graph_definition.nodes()) == len(steps) + 1
+    g.launch(s)
+    np.testing.assert_array_equal(download(out_g, np.float32, s), download(out_s, np.float32, s))
+
+
+def test_split_join_four_branches(mod):
+    n = 50000
+    rng = np.random.default_rng(2)
+    s = Device(0).create_stream()
+    hosts = [rng.uniform(-10, 10, n).astype(np.float32) for _ in range(4)]
+    bufs = [upload(h, s) for h in hosts]
+    s.sync()
+    gb = s.create_graph_builder().begin_building()
+    branches = gb.split(4)
+    assert len(branches) == 4 and branches[0] is gb
+    assert not gb.is_join_required and branches[1].is_join_required
+    for i, b in enumerate(branches):
+        launch(b, cfg(n), mod.get_kernel("axpb"), bufs[i], np.float32(i + 2), np.float32(-i), n)
+    assert GraphBuilder.join(*branches) is gb
+    g = gb.end_building().complete()
+    assert len(gb.graph_definition.nodes()) == 4
+    g.launch(s)
+    for i in range(4):
+        want = np.float32(i + 2) * hosts[i] + np.float32(-i)
+        np.testing.assert_allclose(download(bufs[i], np.float32, s), want, rtol=1e-6)
+
+
+def test_thousand_node_chain(mod):
+    n = 4096
+    s = Device(0).create_stream()
+    h = np.random.default_rng(3).integers(1, 10**6, n).astype(np.int32)
+    d = upload(h, s)
+    gb = s.create_graph_builder().begin_building()
+    total = 0
+    for i in range(1000):
+        launch(gb, cfg(n), mod.get_kernel("add_int"), d, i % 7 + 1, n)
+        total += i % 7 + 1
+    g = gb.end_building().complete()
+    definition = gb.graph_definition
+    assert len(definition.nodes()) == 1000 and len(definition.edges()) == 999
+    g.launch(s)
+    g.launch(s)
+    np.testing.assert_array_equal(download(d, np.int32, s), h + 2 * total)
+
+
+def test_every_explicit_node_type(mod):
+    n = 20000
+    rng = np.random.default_rng(4)
+    s = Device(0).create_stream()
+    hsrc = rng.uniform(-100, 100, n).astype(np.float32)
+    hc = rng.integers(1, 10**6, n).astype(np.int32)
+    src, child_data = upload(hsrc, s), upload(hc, s)
+    dst = Device(0).memory_resource.allocate(n * 4, stream=s)
+    filled = Device(0).memory_resource.allocate(n * 4, stream=s)
+    s.sync()
+    calls = []
+    recorded = Device(0).create_event()
+
+    child = GraphDefinition()
+    child.launch(cfg(n), mod.get_kernel("add_int"), child_data, 17, n)
+    g = GraphDefinition()
+    alloc = g.allocate(n * 4)
+    assert isinstance(alloc, cucore.graph.AllocNode) and alloc.bytesize == n * 4 and alloc.memory_type == "device"
+    copy_in = alloc.memcpy(alloc.dptr, src, n * 4)
+    scale = copy_in.launch(cfg(n), mod.get_kernel("axpb"), alloc.dptr, np.float32(3), np.float32(1), n)
+    assert isinstance(scale, cucore.graph.KernelNode) and scale.grid == ((n + 255) // 256, 1, 1)
+    copy_out = scale.memcpy(dst, alloc.dptr, n * 4)
+    freed = copy_out.deallocate(alloc.dptr)
+    assert isinstance(freed, cucore.graph.FreeNode) and freed.dptr == alloc.dptr
+    fill = g.memset(filled, np.float32(2.5), n)
+    assert isinstance(fill, cucore.graph.MemsetNode) and fill.element_size == 4
+    fill_scale = fill.launch(cfg(n), mod.get_kernel("axpb"), filled, np.float32(-2), np.float32(0.5), n)
+    embedded = g.embed(child)
+    assert isinstance(embedded, cucore.graph.ChildGraphNode)
+    host = embedded.callback(lambda: calls.append(1))
+    assert isinstance(host, cucore.graph.HostCallbackNode)
+    joined = g.join(freed, fill_scale, host)
+    assert isinstance(joined, cucore.graph.EmptyNode) and set(joined.pred) == {freed, fill_scale, host}
+    rec = joined.record(recorded)
+    assert isinstance(rec, cucore.graph.EventRecordNode)
+    waited = rec.wait(recorded)
+    assert isinstance(waited, cucore.graph.EventWaitNode)
+    kinds = {type(node).__name__ for node in g.nodes()}
+    assert kinds >= {"AllocNode", "MemcpyNode", "KernelNode", "FreeNode", "MemsetNode", "ChildGraphNode",
+                     "HostCallbackNode", "EmptyNode", "EventRecordNode", "EventWaitNode"}
+    assert (rec, waited) in g.edges()
+
+    exe = g.instantiate()
+    exe.launch(s)
+    exe.launch(s)
+    s.sync()
+    np.testing.assert_allclose(download(dst, np.float32, s), 3 * hsrc + 1, rtol=1e-6)
+    np.testing.assert_array_equal(download(filled, np.float32, s), np.full(n, -2 * 2.5 + 0.5, np.float32))
+    np.testing.assert_array_equal(download(child_data, np.int32, s), hc + 2 * 17)
+    assert calls == [1, 1]
+    # Edges write through: removing the record -> wait edge leaves the wait a root.
+    waited.pred.discard(rec)
+    assert len(waited.pred) == 0
+    waited.destroy()
+    assert not waited.is_valid
+
+
+def test_conditionals(mod):
+    n = 1000
+    s = Device(0).create_stream()
+    h = np.random.default_rng(5).integers(1, 10**6, n).astype(np.int32)
+    data = upload(h, s)
+    flag = upload(np.zeros(1, np.int32), s)
+    g = GraphDefinition()
+    c_if, c_ie, c_sw = g.create_condition(), g.create_condition(), g.create_condition()
+    one = LaunchConfig(grid=1, block=1)
+    node = g.launch(one, mod.get_kernel("set_condition"), c_if, flag)
+    node = node.launch(one, mod.get_kernel("set_condition"), c_ie, flag)
+    node = node.launch(one, mod.get_kernel("set_condition"), c_sw, flag)
+    n_if = node.if_then(c_if)
+    assert isinstance(n_if, cucore.graph.IfNode) and n_if.cond_type == "if" and n_if.condition == c_if
+    n_if.then.launch(cfg(n), mod.get_kernel("add_int"), data, 1, n)
+    n_ie = n_if.if_else(c_ie)
+    assert isinstance(n_ie, cucore.graph.IfElseNode)
+    n_ie.then.launch(cfg(n), mod.get_kernel("add_int"), data, 10, n)
+    n_ie.else_.launch(cfg(n), mod.get_kernel("add_int"), data, 100, n)
+    n_sw = n_ie.switch(c_sw, 3)
+    assert isinstance(n_sw, cucore.graph.SwitchNode) and len(n_sw.branches) == 3
+    for i, b in enumerate(n_sw.branches):
+        b.launch(cfg(n), mod.get_kernel("add_int"), data, 1000 * (i + 1), n)
+    exe = g.instantiate()
+    want = h.copy()
+    for value, add in [(0, 100 + 1000), (1, 1 + 10 + 2000), (2, 1 + 10 + 3000), (9, 1 + 10)]:
+        flag.copy_from(np.array([value], np.int32), stream=s)
+        exe.launch(s)
+        want += add
+        np.testing.assert_array_equal(download(data, np.int32, s), want, err_msg=f"flag {value}")
+
+    counter = upload(np.zeros(1, np.int32), s)
+    gb = s.create_graph_builder().begin_building()
+    cond = gb.create_condition(1)
+    body = gb.while_loop(cond)
+    body.begin_building()
+    launch(body, one, mod.get_kernel("count_until"), counter, 23, cond)
+    body.end_building()
+    gb.end_building().complete().launch(s)
+    assert download(counter, np.int32, s)[0] == 23
+
+    with pytest.raises(ValueError):
+        GraphDefinition().if_then(c_if)  # a condition of another graph
+
+
+def test_update_and_mismatch(mod):
+    n = 65536
+    rng = np.random.default_rng(6)
+    s = Device(0).create_stream()
+    hx, hy = rng.uniform(-1, 1, (2, n)).astype(np.float32)
+    x, y = upload(hx, s), upload(hy, s)
+    out = Device(0).memory_resource.allocate(n * 4, stream=s)
+
+    def capture(a):
+        gb = s.create_graph_builder().begin_building()
+        launch(gb, cfg(n), mod.get_kernel("saxpy"), np.float32(a), x, y, out, n)
+        return gb.end_building()
+
+    g = capture(2.0).complete()
+    g.update(capture(-3.0))
+    g.launch(s)
+    np.testing.assert_allclose(download(out, np.float32, s), np.float32(-3) * hx + hy, rtol=1e-6)
+    other = GraphDefinition()
+    other.memset(out, 1, n * 4)
+    with pytest.raises(cucore.CUDAError, match="memset node"):
+        g.update(other)
+
+
+def test_synchronous_call_breaks_global_capture(mod):
+    s = Device(0).create_stream()
+    gb = s.create_graph_builder().begin_building("global")
+    with pytest.raises(cucore.CUDAError, match="cuStreamSynchronize"):
+        gb.stream.sync()
+    with pytest.raises(cucore.CUDAError, match="cuStreamSynchronize") as e:
+        gb.end_building()
+    assert "INVALIDATED" in str(e.value)
+    with pytest.raises(ValueError):
+        gb.begin_building("sideways")
+
+
+def test_lifetimes_drop_everything_then_launch_100_times(gpu):
+    n = 100000
+    rng = np.random.default_rng(7)
+    hx, hy = rng.uniform(-100, 100, (2, n)).astype(np.float32)
+    keep = Device(0).create_stream()
+    out = Device(0).memory_resource.allocate(n * 4, stream=keep)
+
+    def build():
+        d = Device(0)
+        arch = f"sm_{d.compute_capability.major}{d.compute_capability.minor}"
+        code = Program(KERNELS, "c++", ProgramOptions(arch=arch)).compile("cubin")
+        s = d.create_stream()
+        x, y = upload(hx, s), upload(hy, s)
+        s.sync()
+        gb = s.create_graph_builder().begin_building()
+        launch(gb, cfg(n), code.get_kernel("saxpy"), np.float32(1.5), x, y, out, n)
+        return gb.end_building().complete()
+
+    g = build()
+    gc.collect()
+    other = Device(0).create_stream()
+    for _ in range(100):
+        g.launch(other)
+    np.testing.assert_allclose(download(out, np.float32, other), np.float32(1.5) * hx + hy, rtol=1e-6)
+
+
+def test_example_graphs(gpu):
+    import os
+    import pathlib
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([os.path.dirname(os.path.dirname(cucore.__file__)), env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, str(root / "examples" / "python" / "graphs.py")], capture_output=True,
+                       text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "the counter reached 100 (limit 100)" in r.stdout
+
+
+def test_graph_memory_resource(mod):
+    n = 1 << 16
+    s = Device(0).create_stream()
+    gmr = cucore.GraphMemoryResource(0)
+    with pytest.raises(RuntimeError):
+        gmr.allocate(1024, stream=s)  # not capturing
+    h = np.random.default_rng(8).integers(1, 10**6, n).astype(np.int32)
+    src, out = upload(h, s), Device(0).memory_resource.allocate(n * 4, stream=s)
+    s.sync()
+    gb = s.create_graph_builder().begin_building()
+    tmp = gmr.allocate(n * 4, stream=gb)
+    src.copy_to(tmp, stream=gb)
+    launch(gb, cfg(n), mod.get_kernel("add_int"), tmp, 3, n)
+    tmp.copy_to(out, stream=gb)
+    tmp.close(stream=gb)  # a free node
+    g = gb.end_building().complete(GraphCompleteOptions(auto_free_on_launch=True))
+    kinds = {type(node).__name__ for node in gb.graph_definition.nodes()}
+    assert {"AllocNode", "FreeNode"} <= kinds
+    for _ in range(3):
+        g.launch(s)
+    np.testing.assert_array_equal(download(out, np.int32, s), h + 3)
+    a = gmr.attributes
+    assert a.reserved_mem_current >= a.used_mem_current >= 0
+    assert a.used_mem_high >= a.used_mem_current
+    a.used_mem_high = 0
+    with pytest.raises(ValueError):
+        a.used_mem_high = 5
+    gmr.trim()

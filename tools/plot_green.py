@@ -1,0 +1,160 @@
+#!/usr/bin/env python3
+"""Turns bench_green's JSON lines into docs/img/green_isolation.png (the small
+kernel's latency against the big kernel's bandwidth, per setting) and the
+measured table in docs/green-contexts.md (between its green-table markers).
+
+    tools/plot_green.py [bench.jsonl] [--png docs/img/green_isolation.png] [--doc docs/green-contexts.md]
+
+The input is the file $CUCORE_BENCH_JSON pointed at during scripts/gpu-check
+(its default). Lines are bench/common.hpp's: {"name": "green[<setting>]
+<metric>", "unit", "cucore", ["peer", "peer_value", "ratio", "goal_ratio"]}.
+Without matplotlib the table is still written. The last value of a name wins
+(a file holding several runs gives the latest).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+NAME = re.compile(r"^green\[(?P<setting>[^\]]+)\] (?P<metric>.+)$")
+BEGIN, END = "<!-- green-table:begin -->", "<!-- green-table:end -->"
+
+
+def read(path: pathlib.Path) -> dict[str, dict[str, dict]]:
+    """setting -> metric -> the JSON record."""
+    out: dict[str, dict[str, dict]] = {}
+    for line in path.read_text().splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            j = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        m = NAME.match(str(j.get("name", "")))
+        if m:
+            out.setdefault(m["setting"], {})[m["metric"]] = j
+    return out
+
+
+def settings_in_order(data: dict) -> list[str]:
+    fixed = ["alone", "shared", "shared-high-priority"]
+    parts = sorted((s for s in data if s.startswith("partitioned-")), key=lambda s: int(s.split("-")[1]))
+    return [s for s in fixed if s in data] + parts
+
+
+def label(setting: str) -> str:
+    if setting.startswith("partitioned-"):
+        return f"green contexts, {setting.split('-')[1]} SMs for the small kernel"
+    return {"alone": "small kernel alone", "shared": "sharing the whole GPU",
+            "shared-high-priority": "sharing, small kernel on a high-priority stream"}.get(setting, setting)
+
+
+def value(rec: dict | None, key: str = "cucore") -> float | None:
+    return None if rec is None else rec.get(key)
+
+
+def fmt(v: float | None, unit: str) -> str:
+    if v is None:
+        return "—"
+    if unit == "us" and v >= 1000:
+        return f"{v / 1000:.2f} ms"
+    return f"{v:.1f} µs" if unit == "us" else f"{v:.2f} ms" if unit == "ms" else f"{v:.0f} GB/s"
+
+
+def table(data: dict) -> str:
+    rows = ["| setting | small p50 | p99 | p99.9 | big kernel | big bandwidth | cucore / raw driver (p99.9, big) |",
+            "|---|---|---|---|---|---|---|"]
+    big_alone = data.get("big alone", {})
+    if big_alone:
+        rows.append(f"| big kernel alone | — | — | — | {fmt(value(big_alone.get('big kernel')), 'ms')} | "
+                    f"{fmt(value(big_alone.get('big bandwidth')), 'GB/s')} | — |")
+    for s in settings_in_order(data):
+        d = data[s]
+        ratio = "—"
+        if "ratio" in d.get("small p99.9", {}):
+            ratio = f"{d['small p99.9']['ratio']:.2f}, {d.get('big kernel', {}).get('ratio', 0):.2f}"
+        rows.append(f"| {label(s)} | {fmt(value(d.get('small p50')), 'us')} | {fmt(value(d.get('small p99')), 'us')} | "
+                    f"{fmt(value(d.get('small p99.9')), 'us')} | {fmt(value(d.get('big kernel')), 'ms')} | "
+                    f"{fmt(value(d.get('big bandwidth')), 'GB/s')} | {ratio} |")
+    return "\n".join(rows)
+
+
+def update_doc(doc: pathlib.Path, text: str) -> None:
+    body = doc.read_text()
+    if BEGIN not in body or END not in body:
+        sys.exit(f"{doc}: no {BEGIN} ... {END} markers to put the table between")
+    head, rest = body.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    doc.write_text(f"{head}{BEGIN}\n{text}\n{END}{tail}")
+
+
+def plot(data: dict, png: pathlib.Path) -> bool:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("plot_green: matplotlib is not installed; the table is written, the plot is not", file=sys.stderr)
+        return False
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    markers = {"small p50": "o", "small p99": "s", "small p99.9": "^"}
+    colors = plt.get_cmap("tab10")
+    for i, s in enumerate(settings_in_order(data)):
+        d = data[s]
+        x = value(d.get("big bandwidth"))
+        if x is None:  # the small kernel alone: its latencies as reference lines
+            for metric, style in (("small p50", ":"), ("small p99.9", "--")):
+                y = value(d.get(metric))
+                if y:
+                    ax.axhline(y, color="grey", linestyle=style, linewidth=0.8)
+                    ax.annotate(f"alone, {metric.split()[1]}", (0.01, y), xycoords=("axes fraction", "data"),
+                                fontsize=7, color="grey", va="bottom")
+            continue
+        ys = [value(d.get(m)) for m in markers]
+        ax.plot([x] * 3, ys, color=colors(i), linewidth=0.8)
+        for (metric, marker), y in zip(markers.items(), ys):
+            ax.scatter([x], [y], marker=marker, color=colors(i), label=label(s) if metric == "small p50" else None)
+    big_alone = value(data.get("big alone", {}).get("big bandwidth"))
+    if big_alone:
+        ax.axvline(big_alone, color="black", linestyle="--", linewidth=0.8)
+        ax.annotate("big kernel alone", (big_alone, 0.98), xycoords=("data", "axes fraction"), fontsize=7,
+                    rotation=90, ha="right", va="top")
+    ax.set_yscale("log")
+    ax.set_xlabel("big kernel bandwidth (GB/s)")
+    ax.set_ylabel("small kernel latency (µs): ○ p50, □ p99, △ p99.9")
+    ax.set_title("Isolation with green contexts (bench_green)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.grid(True, which="both", alpha=0.3)
+    png.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(png, dpi=130)
+    return True
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("json", nargs="?", default=os.environ.get("CUCORE_BENCH_JSON"))
+    p.add_argument("--png", default=str(ROOT / "docs/img/green_isolation.png"))
+    p.add_argument("--doc", default=str(ROOT / "docs/green-contexts.md"))
+    a = p.parse_args()
+    if not a.json:
+        p.error("give the JSON lines file (or set CUCORE_BENCH_JSON)")
+    data = read(pathlib.Path(a.json))
+    if not any(s.startswith("partitioned-") for s in data):
+        sys.exit(f"{a.json}: no bench_green results (names 'green[partitioned-N] ...')")
+    update_doc(pathlib.Path(a.doc), table(data))
+    if plot(data, pathlib.Path(a.png)):
+        print(f"wrote {a.png}")
+    print(f"updated the table in {a.doc}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
