@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from typing import Literal, Protocol, Tuple, Union, runtime_checkable
 
+from cucore._core import SMResource, WorkqueueResource
+
 if sys.version_info >= (3, 11):
     from enum import StrEnum
 else:  # Python 3.10: the same behaviour, spelled out
@@ -27,6 +29,7 @@ else:  # Python 3.10: the same behaviour, spelled out
 __all__ = [
     "CompilerBackendType",
     "DevicePointerType",
+    "DeviceResourcesType",
     "GraphConditionalType",
     "GraphMemoryType",
     "IsStreamType",
@@ -45,6 +48,9 @@ __all__ = [
 # A device pointer as cucore takes one: an int (cucore has no cuda.bindings
 # CUdeviceptr; objects with __int__ are accepted too), or None.
 DevicePointerType = Union[int, None]
+
+# What ContextOptions.resources holds: the resources a green context is made of.
+DeviceResourcesType = Union[SMResource, WorkqueueResource]
 
 ProcessStateType = Literal["running", "locked", "checkpointed", "failed"]
 

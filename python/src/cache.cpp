@@ -217,7 +217,8 @@ void bind_cache(nb::module_& m) {
       }, "cucore extra: {hits, misses, evictions, errors}.");
 
   nb::class_<cucore::InMemoryProgramCache, ProgramCache>(m, "InMemoryProgramCache",
-      "An in-process LRU cache of compiled programs, capped by total bytes (reads refresh recency); thread-safe.")
+      "An in-process LRU cache of compiled programs, capped by total bytes (reads refresh recency); thread-safe.",
+      nb::is_weak_referenceable())
       .def("__init__", [](cucore::InMemoryProgramCache* self, nb::handle max_size_bytes) {
         new (self) cucore::InMemoryProgramCache(max_size_arg(max_size_bytes));
       }, nb::kw_only(), nb::arg("max_size_bytes") = nb::none())
@@ -225,7 +226,8 @@ void bind_cache(nb::module_& m) {
 
   nb::class_<cucore::FileStreamProgramCache, ProgramCache>(m, "FileStreamProgramCache",
       "A persistent cache: one file per key holding the raw binary, written atomically (safe across processes). "
-      "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs).")
+      "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs).",
+      nb::is_weak_referenceable())
       .def("__init__", [](cucore::FileStreamProgramCache* self, nb::handle path, nb::handle max_size_bytes) {
         std::filesystem::path p = cucore::FileStreamProgramCache::default_path();
         if (!path.is_none()) p = path_arg(path, "FileStreamProgramCache: path");

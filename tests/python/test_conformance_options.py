@@ -170,3 +170,16 @@ def test_str_enums_are_accepted_where_strings_are():
     o = p.compile(ObjectCodeFormatType.PTX)
     assert o.code_type == "ptx" and b".entry k" in o.code
     assert ProgramOptions(arch="sm_90").as_bytes(CompilerBackendType.NVVM)[0] == b"-arch=compute_90"
+
+
+def test_typing_has_cuda_core_names():
+    import typing
+
+    # cuda.core 1.2's cuda.core.typing.__all__.
+    names = ["CompilerBackendType", "DevicePointerType", "DeviceResourcesType", "GraphConditionalType",
+             "GraphMemoryType", "IsStreamType", "ManagedMemoryLocationType", "ObjectCodeFormatType", "PCHStatusType",
+             "ProcessStateType", "SourceCodeType", "VirtualMemoryAccessType", "VirtualMemoryAllocationType",
+             "VirtualMemoryGranularityType", "VirtualMemoryHandleType", "VirtualMemoryLocationType"]
+    assert sorted(cucore.typing.__all__) == sorted(names)
+    assert all(hasattr(cucore.typing, n) for n in names)
+    assert set(typing.get_args(cucore.typing.DeviceResourcesType)) == {cucore.SMResource, cucore.WorkqueueResource}

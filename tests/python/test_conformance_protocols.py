@@ -187,3 +187,166 @@ def test_gpu_closeable_objects_keep_truth_and_inspection():
         obj.close()
         assert obj.is_closed, name
     Device(0).sync()
+
+
+# ---- the classes of graphs, green contexts, NVML and the caches ------------------------
+from cucore import graph as _graph  # noqa: E402
+
+WEAKREFABLE = [
+    cucore.Buffer, cucore.Context, cucore.Device, cucore.DeviceMemoryResource, cucore.Event, cucore.Kernel,
+    cucore.LaunchConfig, cucore.ObjectCode, cucore.Program, cucore.Stream, cucore.Linker,
+    cucore.SMResource, cucore.WorkqueueResource, cucore.DeviceResources, cucore.GraphMemoryResource,
+    _graph.Graph, _graph.GraphBuilder, _graph.GraphDefinition, _graph.GraphCondition, _graph.GraphNode,
+    _graph.EmptyNode, _graph.KernelNode, _graph.AllocNode, _graph.FreeNode, _graph.MemsetNode, _graph.MemcpyNode,
+    _graph.ChildGraphNode, _graph.EventRecordNode, _graph.EventWaitNode, _graph.HostCallbackNode,
+    _graph.ConditionalNode, _graph.IfNode, _graph.IfElseNode, _graph.WhileNode, _graph.SwitchNode,
+    cucore.system.Device,
+]
+
+
+@pytest.mark.parametrize("cls", WEAKREFABLE, ids=lambda c: c.__qualname__)
+def test_classes_take_weak_references(cls):
+    # A type whose instances take weak references has a weak-reference slot
+    # (a positive offset, or -1 where Python manages it).
+    assert cls.__weakrefoffset__ != 0, cls
+
+
+def test_program_caches_take_weak_references(tmp_path):
+    from cucore.utils import FileStreamProgramCache, InMemoryProgramCache
+    for cache in (InMemoryProgramCache(), FileStreamProgramCache(str(tmp_path / "c"))):
+        assert weakref.ref(cache)() is cache
+
+
+@pytest.mark.parametrize("cls, error, message", [
+    (_graph.Graph, RuntimeError, "directly constructing a Graph instance is not supported"),
+    (_graph.GraphBuilder, NotImplementedError, "directly creating a Graph object can be ambiguous. Please either "
+                                               "call Device.create_graph_builder() or stream.create_graph_builder()"),
+    (cucore.SMResource, RuntimeError, "SMResource cannot be instantiated directly. "
+                                      "Use dev.resources.sm or SMResource.split()."),
+    (cucore.WorkqueueResource, RuntimeError, "WorkqueueResource cannot be instantiated directly. "
+                                             "Use dev.resources.workqueue."),
+    (cucore.DeviceResources, RuntimeError, "DeviceResources cannot be instantiated directly. Use dev.resources."),
+])
+def test_graph_and_resource_construction_is_refused_as_cuda_core(cls, error, message):
+    with pytest.raises(error) as info:
+        cls()
+    assert str(info.value) == message
+
+
+def _node_kernels(dev):
+    src = r'''
+    extern "C" __global__ void add_one(int* p, int n) {
+      int i = blockIdx.x * blockDim.x + threadIdx.x;
+      if (i < n) p[i] += 1;
+    }'''
+    return Program(src, "c++", ProgramOptions(arch="sm_" + dev.arch)).compile("cubin").get_kernel("add_one")
+
+
+def test_gpu_graph_objects_follow_the_protocols():
+    require_gpu()
+    dev = Device(0)
+    dev.set_current()
+    kernel = _node_kernels(dev)
+    stream = dev.create_stream()
+    buf = dev.allocate(4096, stream=stream)
+    src = dev.allocate(4096, stream=stream)
+    event = dev.create_event()
+    stream.sync()
+
+    def callback_fn():
+        pass
+
+    child = _graph.GraphDefinition()
+    child.empty()
+    g = _graph.GraphDefinition()
+    other = _graph.GraphDefinition()
+    cond, loop_cond = g.create_condition(1), g.create_condition(0)  # one conditional node per handle
+    alloc = g.allocate(1024)
+    nodes = {
+        "empty": g.empty(),
+        "kernel": g.launch(LaunchConfig(grid=1, block=32), kernel, buf, 32),
+        "alloc": alloc,
+        "free": alloc.deallocate(alloc.dptr),
+        "memset": g.memset(buf, 7, 64),
+        "memcpy": g.memcpy(buf, src, 256),
+        "child": g.embed(child),
+        "record": g.record(event),
+        "wait": g.wait(event),
+        "callback": g.callback(callback_fn),
+        "if": g.if_then(cond),
+        "while": g.while_loop(loop_cond),
+    }
+    h = lambda x: "0x%x" % int(x)  # noqa: E731
+    expected = {
+        "empty": f"<EmptyNode handle={h(nodes['empty'].handle)}>",
+        "kernel": f"<KernelNode handle={h(nodes['kernel'].handle)} kernel={h(kernel.handle)}>",
+        "alloc": f"<AllocNode handle={h(alloc.handle)} dptr={h(alloc.dptr)} size=1024>",
+        "free": f"<FreeNode handle={h(nodes['free'].handle)} dptr={h(alloc.dptr)}>",
+        "memset": f"<MemsetNode handle={h(nodes['memset'].handle)} dptr={h(buf.handle)} value=7>",
+        "memcpy": f"<MemcpyNode handle={h(nodes['memcpy'].handle)} dst={h(buf.handle)} src={h(src.handle)} size=256>",
+        "child": f"<ChildGraphNode handle={h(nodes['child'].handle)} "
+                 f"child={h(nodes['child'].child_graph.handle)}>",
+        "record": f"<EventRecordNode handle={h(nodes['record'].handle)} event={h(event.handle)}>",
+        "wait": f"<EventWaitNode handle={h(nodes['wait'].handle)} event={h(event.handle)}>",
+        "callback": f"<HostCallbackNode handle={h(nodes['callback'].handle)} callback=callback_fn>",
+        "if": f"<IfNode handle={h(nodes['if'].handle)} condition={h(cond.handle)}>",
+        "while": f"<WhileNode handle={h(nodes['while'].handle)} condition={h(loop_cond.handle)}>",
+    }
+    for name, node in nodes.items():
+        assert repr(node) == expected[name], (name, repr(node))
+        assert weakref.ref(node)() is node, name
+    # Two wrappers of one node (the graph lists its nodes anew) are equal and hash alike.
+    listed = {n: n for n in g.nodes()}
+    for name, node in nodes.items():
+        twin = listed[node]
+        assert twin is not node and twin == node and hash(twin) == hash(node), name
+    for (a, x), (b, y) in itertools.combinations(nodes.items(), 2):
+        assert x != y and hash(x) != hash(y), (a, b)
+    # Definitions, conditions: by handle; never equal across types.
+    assert repr(g) == f"<GraphDefinition handle={h(g.handle)}>" and weakref.ref(g)() is g
+    assert g == nodes["empty"].graph and hash(g) == hash(nodes["empty"].graph) and g != other
+    assert repr(cond) == f"<GraphCondition handle={h(cond.handle)}>" and weakref.ref(cond)() is cond
+    assert cond == nodes["if"].condition and hash(cond) == hash(nodes["if"].condition)
+    assert cond != loop_cond and hash(cond) != hash(loop_cond)
+    mixed = [g, cond, nodes["empty"], buf, stream, event, kernel]
+    for x, y in itertools.combinations(mixed, 2):
+        assert x != y and hash(x) != hash(y), (x, y)
+    assert g != int(g.handle) and cond != int(cond.handle) and nodes["empty"] != int(nodes["empty"].handle)
+    # Executable graphs and builders take weak references (identity, as cuda.core).
+    exe = child.instantiate()
+    assert weakref.ref(exe)() is exe and exe == exe and exe != child.instantiate()
+    builder = dev.create_graph_builder()
+    assert weakref.ref(builder)() is builder
+    builder.close()
+    exe.close()
+    # A destroyed node keeps its kind's repr, with a null handle.
+    nodes["empty"].destroy()
+    assert repr(nodes["empty"]) == "<EmptyNode handle=0x0>"
+    dev.sync()
+
+
+def test_gpu_green_and_nvml_objects_follow_the_protocols():
+    require_gpu()
+    dev = Device(0)
+    dev.set_current()
+    res = dev.resources
+    sm = res.sm
+    for obj in (res, sm):
+        assert weakref.ref(obj)() is obj
+        assert obj == obj and obj != res.sm  # identity, as cuda.core: a fresh query is another object
+    groups, _ = sm.split(cucore.SMResourceOptions(count=sm.min_partition_size))
+    ctx = dev.create_context(cucore.ContextOptions([groups[0]]))
+    try:
+        assert weakref.ref(ctx)() is ctx
+        assert re.fullmatch(r"<Context handle=0x[0-9a-f]+ device=0>", repr(ctx)), repr(ctx)
+        assert ctx != dev.context and hash(ctx) != hash(dev.context)
+        s = ctx.create_stream()
+        assert s.context == ctx and hash(s.context) == hash(ctx)
+        s.close()
+    finally:
+        ctx.close()
+    sysdev = dev.to_system_device()
+    twin = cucore.system.Device(index=0)
+    assert weakref.ref(sysdev)() is sysdev
+    assert sysdev == twin and hash(sysdev) == hash(twin) and sysdev is not twin
+    assert sysdev != dev and sysdev != 0
