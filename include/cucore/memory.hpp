@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include <cucore/stream.hpp>
 
@@ -89,6 +91,17 @@ class DeviceMemoryResource : public MemoryResource {
   bool is_ipc_enabled() const noexcept;
   bool owns_pool() const noexcept;  // false for the device's default pool and adopted pools
   void trim_to(std::size_t min_bytes_to_keep) const;
+
+  // Peer access: the other devices that may use this pool's allocations, read
+  // from the driver each time (cuMemPoolGetAccess), in ordinal order.
+  std::vector<int> peer_accessible_by() const;
+  // Grants `add` and revokes `remove` in one cuMemPoolSetAccess (the owning
+  // device is ignored; a device in both is granted). A device that cannot
+  // access this one (Device::can_access_peer) or does not exist throws before
+  // anything changes.
+  void update_peer_access(std::span<const int> add, std::span<const int> remove) const;
+  // Exactly `devices` (beside the owner) get access afterwards.
+  void set_peer_accessible_by(std::span<const int> devices) const;
 
  private:
   DeviceMemoryResource() = default;
