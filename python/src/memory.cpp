@@ -1,5 +1,6 @@
 // Memory resources and cucore.Buffer (with DLPack export).
 #include <cucore/adaptors.hpp>
+#include <cucore/managed.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -257,6 +258,10 @@ int device_id_arg(nb::handle h) {
 
 }  // namespace
 
+void register_native_resource_type(nb::handle type) {
+  g_native_resource_types.push_back(reinterpret_cast<PyTypeObject*>(type.ptr()));
+}
+
 bool is_native_resource(nb::handle h) {
   for (PyTypeObject* t : g_native_resource_types)
     if (Py_TYPE(h.ptr()) == t) return static_cast<bool>(*nb::inst_ptr<MemoryResource>(h));
@@ -357,7 +362,16 @@ void bind_memory(nb::module_& m) {
       .def_prop_ro("attributes", [](const cucore::DeviceMemoryResource& r) { return pool_attributes(r.attributes()); })
       .def_prop_ro("is_ipc_enabled", &cucore::DeviceMemoryResource::is_ipc_enabled)
       .def_prop_ro("owns_pool", &cucore::DeviceMemoryResource::owns_pool)
-      .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"));
+      .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"))
+      .def_prop_rw("peer_accessible_by",
+                   [](nb::handle self) {
+                     return nb::module_::import_("cucore._memory_views").attr("PeerAccessibleBySetProxy")(self);
+                   },
+                   [](nb::handle self, nb::handle devices) {
+                     nb::module_::import_("cucore._memory_views").attr("replace_peer_accessible_by")(self, devices);
+                   },
+                   "The other devices that may access this pool's allocations: a live set, read from and written "
+                   "to the driver (one cuMemPoolSetAccess per update).");
 
   resource_class<cucore::PinnedMemoryResource>(m, "PinnedMemoryResource",
       "Stream-ordered page-locked host memory from a host memory pool (device- and host-accessible).")
@@ -384,7 +398,11 @@ void bind_memory(nb::module_& m) {
         }
         new (self) cucore::ManagedMemoryResource(opts);
         register_self(self);
-      }, nb::arg("options") = nb::none());
+      }, nb::arg("options") = nb::none())
+      .def("allocate", [](const cucore::ManagedMemoryResource& r, std::size_t size, nb::handle stream) {
+        return cucore::ManagedBuffer(r.allocate(size, StreamArg(stream).get()));
+      }, nb::arg("size"), nb::kw_only(), nb::arg("stream") = nb::none(),
+         "Allocates a ManagedBuffer of `size` bytes.");
 
   resource_class<cucore::LegacyPinnedMemoryResource>(m, "LegacyPinnedMemoryResource",
       "Page-locked host memory from cuMemAllocHost (synchronous).")
