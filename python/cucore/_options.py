@@ -200,10 +200,7 @@ class OpaqueArrayOptions:
     is_surface_load_store: bool = False
 
     def __post_init__(self):
-        t = _texture_enums()
-        self.shape = _array_shape(self.shape)
-        self.format = t.ArrayFormatType(t._array_format_name(self.format))
-        _check_channels(self.num_channels)
+        _normalize_array_fields(self)
 
 
 @dataclass
@@ -218,12 +215,16 @@ class MipmappedArrayOptions:
     is_surface_load_store: bool = False
 
     def __post_init__(self):
-        t = _texture_enums()
-        self.shape = _array_shape(self.shape)
-        self.format = t.ArrayFormatType(t._array_format_name(self.format))
-        _check_channels(self.num_channels)
+        _normalize_array_fields(self)
         if isinstance(self.num_levels, bool) or not isinstance(self.num_levels, int) or self.num_levels < 1:
             raise ValueError(f"num_levels must be an int >= 1, got {self.num_levels!r}")
+
+
+def _normalize_array_fields(o) -> None:
+    t = _texture_enums()
+    o.shape = _array_shape(o.shape)
+    o.format = t.ArrayFormatType(t._array_format_name(o.format))
+    _check_channels(o.num_channels)
 
 
 def _array_shape(shape) -> Tuple[int, ...]:

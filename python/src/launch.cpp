@@ -248,6 +248,19 @@ nb::tuple dim_tuple(const cucore::Dim3& d) {
 
 }  // namespace
 
+namespace {
+// A Buffer, or an instance of a subclass (ManagedBuffer), as its device pointer.
+inline void pack_buffer(const cucore::Kernel& kernel, std::size_t i, PyObject* o, Slot& s,
+                        cucore::detail::ArgDesc& desc) {
+  const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
+  if (b.is_closed()) [[unlikely]]
+    cucore::detail::throw_closed_buffer(kernel, i);
+  CUdeviceptr p = b.handle();
+  std::memcpy(s.bytes, &p, sizeof p);
+  desc = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+}
+}  // namespace
+
 void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::size_t n, PackedArgs& out) {
   if (n > kMaxKernelArgs) raise_value_error("launch: more than 64 kernel arguments");
   Slot* slots = out.slots;
@@ -267,12 +280,7 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
     Slot& s = slots[i];
     pointers[i] = s.bytes;
     if (t == g_types.buffer) {
-      const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
-      if (b.is_closed()) [[unlikely]]
-        cucore::detail::throw_closed_buffer(kernel, i);
-      CUdeviceptr p = b.handle();
-      std::memcpy(s.bytes, &p, sizeof p);
-      descs[i] = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+      pack_buffer(kernel, i, o, s, descs[i]);
     } else if (PyLong_CheckExact(o) || PyBool_Check(o)) {
       std::size_t width = params && i < params->size() ? (*params)[i].size : 8;
       if (width != 1 && width != 2 && width != 4 && width != 8) width = 8;  // the size check reports it
@@ -325,12 +333,7 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
       std::memcpy(s.bytes, &h, sizeof h);
       descs[i] = {sizeof h, &typeid(unsigned long long), false};
     } else if (PyType_IsSubtype(t, g_types.buffer)) {  // ManagedBuffer and other Buffer subclasses
-      const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
-      if (b.is_closed()) [[unlikely]]
-        cucore::detail::throw_closed_buffer(kernel, i);
-      CUdeviceptr p = b.handle();
-      std::memcpy(s.bytes, &p, sizeof p);
-      descs[i] = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+      pack_buffer(kernel, i, o, s, descs[i]);
     } else if (is_ctypes_value(o)) {
       Py_buffer view;
       if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
