@@ -96,6 +96,7 @@ class Buffer {
   void fill(std::uint32_t value, StreamRef stream);
 
  private:
+  friend class VirtualMemoryResource;  // grows its buffers in place (modify_allocation)
   void require_open(const char* operation) const {
     if (!open_) [[unlikely]]
       detail::throw_closed("Buffer", operation);

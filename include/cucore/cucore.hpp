@@ -4,6 +4,7 @@
 #include <cucore/buffer.hpp>
 #include <cucore/compute.hpp>
 #include <cucore/context.hpp>
+#include <cucore/copy_batch.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
@@ -11,7 +12,9 @@
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
 #include <cucore/linker.hpp>
+#include <cucore/location.hpp>
 #include <cucore/log.hpp>
+#include <cucore/managed.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/object_code.hpp>
 #include <cucore/pathfinder.hpp>
@@ -20,3 +23,5 @@
 #include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
 #include <cucore/system.hpp>
+#include <cucore/texture.hpp>
+#include <cucore/virtual_memory.hpp>

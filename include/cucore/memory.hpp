@@ -10,6 +10,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <span>
+#include <vector>
 
 #include <cucore/stream.hpp>
 
@@ -98,6 +100,17 @@ class DeviceMemoryResource : public MemoryResource {
   // Buffers from it are freed); no effect on a pool it does not own, as in
   // cuda.core. Idempotent.
   void close() noexcept;
+
+  // Peer access: the other devices that may use this pool's allocations, read
+  // from the driver each time (cuMemPoolGetAccess), in ordinal order.
+  std::vector<int> peer_accessible_by() const;
+  // Grants `add` and revokes `remove` in one cuMemPoolSetAccess (the owning
+  // device is ignored; a device in both is granted). A device that cannot
+  // access this one (Device::can_access_peer) or does not exist throws before
+  // anything changes.
+  void update_peer_access(std::span<const int> add, std::span<const int> remove) const;
+  // Exactly `devices` (beside the owner) get access afterwards.
+  void set_peer_accessible_by(std::span<const int> devices) const;
 
  private:
   DeviceMemoryResource() = default;

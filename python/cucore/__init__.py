@@ -37,6 +37,7 @@ from cucore._core import (
     LibraryNotFoundError,
     LimitingResourceAdaptor,
     Linker,
+    ManagedBuffer,
     ManagedMemoryResource,
     MemoryResource,
     NVRTCError,
@@ -46,6 +47,7 @@ from cucore._core import (
     SMResource,
     StatisticsResourceAdaptor,
     Stream,
+    VirtualMemoryResource,
     WorkqueueResource,
     __version__,
     default_stream,
@@ -58,11 +60,13 @@ from cucore._options import (
     EventOptions,
     LinkerOptions,
     ManagedMemoryResourceOptions,
+    VirtualMemoryResourceOptions,
     PinnedMemoryResourceOptions,
     ProgramOptions,
     StreamOptions,
 )
 from cucore._resources import ContextOptions, SMResourceOptions, WorkqueueResourceOptions
+from cucore._host import Host
 
 # Optional features appear here as libcucore gains them.
 for _name in ("checkpoint",):
@@ -73,6 +77,8 @@ from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute
 from cucore import system  # noqa: E402  (NVML monitoring, as cuda.core.system)
 from cucore import graph  # noqa: E402  (CUDA graphs, as cuda.core.graph)
 from cucore.graph import GraphMemoryResource  # noqa: E402  (top-level in cuda.core too)
+from cucore import texture  # noqa: E402  (textures and surfaces, as cuda.core.texture)
+from cucore import typing  # noqa: E402  (option enums, as cuda.core.typing)
 
 
 def __getattr__(name):  # cucore.compute (the parallel algorithms) loads on first use
@@ -114,12 +120,14 @@ __all__ = [
     "Event",
     "EventOptions",
     "FeatureUnavailableError",
+    "Host",
     "Kernel",
     "LaunchConfig",
     "LegacyPinnedMemoryResource",
     "LibraryNotFoundError",
     "Linker",
     "LinkerOptions",
+    "ManagedBuffer",
     "ManagedMemoryResource",
     "ManagedMemoryResourceOptions",
     "MemoryResource",
@@ -133,9 +141,13 @@ __all__ = [
     "SMResourceOptions",
     "Stream",
     "StreamOptions",
+    "VirtualMemoryResource",
+    "VirtualMemoryResourceOptions",
     "WorkqueueResource",
     "WorkqueueResourceOptions",
     "launch",
     "system",
+    "texture",
+    "typing",
     "utils",
 ]

@@ -19,12 +19,14 @@
 // A count or size mismatch raises ValueError naming the kernel and parameter
 // (libcucore's one argument check); a closed Buffer or Stream, ClosedError.
 #include <cucore/launch.hpp>
+#include <cucore/texture.hpp>
 
 #include <complex>
 #include <cstring>
 #include <typeinfo>
 
 #include "common.hpp"
+
 #include "launch_args.hpp"
 #include "view.hpp"
 
@@ -246,6 +248,19 @@ nb::tuple dim_tuple(const cucore::Dim3& d) {
 
 }  // namespace
 
+namespace {
+// A Buffer, or an instance of a subclass (ManagedBuffer), as its device pointer.
+inline void pack_buffer(const cucore::Kernel& kernel, std::size_t i, PyObject* o, Slot& s,
+                        cucore::detail::ArgDesc& desc) {
+  const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
+  if (b.is_closed()) [[unlikely]]
+    cucore::detail::throw_closed_buffer(kernel, i);
+  CUdeviceptr p = b.handle();
+  std::memcpy(s.bytes, &p, sizeof p);
+  desc = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+}
+}  // namespace
+
 void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::size_t n, PackedArgs& out) {
   if (n > kMaxKernelArgs) raise_value_error("launch: more than 64 kernel arguments");
   Slot* slots = out.slots;
@@ -265,12 +280,7 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
     Slot& s = slots[i];
     pointers[i] = s.bytes;
     if (t == g_types.buffer) {
-      const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
-      if (b.is_closed()) [[unlikely]]
-        cucore::detail::throw_closed_buffer(kernel, i);
-      CUdeviceptr p = b.handle();
-      std::memcpy(s.bytes, &p, sizeof p);
-      descs[i] = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+      pack_buffer(kernel, i, o, s, descs[i]);
     } else if (PyLong_CheckExact(o) || PyBool_Check(o)) {
       std::size_t width = params && i < params->size() ? (*params)[i].size : 8;
       if (width != 1 && width != 2 && width != 4 && width != 8) width = 8;  // the size check reports it
@@ -315,6 +325,15 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
       std::uintptr_t p = nb::inst_ptr<PyView>(o)->ptr;
       std::memcpy(s.bytes, &p, sizeof p);
       descs[i] = {sizeof(void*), &typeid(void*), false};
+    } else if (t == g_types.texture_object || t == g_types.surface_object) {
+      // Bindless handles: 64 bits, as cudaTextureObject_t / cudaSurfaceObject_t.
+      unsigned long long h = t == g_types.texture_object
+                                 ? nb::inst_ptr<cucore::texture::TextureObject>(o)->kernel_argument()
+                                 : nb::inst_ptr<cucore::texture::SurfaceObject>(o)->kernel_argument();
+      std::memcpy(s.bytes, &h, sizeof h);
+      descs[i] = {sizeof h, &typeid(unsigned long long), false};
+    } else if (PyType_IsSubtype(t, g_types.buffer)) {  // ManagedBuffer and other Buffer subclasses
+      pack_buffer(kernel, i, o, s, descs[i]);
     } else if (is_ctypes_value(o)) {
       Py_buffer view;
       if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();

@@ -1,5 +1,6 @@
 // Memory resources and cucore.Buffer (with DLPack export).
 #include <cucore/adaptors.hpp>
+#include <cucore/managed.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -292,6 +293,10 @@ FillValue fill_value(nb::handle value) {
 
 }  // namespace
 
+void register_native_resource_type(nb::handle type) {
+  g_native_resource_types.push_back(reinterpret_cast<PyTypeObject*>(type.ptr()));
+}
+
 bool is_native_resource(nb::handle h) {
   for (PyTypeObject* t : g_native_resource_types)
     if (Py_TYPE(h.ptr()) == t) return static_cast<bool>(*nb::inst_ptr<MemoryResource>(h));
@@ -404,7 +409,16 @@ void bind_memory(nb::module_& m) {
       .def("close", &cucore::DeviceMemoryResource::close,
            "Drops this resource's share of a pool it owns (the pool goes once its Buffers are freed); no effect on "
            "a pool it does not own.")
-      .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"));
+      .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"))
+      .def_prop_rw("peer_accessible_by",
+                   [](nb::handle self) {
+                     return nb::module_::import_("cucore._memory_views").attr("PeerAccessibleBySetProxy")(self);
+                   },
+                   [](nb::handle self, nb::handle devices) {
+                     nb::module_::import_("cucore._memory_views").attr("replace_peer_accessible_by")(self, devices);
+                   },
+                   "The other devices that may access this pool's allocations: a live set, read from and written "
+                   "to the driver (one cuMemPoolSetAccess per update).");
 
   resource_class<cucore::PinnedMemoryResource>(m, "PinnedMemoryResource",
       "Stream-ordered page-locked host memory from a host memory pool (device- and host-accessible).")
@@ -454,7 +468,11 @@ void bind_memory(nb::module_& m) {
                    "False: cucore's managed memory comes from cuMemAllocManaged, not a pool of its own.")
       .def_prop_ro("is_mapped", [](const cucore::ManagedMemoryResource&) { return false; })
       .def_prop_ro("handle", [](const cucore::ManagedMemoryResource&) { return nb::none(); })
-      .def_prop_ro("uuid", [](const cucore::ManagedMemoryResource&) { return nb::none(); });
+      .def_prop_ro("uuid", [](const cucore::ManagedMemoryResource&) { return nb::none(); })
+      .def("allocate", [](const cucore::ManagedMemoryResource& r, std::size_t size, nb::handle stream) {
+        return cucore::ManagedBuffer(r.allocate(size, StreamArg(stream).get()));
+      }, nb::arg("size"), nb::kw_only(), nb::arg("stream") = nb::none(),
+         "Allocates a ManagedBuffer of `size` bytes.");
 
   resource_class<cucore::LegacyPinnedMemoryResource>(m, "LegacyPinnedMemoryResource",
       "Page-locked host memory from cuMemAllocHost (synchronous).")

@@ -236,6 +236,8 @@ NB_MODULE(_core, m) {
   bind_device(m);
   bind_stream(m);
   bind_memory(m);
+  bind_memory_ops(m);
+  bind_texture(m);
   bind_program(m);
   bind_cache(m);
   bind_launch(m);
