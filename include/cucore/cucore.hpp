@@ -5,6 +5,7 @@
 #include <cucore/compute.hpp>
 #include <cucore/context.hpp>
 #include <cucore/device.hpp>
+#include <cucore/dlpack.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
 #include <cucore/graph.hpp>
@@ -19,4 +20,6 @@
 #include <cucore/program_cache.hpp>
 #include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/strided_memory_view.hpp>
 #include <cucore/system.hpp>
+#include <cucore/tensor_map.hpp>

@@ -64,6 +64,7 @@ struct Types {
   PyTypeObject* view = nullptr;
   PyTypeObject* graph_builder = nullptr;    // set by graph.cpp
   PyTypeObject* graph_condition = nullptr;  // set by graph.cpp
+  PyTypeObject* tensor_map = nullptr;
 };
 extern Types g_types;
 
@@ -150,6 +151,7 @@ void bind_memory(nb::module_& m);
 void bind_program(nb::module_& m);
 void bind_launch(nb::module_& m);
 void bind_view(nb::module_& m);
+void bind_tensor_map(nb::module_& m);
 void bind_cache(nb::module_& m);
 void bind_misc(nb::module_& m);
 
