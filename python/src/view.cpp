@@ -796,7 +796,7 @@ void bind_view(nb::module_& m) {
       .def_prop_ro("layout", &layout_of, "The view's _StridedLayout (as _layout).")
       .def("copy_from", [](nb::handle self, nb::handle other, nb::handle stream, nb::handle /*allocator: no temporaries needed*/,
                            nb::handle blocking) { copy_views(other, self, stream, blocking, "copy_from"); },
-           nb::arg("other"), nb::arg("stream"), nb::arg("allocator") = nb::none(), nb::arg("blocking") = nb::none(),
+           nb::arg("other"), nb::arg("stream").none(), nb::arg("allocator") = nb::none(), nb::arg("blocking") = nb::none(),
            "Copies `other` into this view on `stream` (views of the same shape and itemsize, both contiguous in "
            "the same order). blocking=None blocks for copies to or from host-only memory.")
       .def("copy_to", [](nb::handle self, nb::handle other, nb::handle stream, nb::handle /*allocator: no temporaries needed*/,
