@@ -6,6 +6,7 @@
 #include <cucore/context.hpp>
 #include <cucore/copy_batch.hpp>
 #include <cucore/device.hpp>
+#include <cucore/dlpack.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
 #include <cucore/graph.hpp>
@@ -22,6 +23,8 @@
 #include <cucore/program_cache.hpp>
 #include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/strided_memory_view.hpp>
 #include <cucore/system.hpp>
 #include <cucore/texture.hpp>
 #include <cucore/virtual_memory.hpp>
+#include <cucore/tensor_map.hpp>

@@ -73,6 +73,7 @@ for _name in ("checkpoint",):
     if hasattr(_core, _name):
         globals()[_name] = getattr(_core, _name)
 
+from cucore._tensor_map import TensorMapDescriptor, TensorMapDescriptorOptions  # noqa: E402
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
 from cucore import system  # noqa: E402  (NVML monitoring, as cuda.core.system)
 from cucore import graph  # noqa: E402  (CUDA graphs, as cuda.core.graph)
@@ -146,6 +147,8 @@ __all__ = [
     "WorkqueueResource",
     "WorkqueueResourceOptions",
     "launch",
+    "TensorMapDescriptor",
+    "TensorMapDescriptorOptions",
     "system",
     "texture",
     "typing",

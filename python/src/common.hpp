@@ -66,6 +66,7 @@ struct Types {
   PyTypeObject* graph_condition = nullptr;  // set by graph.cpp
   PyTypeObject* texture_object = nullptr;   // set by texture.cpp
   PyTypeObject* surface_object = nullptr;   // set by texture.cpp
+  PyTypeObject* tensor_map = nullptr;
 };
 extern Types g_types;
 
@@ -154,6 +155,7 @@ void bind_memory(nb::module_& m);
 void bind_program(nb::module_& m);
 void bind_launch(nb::module_& m);
 void bind_view(nb::module_& m);
+void bind_tensor_map(nb::module_& m);
 void bind_cache(nb::module_& m);
 void bind_misc(nb::module_& m);
 void bind_memory_ops(nb::module_& m);  // memory_ops.cpp

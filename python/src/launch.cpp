@@ -9,6 +9,7 @@
 // Packing (cuda.core's rules, made exact where cuda.core guesses):
 //   Buffer                 -> its device pointer (8 bytes)
 //   StridedMemoryView      -> its ptr (cucore extra)
+//   TensorMapDescriptor    -> its 128 bytes, by value
 //   int (and bool)         -> an integer at the parameter's width (cuda.core: always
 //                             intptr_t); out of range for that width is ValueError
 //   float                  -> double;  complex -> complex<double>
@@ -28,6 +29,7 @@
 #include "common.hpp"
 
 #include "launch_args.hpp"
+#include "tensor_map.hpp"
 #include "view.hpp"
 
 namespace cucore::python {
@@ -321,6 +323,10 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
       CUgraphConditionalHandle h = nb::inst_ptr<cucore::graph::GraphCondition>(o)->handle;
       std::memcpy(s.bytes, &h, sizeof h);
       descs[i] = {sizeof h, &typeid(CUgraphConditionalHandle), false};
+    } else if (t == g_types.tensor_map) {
+      // By value: the driver copies the descriptor's 128 bytes from where it lives.
+      pointers[i] = nb::inst_ptr<PyTensorMap>(o)->map.get();
+      descs[i] = {sizeof(cucore::TensorMapDescriptor), &typeid(cucore::TensorMapDescriptor), false};
     } else if (t == g_types.view) {
       std::uintptr_t p = nb::inst_ptr<PyView>(o)->ptr;
       std::memcpy(s.bytes, &p, sizeof p);

@@ -243,6 +243,7 @@ NB_MODULE(_core, m) {
   bind_launch(m);
   bind_view(m);
   bind_graph(m);
+  bind_tensor_map(m);
   bind_compute(m);
   bind_system(m);
   bind_doctor(m);
