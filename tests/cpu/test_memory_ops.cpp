@@ -277,9 +277,12 @@ void record_batch(CUdeviceptr* p, size_t* s, size_t n) {
 
 void install_managed_fakes(FakeDriver& fake) {
   g_calls.clear();
-  fake.table.cuPointerGetAttribute = [](void* v, CUpointer_attribute a, CUdeviceptr) {
-    if (a == CU_POINTER_ATTRIBUTE_IS_MANAGED) *static_cast<int*>(v) = 1;
-    if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(v) = 0;
+  fake.table.cuPointerGetAttributes = [](unsigned n, CUpointer_attribute* attrs, void** values, CUdeviceptr) {
+    for (unsigned i = 0; i < n; ++i) {
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) *static_cast<unsigned*>(values[i]) = CU_MEMORYTYPE_DEVICE;
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED) *static_cast<int*>(values[i]) = 1;
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(values[i]) = 0;
+    }
     return CUDA_SUCCESS;
   };
   fake.table.cuMemAdvise = [](CUdeviceptr p, size_t n, CUmem_advise a, CUmemLocation l) {
