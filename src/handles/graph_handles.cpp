@@ -29,6 +29,12 @@ ReleaseQueue& release_queue() {
 }
 
 void release_loop() {
+  // Frees made here must not break a global-mode capture another thread runs:
+  // this thread's calls are exempt from it (relaxed), as they are unrelated.
+  if (const auto* t = loaded(); t && t->cuThreadExchangeStreamCaptureMode) {
+    CUstreamCaptureMode mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    t->cuThreadExchangeStreamCaptureMode(&mode);
+  }
   ReleaseQueue& q = release_queue();
   std::unique_lock lock(q.mutex);
   for (;;) {

@@ -151,7 +151,7 @@ def test_event_without_timing_raises(device):
     s = device.create_stream()
     a, b = s.record(), s.record()
     s.sync()
-    with pytest.raises((ValueError, cucore.CudaError)):
+    with pytest.raises(RuntimeError, match="timing enabled"):  # cuda.core's type and text
         b - a
 
 
@@ -351,7 +351,7 @@ def test_torch_interop(device, saxpy):
     y = torch.rand(n, device="cuda")
     out = torch.zeros(n, device="cuda")
     vx, vy, vo = (StridedMemoryView(t, -1) for t in (x, y, out))
-    assert vo.ptr == out.data_ptr() and vo.shape == (n,) and vo.strides == (1,)
+    assert vo.ptr == out.data_ptr() and vo.shape == (n,) and vo.strides is None  # C-contiguous, as cuda.core
     assert vo.dtype == np.float32 and vo.device_id == 0 and vo.exporting_obj is out
     ts = torch.cuda.current_stream()
     s = Stream.from_handle(ts.cuda_stream)
