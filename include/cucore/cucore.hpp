@@ -2,12 +2,14 @@
 // Everything cucore offers, in one include.
 #include <cucore/adaptors.hpp>
 #include <cucore/buffer.hpp>
+#include <cucore/checkpoint.hpp>
 #include <cucore/compute.hpp>
 #include <cucore/context.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
 #include <cucore/graph.hpp>
+#include <cucore/ipc.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
 #include <cucore/linker.hpp>

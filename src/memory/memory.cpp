@@ -4,12 +4,16 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <stdexcept>
 
+#include <cucore/ipc.hpp>
+
 #include "handles/handles.hpp"
 #include "loader/driver.hpp"
+#include "memory/pool_impl.hpp"
 #include "runtime/device_state.hpp"
 #include "runtime/stream_context.hpp"
 
@@ -65,34 +69,13 @@ int MemoryResource::device_id() const { return require_impl(impl_, "MemoryResour
 // ---- Pools -----------------------------------------------------------------
 
 namespace detail {
+
+void PoolImpl::refuse_allocation() const {
+  if (mapped_) throw MappedResourceError("Cannot allocate from a mapped IPC-enabled memory resource");
+  throw_closed(host_ ? "PinnedMemoryResource" : "DeviceMemoryResource", "allocate");
+}
+
 namespace {
-
-// A CUDA memory pool, device- or host-located, through its box. Allocation
-// and free are stream-ordered; the pool outlives every Buffer from it (they
-// hold this Impl, which holds the box).
-class PoolImpl final : public MemoryResource::Impl {
- public:
-  PoolImpl(PoolHandle pool, int device, bool ipc, bool host)
-      : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host) {}
-  CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
-    StreamContextGuard guard(stream, "MemoryResource::allocate");
-    CUdeviceptr p = 0;
-    check(driver().cuMemAllocFromPoolAsync(&p, size, pool_, stream.handle()), "cuMemAllocFromPoolAsync");
-    return p;
-  }
-  void deallocate(CUdeviceptr ptr, std::size_t, StreamRef stream) override {
-    StreamContextGuard guard(stream, "MemoryResource::deallocate");
-    check(driver().cuMemFreeAsync(ptr, stream.handle()), "cuMemFreeAsync");
-  }
-  bool is_device_accessible() const noexcept override { return true; }
-  bool is_host_accessible() const noexcept override { return host_; }
-  int device_id() const noexcept override { return host_ ? -1 : device_; }
-
-  PoolHandle box_;
-  CUmemoryPool pool_;  // box_->pool, kept here for the allocation path
-  int device_;
-  bool ipc_, host_;
-};
 
 void require_pools(const DriverTable& d) {
   require(reinterpret_cast<const void*>(d.cuMemAllocFromPoolAsync), 11020, "stream-ordered memory pools");
@@ -116,6 +99,7 @@ std::shared_ptr<PoolImpl> make_pool(CUmemLocationType location, int id, std::siz
   props.maxSize = max_size;
   auto impl = std::make_shared<PoolImpl>(create_pool(props), location == CU_MEM_LOCATION_TYPE_DEVICE ? id : -1, ipc,
                                          location != CU_MEM_LOCATION_TYPE_DEVICE);
+  if (ipc) impl->set_uuid(random_uuid());  // its identity in other processes' registries
   raise_release_threshold(impl->pool_);
   return impl;
 }
@@ -194,7 +178,14 @@ PinnedMemoryResource::PinnedMemoryResource(const PinnedMemoryResourceOptions& op
   const auto& d = driver();
   detail::require(reinterpret_cast<const void*>(d.cuMemPoolCreate), 12060,
                   "PinnedMemoryResource (host-located memory pools)");
-  auto impl = detail::make_pool(CU_MEM_LOCATION_TYPE_HOST, 0, options.max_size, options.ipc_enabled);
+  // Sharing needs a host pool on a NUMA node: the current device's.
+  CUmemLocationType location = CU_MEM_LOCATION_TYPE_HOST;
+  int numa_id = 0;
+  if (options.ipc_enabled) {
+    location = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    numa_id = std::max(0, Device().properties().attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID));
+  }
+  auto impl = detail::make_pool(location, numa_id, options.max_size, options.ipc_enabled);
   // Host pools are not device-accessible until access is granted per device.
   for (const Device& dev : Device::all()) {
     CUmemAccessDesc access{};
