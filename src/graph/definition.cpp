@@ -583,9 +583,20 @@ GraphDefinition GraphNode::graph() const {
   return GraphDefinition(graph_);
 }
 
+namespace {
+// CUDA keeps every node and edge of a graph that holds memory allocation or
+// free nodes; say so rather than leave the user with a bare NOT_SUPPORTED.
+void check_removal(CUresult r, const char* call) {
+  if (r == CUDA_ERROR_NOT_SUPPORTED)
+    throw CudaError(r, std::string(call) + " (CUDA cannot remove nodes or edges from a graph that has memory "
+                                           "allocation or free nodes)");
+  check(r, call);
+}
+}  // namespace
+
 void GraphNode::destroy() {
   if (!is_valid()) return;
-  check(driver().cuGraphDestroyNode(node_), "cuGraphDestroyNode");
+  check_removal(driver().cuGraphDestroyNode(node_), "cuGraphDestroyNode");
   GraphBox& top = graph_->top();
   {
     std::lock_guard lock(top.mutex);
@@ -623,8 +634,8 @@ void change_edges(const GraphHandle& graph, CUgraphNode node, std::span<const Gr
   if (add)
     check(d.cuGraphAddDependencies(graph->graph, from.data(), to.data(), nullptr, from.size()), "cuGraphAddDependencies");
   else
-    check(d.cuGraphRemoveDependencies(graph->graph, from.data(), to.data(), nullptr, from.size()),
-          "cuGraphRemoveDependencies");
+    check_removal(d.cuGraphRemoveDependencies(graph->graph, from.data(), to.data(), nullptr, from.size()),
+                  "cuGraphRemoveDependencies");
 }
 }  // namespace
 

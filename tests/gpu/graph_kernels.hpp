@@ -9,11 +9,11 @@ extern "C" __device__ __cudart_builtin__ void CUDARTAPI cudaGraphSetConditional(
 
 extern "C" __global__ void saxpy(float a, const float* x, const float* y, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) out[i] = a * x[i] + y[i];
+  if (i < n) out[i] = __fadd_rn(__fmul_rn(a, x[i]), y[i]);  // no FMA: rounded as the host rounds
 }
 extern "C" __global__ void axpb(float* data, float a, float b, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < n) data[i] = a * data[i] + b;
+  if (i < n) data[i] = __fadd_rn(__fmul_rn(a, data[i]), b);  // no FMA: rounded as the host rounds
 }
 extern "C" __global__ void add_int(int* data, int v, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

@@ -232,10 +232,28 @@ TEST_F(Graphs, EveryExplicitNodeType) {
   EXPECT_EQ(calls.load(), 2);
   EXPECT_TRUE(recorded.is_done());
 
-  // Destroying a node takes its edges with it.
-  nothing.destroy();
-  EXPECT_FALSE(nothing.is_valid());
-  EXPECT_TRUE(rec.succ().empty());
+  // CUDA keeps every node of a graph with memory nodes: a typed error that
+  // says so, and the node stays as it was.
+  try {
+    nothing.destroy();
+    ADD_FAILURE() << "destroying a node of a graph with memory nodes did not throw";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_NOT_SUPPORTED);
+    EXPECT_NE(std::string(e.what()).find("memory allocation or free nodes"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(nothing.is_valid());
+  EXPECT_EQ(rec.succ().size(), 1u);
+
+  // Elsewhere, destroying a node takes its edges with it.
+  GraphDefinition plain;
+  GraphNode first = plain.empty();
+  GraphNode middle = first.empty();
+  GraphNode last = middle.empty();
+  middle.destroy();
+  EXPECT_FALSE(middle.is_valid());
+  EXPECT_TRUE(first.succ().empty());
+  EXPECT_TRUE(last.pred().empty());
+  EXPECT_EQ(plain.nodes().size(), 2u);
 }
 
 TEST_F(Graphs, ConditionalsIfIfElseWhileSwitch) {

@@ -591,7 +591,8 @@ def test_torch_tensor_read_through_the_exchange_api(device):
 
     base = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)
     t = base[:, 1::2].as_subclass(NoDlpack)
-    v = StridedMemoryView(t, device.create_stream().handle)  # ordered after PyTorch's current stream
+    consumer = device.create_stream()  # kept alive: the view orders it after PyTorch's current stream
+    v = StridedMemoryView(t, consumer.handle)
     assert v.ptr == t.data_ptr() and v.shape == (4, 3) and v.strides == (6, 2)
     assert v.dtype == np.float32 and v.device_id == 0 and v.is_device_accessible and v.exporting_obj is t
     v2 = StridedMemoryView.from_dlpack(t, -1)
