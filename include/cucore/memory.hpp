@@ -94,7 +94,8 @@ class DeviceMemoryResource : public MemoryResource {
 
   // ---- sharing with other processes (ipc.hpp, docs/ipc.md) ----
   // A new handle (a descriptor of its own) to this IPC-enabled pool, with the
-  // pool's UUID. IpcError when not IPC-enabled; MappedResourceError when mapped.
+  // pool's UUID (IpcError when not IPC-enabled). A mapped resource passes on
+  // a copy of the descriptor it was mapped from, so a third process can map it.
   AllocationHandle allocation_handle() const;
   // Another process's pool mapped into this one ("mapped resource"): it
   // imports Buffers (Buffer::from_ipc_descriptor) and never allocates. The

@@ -29,6 +29,9 @@ from cucore._core import (
     Error,
     Event,
     FeatureUnavailableError,
+    IPCAllocationHandle,
+    IPCBufferDescriptor,
+    IPCEventDescriptor,
     Kernel,
     KernelAttributes,
     KernelOccupancy,
@@ -64,10 +67,11 @@ from cucore._options import (
 )
 from cucore._resources import ContextOptions, SMResourceOptions, WorkqueueResourceOptions
 
-# Optional features appear here as libcucore gains them.
-for _name in ("checkpoint",):
-    if hasattr(_core, _name):
-        globals()[_name] = getattr(_core, _name)
+from cucore._core import checkpoint  # process checkpointing, as cuda.core.checkpoint
+
+_sys.modules[f"{__name__}.checkpoint"] = checkpoint  # `import cucore.checkpoint` works too
+
+from cucore import _ipc  # noqa: E402,F401  (allocation handles cached, IPC objects pickled as in cuda.core)
 
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
 from cucore import system  # noqa: E402  (NVML monitoring, as cuda.core.system)
@@ -114,6 +118,9 @@ __all__ = [
     "Event",
     "EventOptions",
     "FeatureUnavailableError",
+    "IPCAllocationHandle",
+    "IPCBufferDescriptor",
+    "IPCEventDescriptor",
     "Kernel",
     "LaunchConfig",
     "LegacyPinnedMemoryResource",
@@ -135,6 +142,7 @@ __all__ = [
     "StreamOptions",
     "WorkqueueResource",
     "WorkqueueResourceOptions",
+    "checkpoint",
     "launch",
     "system",
     "utils",
