@@ -2,6 +2,7 @@
 #include <cucore/checkpoint.hpp>
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,6 +35,15 @@ Fn need(Fn fn, const char* name) {
   return fn;
 }
 
+// The driver's state as an int, read without loading it as the enum: a value
+// outside CUprocessState's range (a newer driver's) is not undefined behaviour.
+int raw_state(const CUprocessState& s) noexcept {
+  static_assert(sizeof(int) == sizeof(CUprocessState));
+  int v = 0;
+  std::memcpy(&v, &s, sizeof v);
+  return v;
+}
+
 std::optional<ProcessState> state_from(int value) {
   switch (value) {
     case CU_PROCESS_STATE_RUNNING: return ProcessState::running;
@@ -64,7 +74,7 @@ std::string way(ProcessState from, ProcessState to) {
   if (r == CUDA_ERROR_ILLEGAL_STATE && needs) {
     std::optional<ProcessState> now;
     CUprocessState s{};
-    if (auto get = detail::driver().cuCheckpointProcessGetState; get && get(pid, &s) == CUDA_SUCCESS) now = state_from(s);
+    if (auto get = detail::driver().cuCheckpointProcessGetState; get && get(pid, &s) == CUDA_SUCCESS) now = state_from(raw_state(s));
     std::string msg = where + ": the process is " + (now ? to_string(*now) : "in a state the driver would not say") +
                       ", and " + step + "() needs it " + to_string(*needs);
     if (now && *now != *needs) msg += ": " + way(*now, *needs);
@@ -84,8 +94,8 @@ ProcessState Process::state() const {
   auto fn = need(detail::driver().cuCheckpointProcessGetState, "CUDA checkpointing (cuCheckpointProcessGetState)");
   CUprocessState s{};
   if (CUresult r = fn(pid_, &s); r != CUDA_SUCCESS) fail(r, "cuCheckpointProcessGetState", pid_, "state", {});
-  auto state = state_from(s);
-  if (!state) throw Error("Unknown CUDA checkpoint process state: " + std::to_string(static_cast<int>(s)));
+  auto state = state_from(raw_state(s));
+  if (!state) throw Error("Unknown CUDA checkpoint process state: " + std::to_string(raw_state(s)));
   return *state;
 }
 
