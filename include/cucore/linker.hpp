@@ -11,7 +11,8 @@
 
 namespace cucore {
 
-// nvJitLink options, with cuda.core's field names. Unset fields are not passed.
+// nvJitLink options, with cuda.core's field names and order (rendered from the
+// table in src/options/option_fields.inc). Unset fields are not passed.
 // Every field has an initializer, so designated initializers may name any
 // subset without GCC's -Wmissing-field-initializers.
 struct LinkerOptions {
@@ -36,10 +37,13 @@ struct LinkerOptions {
   std::optional<int> split_compile{};           // threads; 0: all processors
   std::optional<int> split_compile_extended{};  // threads, LTO only; 0: all processors
   std::optional<bool> no_cache{};
+  std::optional<bool> numba_debug{};  // Numba's debug-information layout (newer nvJitLink)
 
   // Checks every field (throws std::invalid_argument naming it) and renders
-  // nvJitLink's flags ("-arch=sm_90", "-lto", "-ftz=1", "-Xptxas=-v", ...) in a fixed
-  // order. `arch` must be set by then (Linker resolves an empty one).
+  // nvJitLink's flags ("-arch=sm_90", "-lto", "-ftz=true", "-Xptxas=-v", ...) in
+  // a fixed order; with link_time_optimization the valued booleans are
+  // "=1"/"=0", which libNVVM needs. `arch` must be set by then (Linker
+  // resolves an empty one).
   std::vector<std::string> as_nvjitlink_flags() const;
 };
 

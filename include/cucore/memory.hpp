@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <cucore/stream.hpp>
 
@@ -72,6 +73,10 @@ struct MemoryPoolAttributes {
   std::uint64_t used_mem_current = 0;
   std::uint64_t used_mem_high = 0;
   std::uint64_t release_threshold = 0;
+  // The pool's reuse policies (CU_MEMPOOL_ATTR_REUSE_*).
+  bool reuse_follow_event_dependencies = false;
+  bool reuse_allow_opportunistic = false;
+  bool reuse_allow_internal_dependencies = false;
 };
 
 // Stream-ordered device memory from a CUDA memory pool: the device's current
@@ -86,11 +91,15 @@ class DeviceMemoryResource : public MemoryResource {
   // Adopts an existing pool (not destroyed by cucore).
   static DeviceMemoryResource from_handle(CUmemoryPool pool, int device_id);
 
-  CUmemoryPool handle() const noexcept;
+  CUmemoryPool handle() const noexcept;  // null once closed
   MemoryPoolAttributes attributes() const;
   bool is_ipc_enabled() const noexcept;
   bool owns_pool() const noexcept;  // false for the device's default pool and adopted pools
   void trim_to(std::size_t min_bytes_to_keep) const;
+  // Drops this resource's share of a pool it owns (the pool goes once the
+  // Buffers from it are freed); no effect on a pool it does not own, as in
+  // cuda.core. Idempotent.
+  void close() noexcept;
 
   // ---- sharing with other processes (ipc.hpp, docs/ipc.md) ----
   // A new handle (a descriptor of its own) to this IPC-enabled pool, with the
@@ -110,9 +119,8 @@ class DeviceMemoryResource : public MemoryResource {
   // `uuid` and returns it, or returns the resource already registered there.
   DeviceMemoryResource register_as(const std::array<unsigned char, 16>& uuid) const;
   static DeviceMemoryResource from_registry(const std::array<unsigned char, 16>& uuid);  // IpcError when absent
-  // Refuses further use (ClosedError) in every copy; the pool itself goes when
-  // the last Buffer from it does. Idempotent.
-  void close() const noexcept;
+  // Closed (close() on this copy, or on any copy of an IPC-enabled pool,
+  // which every copy then refuses and the registry forgets).
   bool is_closed() const noexcept;
 
  private:
@@ -122,6 +130,10 @@ class DeviceMemoryResource : public MemoryResource {
 struct PinnedMemoryResourceOptions {
   std::size_t max_size = 0;
   bool ipc_enabled = false;
+  // The host NUMA node the pool's memory lives on. Unset: the OS places it,
+  // except with ipc_enabled, which needs a node: the current device's
+  // host_numa_id then.
+  std::optional<int> numa_id{};
 };
 
 // Stream-ordered page-locked host memory from a host-located memory pool
@@ -131,11 +143,13 @@ struct PinnedMemoryResourceOptions {
 class PinnedMemoryResource : public MemoryResource {
  public:
   explicit PinnedMemoryResource(const PinnedMemoryResourceOptions& options = {});
-  CUmemoryPool handle() const noexcept;
+  CUmemoryPool handle() const noexcept;  // null once closed
   MemoryPoolAttributes attributes() const;
+  bool is_ipc_enabled() const noexcept;
+  int numa_id() const noexcept;  // the host NUMA node, or -1 where the OS places the memory
+  void close() noexcept;         // drops this share of the pool (see DeviceMemoryResource::close)
 
   // Sharing with other processes, as DeviceMemoryResource's.
-  bool is_ipc_enabled() const noexcept;
   AllocationHandle allocation_handle() const;
   static PinnedMemoryResource from_allocation_handle(const AllocationHandle& handle);
   static PinnedMemoryResource from_allocation_handle(int fd);
@@ -143,7 +157,6 @@ class PinnedMemoryResource : public MemoryResource {
   std::optional<std::array<unsigned char, 16>> uuid() const;
   PinnedMemoryResource register_as(const std::array<unsigned char, 16>& uuid) const;
   static PinnedMemoryResource from_registry(const std::array<unsigned char, 16>& uuid);
-  void close() const noexcept;
   bool is_closed() const noexcept;
 
  private:
@@ -157,14 +170,32 @@ class LegacyPinnedMemoryResource : public MemoryResource {
 };
 
 struct ManagedMemoryResourceOptions {
+  // Where the memory prefers to live (cuMemAdvise SET_PREFERRED_LOCATION on
+  // each allocation), as cuda.core reads the pair: with no type, a device
+  // ordinal, -1 for the host, or unset for no preference; with a type,
+  // "device" (an ordinal), "host" (no id) or "host_numa" (a NUMA node, or
+  // unset for the current device's host_numa_id).
+  std::optional<int> preferred_location{};
+  std::string preferred_location_type{};
   bool attach_global = true;  // CU_MEM_ATTACH_GLOBAL, else CU_MEM_ATTACH_HOST
+};
+
+// A managed resource's preferred location: "device", "host" or "host_numa",
+// and the ordinal or node (none for "host").
+struct ManagedLocation {
+  std::string type;
+  std::optional<int> id;
+  bool operator==(const ManagedLocation&) const = default;
 };
 
 // Unified (managed) memory, migrated on demand between host and device.
 class ManagedMemoryResource : public MemoryResource {
  public:
+  // Throws std::invalid_argument for a preferred location cuda.core refuses.
   explicit ManagedMemoryResource(const ManagedMemoryResourceOptions& options = {});
   explicit ManagedMemoryResource(const Device& device, const ManagedMemoryResourceOptions& options = {});
+  // nullopt: no preference (the driver decides).
+  std::optional<ManagedLocation> preferred_location() const;
 };
 
 }  // namespace cucore

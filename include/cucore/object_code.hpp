@@ -77,11 +77,25 @@ class ObjectCode {
                                  std::map<std::string, std::string> symbol_mapping = {});
   static ObjectCode from_library(const std::filesystem::path& file, std::string name = {},
                                  std::map<std::string, std::string> symbol_mapping = {});
+  // Path-backed, as cuda.core's ObjectCode.from_*(path): the file is read on
+  // first use (code(), loading, linking, a cache write), not here; a missing
+  // or unreadable file is std::invalid_argument then. `name` is kept as given.
+  static ObjectCode from_path(CodeType code_type, std::filesystem::path file, std::string name = {},
+                              std::map<std::string, std::string> symbol_mapping = {});
   // Used by the compiler and the caches: takes the bytes without copying.
   static ObjectCode from_bytes(std::vector<std::byte> code, CodeType code_type, std::string name = {},
                                std::map<std::string, std::string> symbol_mapping = {}, std::string log = {});
 
-  std::span<const std::byte> code() const noexcept;
+  // The code (read now, for a path-backed object not yet read).
+  // Bytes of no known kind: a program cache's value written as raw bytes that
+  // are no code cucore recognises (cuda.core's caches take any bytes).
+  // code_type() says cubin; compiles through a cache never take such an entry.
+  static ObjectCode opaque(std::vector<std::byte> bytes);
+  bool is_opaque() const noexcept;
+
+  std::span<const std::byte> code() const;
+  // The file a path-backed object reads its code from; empty otherwise.
+  const std::filesystem::path& source_path() const noexcept;
   CodeType code_type() const noexcept;  // CodeType::cubin for an empty ObjectCode
   const std::string& name() const noexcept;
   const std::map<std::string, std::string>& symbol_mapping() const noexcept;

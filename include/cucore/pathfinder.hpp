@@ -12,7 +12,7 @@
 namespace cucore::pathfinder {
 
 struct ComponentInfo {
-  std::string name;                   // "driver", "nvrtc", "nvjitlink", "nvml", "cuda_headers", "cccl_headers"
+  std::string name;                   // "driver", "nvrtc", "nvjitlink", "nvvm", "nvml", "cuda_headers", "cccl_headers"
   bool found = false;
   std::string path;                   // the file (or directory, for headers) in use
   std::string version;                // "13.0", driver "13.0 (13000)"; empty when unknown

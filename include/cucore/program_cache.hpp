@@ -45,6 +45,10 @@ std::string make_program_cache_key(std::string_view code, std::string_view code_
                                    CodeType target, std::span<const std::string> name_expressions = {},
                                    std::string_view extra_digest = {});
 inline constexpr std::size_t kProgramCacheKeySize = 32;
+// Whether `code` has the structure of `type`'s code (an ELF cubin, a fatbin,
+// LTO-IR, PTX text, ...): the check the caches make before storing or
+// returning compiled code.
+bool is_valid_code(CodeType type, std::span<const std::byte> code) noexcept;
 // Lower-case hex of a key (64 characters for a make_program_cache_key key).
 std::string program_cache_key_hex(std::string_view key);
 

@@ -57,6 +57,8 @@ _handles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def _get_allocation_handle(mr):
+    if mr.is_closed:
+        return mr._export_allocation_handle()  # raises ClosedError
     handle = _handles.get(mr)
     if handle is None or handle.is_closed:
         handle = mr._export_allocation_handle()

@@ -6,7 +6,7 @@ value raises ValueError naming the field).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple, Optional, Sequence, Tuple, Union
+from typing import List, NamedTuple, Optional, Sequence, Tuple, Union
 
 __all__ = [
     "ComputeCapability",
@@ -14,6 +14,7 @@ __all__ = [
     "EventOptions",
     "LinkerOptions",
     "ManagedMemoryResourceOptions",
+    "MemPoolAttributes",
     "MaxPotentialBlockSizeOccupancyResult",
     "ParamInfo",
     "PinnedMemoryResourceOptions",
@@ -57,6 +58,24 @@ class EventOptions:
     ipc_enabled: Optional[bool] = False
 
 
+@dataclass(frozen=True)
+class MemPoolAttributes:
+    """A memory pool's attributes (cuda.core's pool attributes object); item
+    access (attrs["used_mem_current"]) works too."""
+
+    reuse_follow_event_dependencies: bool
+    reuse_allow_opportunistic: bool
+    reuse_allow_internal_dependencies: bool
+    release_threshold: int
+    reserved_mem_current: int
+    reserved_mem_high: int
+    used_mem_current: int
+    used_mem_high: int
+
+    def __getitem__(self, name: str):
+        return getattr(self, name)
+
+
 @dataclass
 class DeviceMemoryResourceOptions:
     """Options for a DeviceMemoryResource with a pool of its own."""
@@ -67,6 +86,10 @@ class DeviceMemoryResourceOptions:
 
 @dataclass
 class PinnedMemoryResourceOptions:
+    """Options for a PinnedMemoryResource with a pool of its own. numa_id: the host
+    NUMA node the memory lives on (None: the OS places it; with ipc_enabled, the
+    current device's host NUMA node)."""
+
     ipc_enabled: bool = False
     max_size: int = 0
     numa_id: Optional[int] = None
@@ -74,6 +97,11 @@ class PinnedMemoryResourceOptions:
 
 @dataclass
 class ManagedMemoryResourceOptions:
+    """Options for a ManagedMemoryResource: where its memory prefers to live.
+    preferred_location_type None reads preferred_location as a device ordinal, -1
+    for the host, or None for no preference; "device" takes an ordinal, "host"
+    None, "host_numa" a NUMA node (or None: the current device's)."""
+
     preferred_location: Optional[int] = None
     preferred_location_type: Optional[str] = None
     attach_global: bool = True  # cucore extra: CU_MEM_ATTACH_GLOBAL, else CU_MEM_ATTACH_HOST
@@ -84,8 +112,9 @@ _StrList = Union[str, Sequence[str], None]
 
 @dataclass
 class ProgramOptions:
-    """NVRTC options (cuda.core's field names). Unset (None) fields are not passed;
-    arch=None means the current device's."""
+    """Compiler options (cuda.core's field names and order; src/options/option_fields.inc
+    is the table they follow). Unset (None) fields are not passed; arch=None means
+    the current device's; name=None means "default_program"."""
 
     name: Optional[str] = "default_program"
     arch: Optional[str] = None
@@ -107,7 +136,6 @@ class ProgramOptions:
     define_macro: Union[str, Tuple[str, str], Sequence[Union[str, Tuple[str, str]]], None] = None
     undefine_macro: _StrList = None
     include_path: _StrList = None
-    use_bundled_headers: Optional[bool] = None
     pre_include: _StrList = None
     no_source_include: Optional[bool] = None
     std: Optional[str] = None
@@ -139,15 +167,29 @@ class ProgramOptions:
     pch_verbose: Optional[bool] = None
     pch_messages: Optional[bool] = None
     instantiate_templates_in_pch: Optional[bool] = None
-    extra_sources: Optional[Sequence[Tuple[str, Union[str, bytes]]]] = None
+    extra_sources: Optional[Sequence[Tuple[str, Union[str, bytes, bytearray]]]] = None
     use_libdevice: Optional[bool] = None
     numba_debug: Optional[bool] = None
     use_toolkit_headers: Optional[bool] = None  # cucore extra: CCCL/CUDA headers on the include path (default on)
 
+    def __post_init__(self) -> None:
+        if self.name is None:
+            self.name = "default_program"
+
+    def as_bytes(self, backend: str, target_type: Optional[str] = None) -> List[bytes]:
+        """The flags `backend` ("nvrtc" or "nvvm") gets, as bytes. ValueError for an
+        unknown backend; CUDAError for options libNVVM does not support."""
+        from cucore._core import _program_options_as_bytes
+
+        return _program_options_as_bytes(self, backend, target_type)
+
+    def __repr__(self) -> str:
+        return f"ProgramOptions(name={self.name!r}, arch={self.arch!r})"
+
 
 @dataclass
 class LinkerOptions:
-    """nvJitLink options (cuda.core's field names)."""
+    """nvJitLink options (cuda.core's field names and order; src/options/option_fields.inc)."""
 
     name: Optional[str] = "<default linker>"
     arch: Optional[str] = None
@@ -172,9 +214,20 @@ class LinkerOptions:
     no_cache: Optional[bool] = None
     numba_debug: Optional[bool] = None
 
+    def __post_init__(self) -> None:
+        if self.name is None:
+            self.name = "<default linker>"
 
-def _object_code_from_bytes(code, code_type, name, symbol_mapping):
-    """Unpickles an ObjectCode (a module-level function, so pickle can name it)."""
+    def as_bytes(self, backend: str = "nvjitlink") -> List[bytes]:
+        """nvJitLink's flags, as bytes (ValueError for any other backend)."""
+        from cucore._core import _linker_options_as_bytes
+
+        return _linker_options_as_bytes(self, backend)
+
+
+def _object_code_from_bytes(module, code_type, name, symbol_mapping):
+    """Unpickles an ObjectCode: its bytes, or the path it reads (a module-level
+    function, so pickle can name it)."""
     from cucore._core import _object_code_from_bytes as make
 
-    return make(code, code_type, name, symbol_mapping)
+    return make(module, code_type, name, symbol_mapping)

@@ -81,7 +81,7 @@ class _StridedMemoryViewProxy:
         self.obj = obj
 
     def view(self, stream_ptr: Optional[int] = None) -> StridedMemoryView:
-        return StridedMemoryView(self.obj, stream_ptr)
+        return StridedMemoryView.from_any_interface(self.obj, stream_ptr)
 
 
 def args_viewable_as_strided_memory(arg_indices: Tuple[int, ...]) -> Callable[[Callable[..., Any]], Callable[..., Any]]:

@@ -33,7 +33,29 @@ nb::bytes code_bytes(const cucore::ObjectCode& o) {
 
 void put_value(ProgramCache& c, const std::string& key, nb::handle value) {
   if (PyObject_TypeCheck(value.ptr(), g_types.object_code)) {
-    c.put(key, *nb::inst_ptr<cucore::ObjectCode>(value));
+    const auto& o = *nb::inst_ptr<cucore::ObjectCode>(value);
+    if (!o.source_path().empty()) {
+      // A path-backed object: the cache keeps the file's bytes, read now.
+      std::span<const std::byte> bytes;
+      try {
+        bytes = o.code();
+      } catch (const std::exception& e) {
+        PyErr_Format(PyExc_FileNotFoundError,
+                     "the cache could not read the file of a path-backed ObjectCode (%s): %s",
+                     o.source_path().c_str(), e.what());
+        throw nb::python_error();
+      }
+      c.put(key, bytes);
+      return;
+    }
+    // An object whose bytes are not the code its type says is stored as its
+    // bytes, as cuda.core stores any object's (cucore's caches check compiled
+    // code structurally, and would refuse it).
+    if (!cucore::is_valid_code(o.code_type(), o.code())) {
+      c.put(key, o.code());
+      return;
+    }
+    c.put(key, o);
     return;
   }
   Py_buffer view;
@@ -117,7 +139,7 @@ class MappingCache final : public ProgramCache {
 
 nb::object program_compile(PyProgram& p, std::string target_type, nb::handle name_expressions, nb::handle logs,
                            nb::handle cache) {
-  if (p.closed) throw nb::value_error("the program is closed");
+  if (p.program.is_closed()) cucore::detail::throw_closed("Program", "compile");
   std::vector<std::string> names = name_expressions_arg(name_expressions);
   const cucore::CodeType target = code_type_arg(std::move(target_type), "target_type");
   cucore::ObjectCode result;
@@ -195,7 +217,8 @@ void bind_cache(nb::module_& m) {
       }, "cucore extra: {hits, misses, evictions, errors}.");
 
   nb::class_<cucore::InMemoryProgramCache, ProgramCache>(m, "InMemoryProgramCache",
-      "An in-process LRU cache of compiled programs, capped by total bytes (reads refresh recency); thread-safe.")
+      "An in-process LRU cache of compiled programs, capped by total bytes (reads refresh recency); thread-safe.",
+      nb::is_weak_referenceable())
       .def("__init__", [](cucore::InMemoryProgramCache* self, nb::handle max_size_bytes) {
         new (self) cucore::InMemoryProgramCache(max_size_arg(max_size_bytes));
       }, nb::kw_only(), nb::arg("max_size_bytes") = nb::none())
@@ -203,7 +226,8 @@ void bind_cache(nb::module_& m) {
 
   nb::class_<cucore::FileStreamProgramCache, ProgramCache>(m, "FileStreamProgramCache",
       "A persistent cache: one file per key holding the raw binary, written atomically (safe across processes). "
-      "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs).")
+      "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs).",
+      nb::is_weak_referenceable())
       .def("__init__", [](cucore::FileStreamProgramCache* self, nb::handle path, nb::handle max_size_bytes) {
         std::filesystem::path p = cucore::FileStreamProgramCache::default_path();
         if (!path.is_none()) p = path_arg(path, "FileStreamProgramCache: path");
@@ -220,23 +244,48 @@ void bind_cache(nb::module_& m) {
   m.def("default_program_cache", []() -> ProgramCache& { return cucore::default_program_cache(); },
         nb::rv_policy::reference, "cucore extra: the process-wide cache (memory in front of disk).");
 
-  m.def("make_program_cache_key", [](nb::handle code, std::string code_type, nb::handle options, std::string target_type,
+  m.def("make_program_cache_key", [](nb::handle code, nb::handle code_type, nb::handle options, nb::handle target_type,
                                      nb::handle name_expressions, nb::handle extra_digest) {
+        if (!PyUnicode_Check(code_type.ptr())) raise_type_error("code_type must be a str");
+        if (!PyUnicode_Check(target_type.ptr())) raise_type_error("target_type must be a str");
+        std::string type = nb::cast<std::string>(code_type);
+        for (auto& ch : type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
         std::string src;
-        if (PyUnicode_Check(code.ptr())) src = nb::cast<std::string>(code);
-        else if (PyBytes_Check(code.ptr())) src.assign(PyBytes_AsString(code.ptr()), PyBytes_Size(code.ptr()));
-        else throw nb::type_error("code must be str or bytes");
+        if (PyUnicode_Check(code.ptr())) {
+          src = nb::cast<std::string>(code);
+        } else if (PyBytes_Check(code.ptr())) {
+          // Program takes bytes for NVVM IR only.
+          if (type == "c++" || type == "ptx")
+            raise_type_error("code must be str for code_type '" + type + "' (bytes is NVVM IR's)");
+          src.assign(PyBytes_AsString(code.ptr()), PyBytes_Size(code.ptr()));
+        } else {
+          raise_type_error(std::string("code must be str or bytes, got ") + Py_TYPE(code.ptr())->tp_name);
+        }
+        const cucore::CodeType target = code_type_arg(nb::cast<std::string>(target_type), "target_type");
         cucore::ProgramOptions po = program_options(options);
-        std::vector<std::string> names = name_expressions_arg(name_expressions);
+        if (po.arch.empty()) po.arch = "sm_" + cucore::Device::current().arch();  // as Program resolves it
+        // NVRTC alone takes name expressions (str or bytes, which it records
+        // as given, so the two stay apart); the other code types ignore them.
+        std::vector<std::string> names;
+        if (type == "c++" && !name_expressions.is_none()) {
+          for (nb::handle n : name_expressions) {
+            if (PyUnicode_Check(n.ptr())) names.push_back(nb::cast<std::string>(n));
+            else if (PyBytes_Check(n.ptr()))
+              names.push_back(std::string("\0b", 2) + std::string(PyBytes_AsString(n.ptr()), PyBytes_Size(n.ptr())));
+            else
+              raise_type_error(std::string("name_expressions must hold str or bytes, got ") +
+                               Py_TYPE(n.ptr())->tp_name + (PyByteArray_Check(n.ptr()) ? " (bytearray is unhashable)" : ""));
+          }
+        }
         std::string extra;
         if (!extra_digest.is_none()) extra = key_arg(extra_digest);
-        std::string key =
-            cucore::make_program_cache_key(src, code_type, po, code_type_arg(target_type, "target_type"), names, extra);
+        std::string key = cucore::make_program_cache_key(src, type, po, target, names, extra);
         return nb::bytes(key.data(), key.size());
       }, nb::kw_only(), nb::arg("code"), nb::arg("code_type"), nb::arg("options"), nb::arg("target_type"),
       nb::arg("name_expressions") = nb::tuple(), nb::arg("extra_digest") = nb::none(),
       "A 32-byte SHA-256 key over everything that shapes the compiled output (compiler version, code, options as "
-      "they reach the compiler, target, name expressions, extra_digest).");
+      "they reach the compiler, target, name expressions, extra_digest), refused (ValueError) where cuda.core "
+      "refuses one.");
 }
 
 }  // namespace cucore::python

@@ -74,6 +74,8 @@ extern Types g_types;
 void set_error_from_current_exception() noexcept;
 [[noreturn]] void raise_type_error(const std::string& msg);
 [[noreturn]] void raise_value_error(const std::string& msg);
+// cucore.CUDAError (cuda.core's CUDAError) with `msg` and no CUresult.
+[[noreturn]] void raise_cuda_error(const std::string& msg);
 
 // ---- streams -----------------------------------------------------------------
 
@@ -112,6 +114,14 @@ std::string opt_str(nb::handle o, const char* name);
 std::vector<std::string> opt_str_list(nb::handle o, const char* name);
 std::vector<int> opt_int_list(nb::handle o, const char* name);
 nb::module_& options_module();
+
+// Reads the options object's attribute `name` into `field` by the field's C++
+// type (None keeps the default): the conversion the option table's field
+// lists (option_fields.inc) expand to.
+void read_option(bool& field, nb::handle o, const char* name);
+void read_option(std::size_t& field, nb::handle o, const char* name);
+void read_option(std::optional<int>& field, nb::handle o, const char* name);
+void read_option(std::string& field, nb::handle o, const char* name);
 
 cucore::StreamOptions stream_options(nb::handle options);
 cucore::EventOptions event_options(nb::handle options);

@@ -186,15 +186,26 @@ void bind_device(nb::module_& m) {
   });
 #include "device_properties.inc"
 #undef CUCORE_DEVICE_PROPERTY
-  props.def("attribute", [](const cucore::DeviceProperties& p, int attr) {
+  // cucore extras, named privately: the public names are exactly cuda.core's.
+  props.def("_attribute", [](const cucore::DeviceProperties& p, int attr) {
     return p.attribute(static_cast<CUdevice_attribute>(attr));
-  }, nb::arg("attribute"), "Any attribute by its CUdevice_attribute number.");
-  props.def_prop_ro("total_memory", &cucore::DeviceProperties::total_memory, "Total memory in bytes (cucore extra).");
+  }, nb::arg("attribute"), "Any attribute by its CUdevice_attribute number (cucore extra).");
+  props.def_prop_ro("_total_memory", &cucore::DeviceProperties::total_memory, "Total memory in bytes (cucore extra).");
+  props.def("__init__", [](cucore::DeviceProperties*, nb::args, nb::kwargs) {
+    PyErr_SetString(PyExc_RuntimeError, "DeviceProperties cannot be instantiated directly. Please use Device APIs.");
+    throw nb::python_error();
+  });
 
   // ---- Context -----------------------------------------------------------------
   nb::class_<cucore::Context>(m, "Context",
                               "A CUDA context: a device's primary context, a green context (Device.create_context), "
-                              "or one adopted with from_handle.")
+                              "or one adopted with from_handle.",
+                              nb::is_weak_referenceable())
+      .def("__init__", [](cucore::Context*, nb::args, nb::kwargs) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Context objects cannot be instantiated directly. Please use Device or Stream APIs.");
+        throw nb::python_error();
+      })
       .def_prop_ro("handle", [](const cucore::Context& c) { return reinterpret_cast<std::uintptr_t>(c.handle()); },
                    "The CUcontext as an int.")
       .def_prop_ro("is_green", &cucore::Context::is_green)
@@ -223,17 +234,26 @@ void bind_device(nb::module_& m) {
         if (!nb::isinstance<cucore::Context>(b)) return false;
         return a == nb::cast<const cucore::Context&>(b);
       })
-      .def("__hash__", [](const cucore::Context& c) { return std::hash<void*>()(c.handle()); })
+      .def("__hash__", [](const cucore::Context& c) {
+        return nb::hash(nb::make_tuple("Context", reinterpret_cast<std::uintptr_t>(c.handle())));
+      })
       .def("__repr__", [](const cucore::Context& c) {
+        int device = -1;
+        try {
+          if (c) device = c.device_id();
+        } catch (const std::exception&) {  // an adopted context the driver no longer knows
+        }
         char buf[96];
-        std::snprintf(buf, sizeof buf, "<Context handle=%p%s>", (void*)c.handle(), c.is_green() ? " green" : "");
+        std::snprintf(buf, sizeof buf, "<Context handle=0x%llx device=%d>",
+                      static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(c.handle())), device);
         return std::string(buf);
       });
 
   // ---- Device --------------------------------------------------------------------
   auto cls = nb::class_<PyDevice>(m, "Device",
       "A GPU; Device(n) is a per-thread singleton (Device(0) is Device(0) in one thread); "
-      "Device() is the current device, else device 0. Works in the device's primary context.");
+      "Device() is the current device, else device 0. Works in the device's primary context.",
+      nb::is_weak_referenceable());
   // Device(...) goes through device_vectorcall (below); this __init__ only
   // serves Device.__new__(Device) + __init__ and gives the stubs a signature.
   cls.def("__init__", [](PyDevice* self, nb::handle device_id) {
@@ -249,13 +269,17 @@ void bind_device(nb::module_& m) {
         try { name = d.dev.name(); } catch (...) { name = "?"; }
         return "<Device " + std::to_string(d.dev.ordinal()) + " (" + name + ")>";
       })
-      .def("__hash__", [](const PyDevice& d) { return d.dev.ordinal(); })
+      .def("__hash__", [](const PyDevice& d) { return nb::hash(nb::make_tuple("Device", d.dev.ordinal())); })
       .def("__eq__", [](const PyDevice& a, nb::handle b) {
         if (!PyObject_TypeCheck(b.ptr(), g_types.device)) return false;
         return a.dev.ordinal() == nb::inst_ptr<PyDevice>(b)->dev.ordinal();
       })
       .def("__reduce__", [](nb::handle self) {
         return nb::make_tuple(self.type(), nb::make_tuple(nb::inst_ptr<PyDevice>(self)->dev.ordinal()));
+      })
+      .def("to_system_device", [](const PyDevice& d) {
+        // The same GPU as NVML sees it (cucore.system.Device), found by its UUID.
+        return nb::module_::import_("cucore.system").attr("Device")(nb::arg("uuid") = uuid_string(d.dev.uuid()));
       })
       .def_prop_ro("pci_bus_id", [](const PyDevice& d) { return d.dev.pci_bus_id(); })
       .def_prop_ro("uuid", [](const PyDevice& d) { return uuid_string(d.dev.uuid()); },

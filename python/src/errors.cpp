@@ -128,6 +128,12 @@ void set_error_from_current_exception() noexcept {
 
 void raise_type_error(const std::string& msg) { throw nb::type_error(msg.c_str()); }
 void raise_value_error(const std::string& msg) { throw nb::value_error(msg.c_str()); }
+void raise_cuda_error(const std::string& msg) {
+  raise_with(g_cuda_error, msg.c_str(), [](PyObject* inst) {
+    for (const char* attr : {"code", "name", "description", "call"}) set_attr(inst, attr, nb::none());
+  });
+  throw nb::python_error();
+}
 
 void bind_errors(nb::module_& m) {
   g_error = new_exception(m, "Error", PyExc_RuntimeError, "Base class of every error cucore raises.");

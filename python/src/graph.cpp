@@ -9,6 +9,7 @@
 // thread once the driver lets the graph go.
 #include <cucore/graph.hpp>
 
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -314,6 +315,66 @@ nb::tuple builders_tuple(std::vector<GraphBuilder> v) {
 
 std::uintptr_t as_int(const void* p) { return reinterpret_cast<std::uintptr_t>(p); }
 
+std::string hex(unsigned long long v) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%llx", v);
+  return buf;
+}
+
+// What a node's repr shows after its handle, as cuda.core shows it per kind
+// (cucore copies through the unified address space, so MemcpyNode has no
+// (H)/(D) marks). A node whose details the driver no longer gives shows none.
+std::string node_details(nb::handle self, const GraphNode& n) {
+  try {
+    switch (n.type()) {
+      case CU_GRAPH_NODE_TYPE_KERNEL: return " kernel=" + hex(as_int(n.kernel_params().kernel.handle()));
+      case CU_GRAPH_NODE_TYPE_MEM_ALLOC: {
+        auto a = n.alloc_params();
+        return " dptr=" + hex(a.dptr) + " size=" + std::to_string(a.bytesize);
+      }
+      case CU_GRAPH_NODE_TYPE_MEM_FREE: return " dptr=" + hex(n.free_dptr());
+      case CU_GRAPH_NODE_TYPE_MEMSET: {
+        auto m = n.memset_params();
+        return " dptr=" + hex(m.dptr) + " value=" + std::to_string(m.value);
+      }
+      case CU_GRAPH_NODE_TYPE_MEMCPY: {
+        auto c = n.memcpy_params();
+        return " dst=" + hex(c.dst) + " src=" + hex(c.src) + " size=" + std::to_string(c.size);
+      }
+      case CU_GRAPH_NODE_TYPE_GRAPH: return " child=" + hex(as_int(n.child_graph().handle()));
+      case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return " event=" + hex(as_int(n.event().handle()));
+      case CU_GRAPH_NODE_TYPE_HOST: {
+        PyObject* o = py_owner_object(n.callback_owner());
+        if (o && PyCallable_Check(o) && !PyObject_HasAttrString(o, "argtypes"))
+          return " callback=" + nb::cast<std::string>(nb::getattr(nb::handle(o), "__name__", nb::str("?")));
+        unsigned long long fn = 0;
+        if (o) {
+          nb::module_ ctypes = nb::module_::import_("ctypes");
+          nb::object v = ctypes.attr("cast")(nb::handle(o), ctypes.attr("c_void_p")).attr("value");
+          if (!v.is_none()) fn = nb::cast<unsigned long long>(v);
+        }
+        return " cfunc=" + hex(fn);
+      }
+      case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+        if (Py_TYPE(self.ptr()) == reinterpret_cast<PyTypeObject*>(nb::type<ConditionalNode>().ptr())) return "";
+        return " condition=" + hex(n.condition().handle);
+      default: return "";
+    }
+  } catch (const nb::python_error&) {
+    PyErr_Clear();
+  } catch (const std::exception&) {
+  }
+  return "";
+}
+
+std::string node_repr(nb::handle self) {
+  const auto& n = nb::cast<const GraphNode&>(self);
+  auto name = nb::cast<std::string>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(self.ptr()))).attr("__name__"));
+  if (name == "GraphNode" && !n.handle()) return "<GraphNode destroyed>";
+  return "<" + name + " handle=" + hex(as_int(n.handle())) + (n.handle() ? node_details(self, n) : "") + ">";
+}
+
 // GraphMemoryResource.attributes: a view that reads the driver each time.
 struct GraphMemoryAttributes {
   GraphMemoryResource mr;
@@ -334,12 +395,15 @@ void bind_graph(nb::module_& parent) {
   nb::module_ m = parent.def_submodule("_graph", "cuda.core.graph's classes (see cucore.graph)");
 
   auto cond = nb::class_<GraphCondition>(m, "GraphCondition",
-      "A conditional node's variable; pass it to a kernel as a launch argument (its CUgraphConditionalHandle).")
+      "A conditional node's variable; pass it to a kernel as a launch argument (its CUgraphConditionalHandle).",
+      nb::is_weak_referenceable())
       .def_prop_ro("handle", [](const GraphCondition& c) { return static_cast<unsigned long long>(c.handle); })
       .def("__eq__", [](const GraphCondition& a, nb::handle b) {
         return Py_TYPE(b.ptr()) == g_types.graph_condition && a == *nb::inst_ptr<GraphCondition>(b);
       })
-      .def("__hash__", [](const GraphCondition& c) { return std::hash<unsigned long long>()(c.handle); })
+      .def("__hash__", [](const GraphCondition& c) {
+        return nb::hash(nb::make_tuple("GraphCondition", static_cast<unsigned long long>(c.handle)));
+      })
       .def("__repr__", [](const GraphCondition& c) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "<GraphCondition handle=0x%llx>", static_cast<unsigned long long>(c.handle));
@@ -347,7 +411,12 @@ void bind_graph(nb::module_& parent) {
       });
   g_types.graph_condition = reinterpret_cast<PyTypeObject*>(cond.ptr());
 
-  nb::class_<Graph>(m, "Graph", "An executable graph: launch(stream), upload(stream), update(source), close().")
+  nb::class_<Graph>(m, "Graph", "An executable graph: launch(stream), upload(stream), update(source), close().",
+                   nb::is_weak_referenceable())
+      .def("__init__", [](Graph*, nb::args, nb::kwargs) {
+        PyErr_SetString(PyExc_RuntimeError, "directly constructing a Graph instance is not supported");
+        throw nb::python_error();
+      })
       .def("close", &Graph::close)
       .def_prop_ro("is_closed", &Graph::is_closed)
       .def_prop_ro("handle", [](const Graph& g) { return as_int(g.handle()); })
@@ -370,10 +439,10 @@ void bind_graph(nb::module_& parent) {
         return std::string(buf);
       });
 
-  nb::class_<cucore::graph::detail::NodeMaker>(m, "_NodeBuilder");
+  nb::class_<cucore::graph::detail::NodeMaker>(m, "_NodeBuilder", nb::is_weak_referenceable());
 
   auto def = nb::class_<GraphDefinition, cucore::graph::detail::NodeMaker>(m, "GraphDefinition",
-      "A graph built node by node; instantiate() gives the executable Graph.")
+      "A graph built node by node; instantiate() gives the executable Graph.", nb::is_weak_referenceable())
       .def(nb::init<>())
       .def_prop_ro("is_valid", &GraphDefinition::is_valid)
       .def_prop_ro("handle", [](const GraphDefinition& d) { return as_int(d.handle()); })
@@ -399,7 +468,9 @@ void bind_graph(nb::module_& parent) {
       .def("__eq__", [](const GraphDefinition& a, nb::handle b) {
         return nb::isinstance<GraphDefinition>(b) && a == nb::cast<const GraphDefinition&>(b);
       })
-      .def("__hash__", [](const GraphDefinition& d) { return std::hash<std::uintptr_t>()(as_int(d.handle())); })
+      .def("__hash__", [](const GraphDefinition& d) {
+        return nb::hash(nb::make_tuple("GraphDefinition", as_int(d.handle())));
+      })
       .def("__repr__", [](const GraphDefinition& d) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "<GraphDefinition handle=0x%llx>", (unsigned long long)as_int(d.handle()));
@@ -408,7 +479,7 @@ void bind_graph(nb::module_& parent) {
   bind_node_builders(def);
 
   auto node = nb::class_<GraphNode, cucore::graph::detail::NodeMaker>(m, "GraphNode",
-      "A node of a graph definition; its builder methods add nodes that depend on it.")
+      "A node of a graph definition; its builder methods add nodes that depend on it.", nb::is_weak_referenceable())
       .def_prop_ro("type", [](const GraphNode& n) { return static_cast<int>(n.type()); })
       .def_prop_ro("graph", &GraphNode::graph)
       .def_prop_ro("handle", [](const GraphNode& n) { return as_int(n.handle()); })
@@ -426,14 +497,8 @@ void bind_graph(nb::module_& parent) {
       .def("__eq__", [](const GraphNode& a, nb::handle b) {
         return nb::isinstance<GraphNode>(b) && a == nb::cast<const GraphNode&>(b);
       })
-      .def("__hash__", [](const GraphNode& n) { return std::hash<std::uintptr_t>()(as_int(n.handle())); })
-      .def("__repr__", [](nb::handle self) {
-        const auto& n = nb::cast<const GraphNode&>(self);
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "<%s handle=0x%llx>", Py_TYPE(self.ptr())->tp_name,
-                      (unsigned long long)as_int(n.handle()));
-        return std::string(buf);
-      });
+      .def("__hash__", [](const GraphNode& n) { return nb::hash(nb::make_tuple("GraphNode", as_int(n.handle()))); })
+      .def("__repr__", &node_repr);
   bind_node_builders(node);
 
   nb::class_<EmptyNode, GraphNode>(m, "EmptyNode", "An empty (synchronization) node.");
@@ -512,7 +577,13 @@ void bind_graph(nb::module_& parent) {
 
   auto gbc = nb::class_<GraphBuilder>(m, "GraphBuilder",
       "A graph under construction by stream capture; made by Device.create_graph_builder() or "
-      "Stream.create_graph_builder().")
+      "Stream.create_graph_builder().", nb::is_weak_referenceable())
+      .def("__init__", [](GraphBuilder*, nb::args, nb::kwargs) {
+        PyErr_SetString(PyExc_NotImplementedError,
+                        "directly creating a Graph object can be ambiguous. Please either call "
+                        "Device.create_graph_builder() or stream.create_graph_builder()");
+        throw nb::python_error();
+      })
       .def("close", &GraphBuilder::close)
       .def_prop_ro("is_closed", &GraphBuilder::is_closed)
       .def_prop_ro("stream", [](const GraphBuilder& b) { return b.stream(); })
@@ -589,7 +660,8 @@ void bind_graph(nb::module_& parent) {
 
   // ---- GraphMemoryResource ----
   nb::class_<GraphMemoryAttributes>(m, "GraphMemoryResourceAttributes",
-      "Graph memory of a device, in bytes; the high watermarks can be set to 0 (reset to the current usage).")
+      "Graph memory of a device, in bytes; the high watermarks can be set to 0 (reset to the current usage).",
+      nb::is_weak_referenceable())
       .def_prop_ro("reserved_mem_current", [](const GraphMemoryAttributes& a) { return a.mr.attributes().reserved_mem_current; })
       .def_prop_rw("reserved_mem_high", [](const GraphMemoryAttributes& a) { return a.mr.attributes().reserved_mem_high; },
                    [](GraphMemoryAttributes& a, long long v) {

@@ -95,7 +95,8 @@ const char* scope_name(cucore::WorkqueueSharingScope s) {
 }
 
 [[noreturn]] void not_constructible(const char* cls, const char* how) {
-  throw std::runtime_error(std::string(cls) + " cannot be instantiated directly; use " + how);
+  // cuda.core's text
+  throw std::runtime_error(std::string(cls) + " cannot be instantiated directly. Use " + how + ".");
 }
 
 }  // namespace
@@ -118,7 +119,8 @@ cucore::ContextOptions context_options(nb::handle options) {
 
 void bind_green(nb::module_& m) {
   nb::class_<cucore::SMResource>(m, "SMResource",
-                                 "A set of SMs: a device's, a green context's, or a group (or the remainder) of a split.")
+                                 "A set of SMs: a device's, a green context's, or a group (or the remainder) of a split.",
+                                 nb::is_weak_referenceable())
       .def("__init__", [](cucore::SMResource*, nb::args, nb::kwargs) {
         not_constructible("SMResource", "dev.resources.sm or SMResource.split()");
       })
@@ -151,7 +153,8 @@ void bind_green(nb::module_& m) {
       });
 
   nb::class_<cucore::WorkqueueResource>(m, "WorkqueueResource",
-                                        "A workqueue configuration for a green context (CUDA 13.1 drivers).")
+                                        "A workqueue configuration for a green context (CUDA 13.1 drivers).",
+                                        nb::is_weak_referenceable())
       .def("__init__", [](cucore::WorkqueueResource*, nb::args, nb::kwargs) {
         not_constructible("WorkqueueResource", "dev.resources.workqueue");
       })
@@ -167,7 +170,7 @@ void bind_green(nb::module_& m) {
 
   nb::class_<cucore::DeviceResources>(m, "DeviceResources",
                                       "A device's resources (Device.resources), or a context's (Context.resources, "
-                                      "Stream.resources).")
+                                      "Stream.resources).", nb::is_weak_referenceable())
       .def("__init__", [](cucore::DeviceResources*, nb::args, nb::kwargs) {
         not_constructible("DeviceResources", "dev.resources");
       })

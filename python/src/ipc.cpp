@@ -131,9 +131,6 @@ void add_pool_members(nb::handle cls) {
              "already.");
   add_static(cls, "from_registry", [](nb::handle uuid) { return face_of<R>(R::from_registry(uuid_arg(uuid, "uuid"))); },
              nb::arg("uuid"), "The registered mapped memory resource (RuntimeError when none is registered).");
-  add_method(cls, "close", [](const R& r) { r.close(); },
-             "Refuses further use of this resource; its pool goes once no Buffer from it is left.");
-  add_property(cls, "is_closed", [](const R& r) { return r.is_closed(); }, "Whether close() was called.");
 }
 
 void translate_ipc_errors() {
@@ -242,8 +239,6 @@ void bind_ipc(nb::module_& m) {
 
   nb::handle pmr = nb::type<cucore::PinnedMemoryResource>();
   add_pool_members<cucore::PinnedMemoryResource>(pmr);
-  add_property(pmr, "is_ipc_enabled", [](const cucore::PinnedMemoryResource& r) { return r.is_ipc_enabled(); },
-               "Whether this memory resource has IPC enabled.");
   add_static(pmr, "from_allocation_handle", [](nb::handle alloc_handle) {
     return map_handle<cucore::PinnedMemoryResource>(alloc_handle, [](const auto& h) {
       return cucore::PinnedMemoryResource::from_allocation_handle(h);

@@ -390,7 +390,8 @@ PyMethodDef g_launch_def = {
 void bind_launch(nb::module_& m) {
   auto lc = nb::class_<cucore::LaunchConfig>(m, "LaunchConfig",
       "Launch configuration: grid (blocks, or clusters when cluster is set), block (threads), cluster, "
-      "shmem_size (dynamic shared memory bytes), is_cooperative. Dimensions: an int or a tuple of up to 3.");
+      "shmem_size (dynamic shared memory bytes), is_cooperative. Dimensions: an int or a tuple of up to 3.",
+      nb::is_weak_referenceable());
   lc.def("__init__", [](cucore::LaunchConfig* self, nb::handle grid, nb::handle cluster, nb::handle block,
                         nb::handle shmem_size, bool is_cooperative, bool programmatic_stream_serialization,
                         nb::handle cooperative_launch) {
@@ -425,8 +426,8 @@ void bind_launch(nb::module_& m) {
         return PyObject_TypeCheck(b.ptr(), g_types.launch_config) && a == *nb::inst_ptr<cucore::LaunchConfig>(b);
       })
       .def("__hash__", [](const cucore::LaunchConfig& c) {
-        return nb::hash(nb::make_tuple(dim_tuple(c.grid), dim_tuple(c.block), dim_tuple(c.cluster), c.shmem_size,
-                                       c.is_cooperative));
+        return nb::hash(nb::make_tuple("LaunchConfig", dim_tuple(c.grid), dim_tuple(c.block), dim_tuple(c.cluster),
+                                       c.shmem_size, c.is_cooperative));
       })
       .def("__repr__", [](const cucore::LaunchConfig& c) {
         auto d = [](const cucore::Dim3& x) {
@@ -434,7 +435,8 @@ void bind_launch(nb::module_& m) {
         };
         return "LaunchConfig(grid=" + d(c.grid) + ", cluster=" + (c.cluster.is_set() ? d(c.cluster) : "None") +
                ", block=" + d(c.block) + ", shmem_size=" + std::to_string(c.shmem_size) +
-               ", is_cooperative=" + (c.is_cooperative ? "True" : "False") + ")";
+               ", is_cooperative=" + (c.is_cooperative ? "True" : "False") +
+               ", programmatic_stream_serialization=False)";
       });
   g_types.launch_config = reinterpret_cast<PyTypeObject*>(lc.ptr());
 

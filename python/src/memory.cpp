@@ -12,6 +12,7 @@
 #include "common.hpp"
 #include "dlpack.hpp"
 #include "view.hpp"
+#include "option_fields.inc"
 
 namespace cucore::python {
 namespace {
@@ -240,19 +241,53 @@ nb::object allocate_from(nb::handle self, std::size_t size, nb::handle stream) {
   return nb::cast(r->allocate(size, StreamArg(stream).get()));
 }
 
-nb::dict pool_attributes(const cucore::MemoryPoolAttributes& a) {
-  nb::dict d;
-  d["reserved_mem_current"] = a.reserved_mem_current;
-  d["reserved_mem_high"] = a.reserved_mem_high;
-  d["used_mem_current"] = a.used_mem_current;
-  d["used_mem_high"] = a.used_mem_high;
-  d["release_threshold"] = a.release_threshold;
-  return d;
+// The pool's attributes as cuda.core's object (attribute access; item access
+// too, as a cucore extra).
+nb::object pool_attributes(const cucore::MemoryPoolAttributes& a) {
+  return options_module().attr("MemPoolAttributes")(
+      a.reuse_follow_event_dependencies, a.reuse_allow_opportunistic, a.reuse_allow_internal_dependencies,
+      a.release_threshold, a.reserved_mem_current, a.reserved_mem_high, a.used_mem_current, a.used_mem_high);
 }
 
 int device_id_arg(nb::handle h) {
   if (PyObject_TypeCheck(h.ptr(), g_types.device)) return nb::inst_ptr<PyDevice>(h)->dev.ordinal();
-  return nb::cast<int>(h);
+  if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()))
+    raise_type_error("device_id must be a Device or an int, got " + nb::cast<std::string>(nb::repr(h)));
+  const int id = nb::cast<int>(h);
+  (void)device_object(id);  // cuda.core's ValueError for an ordinal with no device
+  return id;
+}
+
+// Buffer.fill's value as cuda.core reads it: an int is one byte in [0, 256)
+// (OverflowError otherwise); a buffer-protocol object gives its 1, 2 or 4 bytes
+// as they are (numpy.int8(-1) is 0xff; ValueError for another length);
+// anything else is TypeError.
+struct FillValue {
+  std::uint32_t bits = 0;
+  std::size_t width = 1;
+};
+FillValue fill_value(nb::handle value) {
+  if (PyLong_Check(value.ptr())) {
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+    if (v == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (overflow || v < 0 || v > 255) {
+      PyErr_Format(PyExc_OverflowError, "fill value must be in range [0, 256), got %R", value.ptr());
+      throw nb::python_error();
+    }
+    return {static_cast<std::uint32_t>(v), 1};
+  }
+  if (!PyObject_CheckBuffer(value.ptr()))
+    raise_type_error(std::string("fill value must be an int or support the buffer protocol, got ") +
+                     Py_TYPE(value.ptr())->tp_name);
+  HostView v(value, false);
+  if (!v.ok) throw nb::python_error();
+  const auto len = static_cast<std::size_t>(v.view.len);
+  if (len != 1 && len != 2 && len != 4)
+    raise_value_error("fill value must be 1, 2, or 4 bytes, got " + std::to_string(len));
+  FillValue f{0, len};
+  std::memcpy(&f.bits, v.view.buf, len);  // little-endian: the pattern's bytes as given
+  return f;
 }
 
 }  // namespace
@@ -327,7 +362,9 @@ void bind_memory(nb::module_& m) {
       .def("__eq__", [](const MemoryResource& a, nb::handle b) {
         return PyObject_TypeCheck(b.ptr(), g_types.memory_resource) && a == *nb::inst_ptr<MemoryResource>(b);
       })
-      .def("__hash__", [](const MemoryResource& r) { return std::hash<void*>()(r.impl()); });
+      .def("__hash__", [](const MemoryResource& r) {
+        return nb::hash(nb::make_tuple("MemoryResource", reinterpret_cast<std::uintptr_t>(r.impl())));
+      });
   g_types.memory_resource = reinterpret_cast<PyTypeObject*>(mrc.ptr());
   g_native_resource_types.push_back(g_types.memory_resource);
 
@@ -341,8 +378,9 @@ void bind_memory(nb::module_& m) {
         } else {
           nb::object o = options_arg(options, "DeviceMemoryResourceOptions");
           cucore::DeviceMemoryResourceOptions opts;
-          opts.max_size = static_cast<std::size_t>(opt_int(o, "max_size").value_or(0));
-          opts.ipc_enabled = opt_bool(o, "ipc_enabled").value_or(false);
+#define X(py, cpp) read_option(opts.cpp, o, #py);
+          CUCORE_DEVICE_MEMORY_RESOURCE_OPTION_FIELDS(X)
+#undef X
           new (self) cucore::DeviceMemoryResource(id, opts);
         }
         register_self(self);
@@ -356,7 +394,13 @@ void bind_memory(nb::module_& m) {
       .def_prop_ro("handle", [](const cucore::DeviceMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
       .def_prop_ro("attributes", [](const cucore::DeviceMemoryResource& r) { return pool_attributes(r.attributes()); })
       .def_prop_ro("is_ipc_enabled", &cucore::DeviceMemoryResource::is_ipc_enabled)
-      .def_prop_ro("owns_pool", &cucore::DeviceMemoryResource::owns_pool)
+      .def_prop_ro("is_handle_owned", &cucore::DeviceMemoryResource::owns_pool,
+                   "Whether the pool is this resource's own (else close() has no effect).")
+      .def_prop_ro("owns_pool", &cucore::DeviceMemoryResource::owns_pool)  // IPC members: ipc.cpp
+      .def_prop_ro("is_closed", &cucore::DeviceMemoryResource::is_closed)
+      .def("close", &cucore::DeviceMemoryResource::close,
+           "Drops this resource's share of a pool it owns (the pool goes once its Buffers are freed); no effect on "
+           "a pool it does not own.")
       .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"));
 
   resource_class<cucore::PinnedMemoryResource>(m, "PinnedMemoryResource",
@@ -365,14 +409,21 @@ void bind_memory(nb::module_& m) {
         cucore::PinnedMemoryResourceOptions opts;
         if (!options.is_none()) {
           nb::object o = options_arg(options, "PinnedMemoryResourceOptions");
-          opts.max_size = static_cast<std::size_t>(opt_int(o, "max_size").value_or(0));
-          opts.ipc_enabled = opt_bool(o, "ipc_enabled").value_or(false);
+#define X(py, cpp) read_option(opts.cpp, o, #py);
+          CUCORE_PINNED_MEMORY_RESOURCE_OPTION_FIELDS(X)
+#undef X
         }
         new (self) cucore::PinnedMemoryResource(opts);
         register_self(self);
       }, nb::arg("options") = nb::none())
       .def_prop_ro("handle", [](const cucore::PinnedMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
-      .def_prop_ro("attributes", [](const cucore::PinnedMemoryResource& r) { return pool_attributes(r.attributes()); });
+      .def_prop_ro("attributes", [](const cucore::PinnedMemoryResource& r) { return pool_attributes(r.attributes()); })
+      .def_prop_ro("is_ipc_enabled", &cucore::PinnedMemoryResource::is_ipc_enabled)
+      .def_prop_ro("is_handle_owned", [](const cucore::PinnedMemoryResource& r) { return static_cast<bool>(r); })
+      .def_prop_ro("numa_id", &cucore::PinnedMemoryResource::numa_id,
+                   "The host NUMA node the pool's memory lives on, or -1 where the OS places it.")
+      .def_prop_ro("is_closed", &cucore::PinnedMemoryResource::is_closed)
+      .def("close", &cucore::PinnedMemoryResource::close);
 
   resource_class<cucore::ManagedMemoryResource>(m, "ManagedMemoryResource",
       "Unified (managed) memory, migrated on demand between host and device.")
@@ -380,11 +431,25 @@ void bind_memory(nb::module_& m) {
         cucore::ManagedMemoryResourceOptions opts;
         if (!options.is_none()) {
           nb::object o = options_arg(options, "ManagedMemoryResourceOptions");
-          if (auto g = opt_bool(o, "attach_global")) opts.attach_global = *g;
+#define X(py, cpp) read_option(opts.cpp, o, #py);
+          CUCORE_MANAGED_MEMORY_RESOURCE_OPTION_FIELDS(X)
+#undef X
         }
         new (self) cucore::ManagedMemoryResource(opts);
         register_self(self);
-      }, nb::arg("options") = nb::none());
+      }, nb::arg("options") = nb::none())
+      .def_prop_ro("preferred_location", [](const cucore::ManagedMemoryResource& r) -> nb::object {
+        auto loc = r.preferred_location();
+        if (!loc) return nb::none();
+        nb::object type = nb::module_::import_("cucore.typing").attr("ManagedMemoryLocationType")(loc->type);
+        return nb::make_tuple(type, loc->id ? nb::object(nb::int_(*loc->id)) : nb::none());
+      }, "None (the driver decides), or (type, id): (\"device\", ordinal), (\"host\", None), (\"host_numa\", node).")
+      .def_prop_ro("is_ipc_enabled", [](const cucore::ManagedMemoryResource&) { return false; })
+      .def_prop_ro("is_handle_owned", [](const cucore::ManagedMemoryResource&) { return false; },
+                   "False: cucore's managed memory comes from cuMemAllocManaged, not a pool of its own.")
+      .def_prop_ro("is_mapped", [](const cucore::ManagedMemoryResource&) { return false; })
+      .def_prop_ro("handle", [](const cucore::ManagedMemoryResource&) { return nb::none(); })
+      .def_prop_ro("uuid", [](const cucore::ManagedMemoryResource&) { return nb::none(); });
 
   resource_class<cucore::LegacyPinnedMemoryResource>(m, "LegacyPinnedMemoryResource",
       "Page-locked host memory from cuMemAllocHost (synchronous).")
@@ -419,14 +484,19 @@ void bind_memory(nb::module_& m) {
   // ---- Buffer -----------------------------------------------------------------------
   auto bc = nb::class_<cucore::Buffer>(m, "Buffer",
       "An allocation: owns its memory (freed on close() or when collected, on its stream), keeps its memory "
-      "resource and that stream alive, and speaks DLPack. Using it after close() raises ClosedError.");
-  bc.def_static("from_handle", [](nb::handle ptr, std::size_t size, nb::handle mr, nb::handle owner, nb::handle stream) {
+      "resource and that stream alive, and speaks DLPack. Using it after close() raises ClosedError.",
+      nb::is_weak_referenceable());
+  bc.def("__init__", [](cucore::Buffer*, nb::args, nb::kwargs) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Buffer objects cannot be instantiated directly. Please use MemoryResource APIs.");
+        throw nb::python_error();
+      })
+      .def_static("from_handle", [](nb::handle ptr, std::size_t size, nb::handle mr, nb::handle owner, nb::handle stream) {
         CUdeviceptr p = static_cast<CUdeviceptr>(pointer_arg(ptr, "ptr"));
         if (!mr.is_none() && !owner.is_none())
-          throw nb::value_error(
-              "Buffer.from_handle: give mr (to free the memory) or owner (to keep it alive), not both");
+          throw nb::value_error("owner and memory resource cannot be both specified together");
         if (!stream.is_none() && mr.is_none())
-          throw nb::value_error("Buffer.from_handle: stream (where the memory is freed) needs mr");
+          throw nb::value_error("stream requires a memory resource (mr)");
         if (!stream.is_none()) return cucore::Buffer::from_handle(p, size, resource_arg(mr), StreamArg(stream).get());
         return cucore::Buffer::from_handle(p, size, resource_arg(mr), py_owner(owner));
       }, nb::arg("ptr"), nb::arg("size"), nb::arg("mr") = nb::none(), nb::arg("owner") = nb::none(), nb::kw_only(),
@@ -481,24 +551,17 @@ void bind_memory(nb::module_& m) {
       }, nb::arg("src"), nb::kw_only(), nb::arg("stream") = nb::none(),
          "Copies from `src` (a Buffer or a host buffer such as a numpy array), asynchronously on `stream`.")
       .def("fill", [](cucore::Buffer& b, nb::handle value, nb::handle stream) {
+        const FillValue f = fill_value(value);
+        if (b.size() % f.width)
+          raise_value_error("buffer size (" + std::to_string(b.size()) + ") must be divisible by " +
+                            std::to_string(f.width));
         cucore::StreamRef s = stream_arg_or_default(stream);
-        if (PyLong_Check(value.ptr())) {
-          long v = PyLong_AsLong(value.ptr());
-          if (v < 0 || v > 255) throw nb::value_error("fill value must be in [0, 255] (one byte); pass a 2- or 4-byte "
-                                                      "buffer (e.g. numpy.uint32(x)) for a wider pattern");
-          b.fill(static_cast<std::uint8_t>(v), s);
-          return;
-        }
-        HostView v(value, false);
-        if (!v.ok) throw nb::python_error();
-        switch (v.view.len) {
-          case 1: b.fill(*static_cast<const std::uint8_t*>(v.view.buf), s); break;
-          case 2: { std::uint16_t x; std::memcpy(&x, v.view.buf, 2); b.fill(x, s); break; }
-          case 4: { std::uint32_t x; std::memcpy(&x, v.view.buf, 4); b.fill(x, s); break; }
-          default: throw nb::value_error("fill value must be 1, 2 or 4 bytes");
-        }
+        if (f.width == 1) b.fill(static_cast<std::uint8_t>(f.bits), s);
+        else if (f.width == 2) b.fill(static_cast<std::uint16_t>(f.bits), s);
+        else b.fill(f.bits, s);
       }, nb::arg("value"), nb::kw_only(), nb::arg("stream") = nb::none(),
-         "Fills with a byte (int) or a 1-, 2- or 4-byte pattern (a bytes-like value such as numpy.uint32(x)).")
+         "Fills with a byte (an int in [0, 256)) or a 1-, 2- or 4-byte pattern (a buffer-protocol value such as "
+         "numpy.uint32(x), its bytes as they are).")
       .def("__dlpack__", &buffer_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
            nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
       .def("__dlpack_device__", [](const cucore::Buffer& b) {
@@ -510,7 +573,9 @@ void bind_memory(nb::module_& m) {
       .def("__eq__", [](const cucore::Buffer& a, nb::handle b) {
         return is_buffer(b) && as_buffer(b).handle() == a.handle() && as_buffer(b).size() == a.size();
       })
-      .def("__hash__", [](const cucore::Buffer& b) { return std::hash<std::uintptr_t>()(b.handle()) ^ b.size(); })
+      .def("__hash__", [](const cucore::Buffer& b) {
+        return nb::hash(nb::make_tuple("Buffer", static_cast<std::uintptr_t>(b.handle()), b.size()));
+      })
       .def("__repr__", [](const cucore::Buffer& b) {
         char buf[96];
         std::snprintf(buf, sizeof buf, "<Buffer ptr=0x%llx size=%zu%s>", (unsigned long long)b.handle(), b.size(),

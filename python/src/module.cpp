@@ -3,6 +3,8 @@
 #include <cucore/pathfinder.hpp>
 #include <cucore/program.hpp>
 
+#include <climits>
+
 #include "common.hpp"
 
 namespace cucore::python {
@@ -91,6 +93,29 @@ std::vector<int> opt_int_list(nb::handle o, const char* name) {
   }
   for (nb::handle item : v) out.push_back(nb::cast<int>(item));
   return out;
+}
+
+void read_option(bool& field, nb::handle o, const char* name) {
+  if (auto v = opt_bool(o, name)) field = *v;
+}
+void read_option(std::size_t& field, nb::handle o, const char* name) {
+  if (auto v = opt_int(o, name)) {
+    if (*v < 0) raise_value_error(std::string(name) + " must be >= 0, got " + std::to_string(*v));
+    field = static_cast<std::size_t>(*v);
+  }
+}
+void read_option(std::optional<int>& field, nb::handle o, const char* name) {
+  if (auto v = opt_int(o, name)) {
+    if (*v < INT_MIN || *v > INT_MAX) {
+      PyErr_Format(PyExc_OverflowError, "%s = %lld does not fit in a C int", name, *v);
+      throw nb::python_error();
+    }
+    field = static_cast<int>(*v);
+  }
+}
+void read_option(std::string& field, nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  if (!v.is_none()) field = opt_str(o, name);
 }
 
 bool python_alive() noexcept {

@@ -1,5 +1,6 @@
 // Program / ProgramOptions, Linker / LinkerOptions, ObjectCode, Kernel.
 #include <cucore/kernel.hpp>
+#include <cucore/launch.hpp>
 #include <cucore/linker.hpp>
 #include <cucore/object_code.hpp>
 #include <cucore/program.hpp>
@@ -10,10 +11,12 @@
 #include <filesystem>
 #include <map>
 
+#include <nanobind/stl/array.h>
 #include <nanobind/stl/map.h>
 
 #include "common.hpp"
 #include "program_support.hpp"
+#include "option_fields.inc"
 
 namespace cucore::python {
 namespace {
@@ -67,21 +70,23 @@ void parse_macros(nb::handle v, cucore::ProgramOptions& po) {
 
 nb::bytes to_bytes(std::span<const std::byte> s) { return nb::bytes(reinterpret_cast<const char*>(s.data()), s.size()); }
 
-// bytes-like -> span (kept alive by the caller's object); str / PathLike -> path.
-template <typename F>
-cucore::ObjectCode from_module(nb::handle module, const char* kind, F&& make) {
+// bytes-like -> the code, copied; str / PathLike -> a path-backed object that
+// reads the file on first use, as cuda.core's.
+cucore::ObjectCode from_module(nb::handle module, cucore::CodeType type, const std::string& name,
+                               std::map<std::string, std::string> mapping) {
   PyObject* o = module.ptr();
-  if (PyUnicode_Check(o) || PyObject_HasAttrString(o, "__fspath__")) {
-    return make(path_arg(module, (std::string("ObjectCode.from_") + kind + ": module").c_str()));
-  }
+  const std::string what = "ObjectCode.from_" + std::string(to_string(type)) + ": module";
+  if (PyUnicode_Check(o) || PyObject_HasAttrString(o, "__fspath__"))
+    return cucore::ObjectCode::from_path(type, path_arg(module, what.c_str()), name, std::move(mapping));
   Py_buffer view;
   if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) {
     PyErr_Clear();
-    throw nb::type_error((std::string("ObjectCode.from_") + kind +
-                          ": module must be bytes-like (the code) or a str / PathLike (a file)").c_str());
+    raise_type_error(what + " must be bytes-like (the code) or a str / PathLike (a file), got " +
+                     Py_TYPE(o)->tp_name);
   }
   struct Release { Py_buffer* v; ~Release() { PyBuffer_Release(v); } } rel{&view};
-  return make(std::span<const std::byte>(static_cast<const std::byte*>(view.buf), static_cast<std::size_t>(view.len)));
+  const auto* b = static_cast<const std::byte*>(view.buf);
+  return cucore::ObjectCode::from_bytes(std::vector<std::byte>(b, b + view.len), type, name, std::move(mapping));
 }
 
 std::map<std::string, std::string> mapping_arg(nb::handle h) {
@@ -94,49 +99,75 @@ std::map<std::string, std::string> mapping_arg(nb::handle h) {
 
 std::string name_arg(nb::handle name) { return str_arg(name, "name"); }
 
-#define CUCORE_FROM(kind)                                                                                   \
-  def_static(                                                                                               \
-      "from_" #kind,                                                                                        \
-      [](nb::handle module, std::string name, nb::handle symbol_mapping) {                                  \
-        auto mapping = mapping_arg(symbol_mapping);                                                         \
-        return from_module(module, #kind, [&](auto&& src) {                                                 \
-          return cucore::ObjectCode::from_##kind(src, name, mapping);                                       \
-        });                                                                                                 \
-      },                                                                                                    \
-      nb::arg("module"), nb::kw_only(), nb::arg("name") = "", nb::arg("symbol_mapping") = nb::none(),     \
-      "From the " #kind " itself (bytes-like) or from a file (str or PathLike).")
+#define CUCORE_FROM(kind)                                                                            \
+  def_static(                                                                                        \
+      "from_" #kind,                                                                                 \
+      [](nb::handle module, nb::handle name, nb::handle symbol_mapping) {                            \
+        return from_module(module, cucore::CodeType::kind, name.is_none() ? "" : name_arg(name),    \
+                           mapping_arg(symbol_mapping));                                            \
+      },                                                                                             \
+      nb::arg("module"), nb::kw_only(), nb::arg("name") = "", nb::arg("symbol_mapping") = nb::none(), \
+      "From the " #kind " itself (bytes-like) or from a file (str or PathLike, read on first use).")
 
+// A view of a kernel's attributes on one device (-1: the current device, at
+// the time of each call); the methods take an explicit device too.
 struct PyKernelAttributes {
   cucore::Kernel kernel;
-  int device = -1;  // -1: the current device
-  cucore::KernelAttributes get() const { return device < 0 ? kernel.attributes() : kernel.attributes(device); }
+  int device = -1;
 };
 struct PyKernelOccupancy {
   cucore::Kernel kernel;
-  cucore::KernelOccupancy get() const { return kernel.occupancy(); }
 };
 
+// A sequence as cuda.core's option handling reads one (is_sequence): a list,
+// a tuple, a range, ... but not a str or bytes.
+bool is_sequence(nb::handle v) {
+  return PySequence_Check(v.ptr()) && !PyUnicode_Check(v.ptr()) && !PyBytes_Check(v.ptr()) &&
+         !PyByteArray_Check(v.ptr());
+}
+
+// One text value: a str, bytes or os.PathLike as it is; anything else as
+// cuda.core renders it into its flag (f"--flag={value}": True -> "True").
+std::string text_value(nb::handle v) {
+  if (PyUnicode_Check(v.ptr())) return nb::cast<std::string>(v);
+  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
+  if (PyObject_HasAttrString(v.ptr(), "__fspath__")) {
+    nb::object p = nb::steal(PyOS_FSPath(v.ptr()));
+    if (!p.is_valid()) throw nb::python_error();
+    return nb::cast<std::string>(nb::str(p));
+  }
+  return nb::cast<std::string>(nb::str(v));
+}
 
 // Reads the attribute `name` of `o` into `field`, by the field's C++ type (so
-// the binding follows the header's choice of types).
+// the binding follows the header's choice of types); None leaves the default.
 void read_field(std::optional<bool>& field, nb::handle o, const char* name) { field = opt_bool(o, name); }
 void read_field(std::optional<int>& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
-  if (!v.is_none()) field = c_int_arg(v, name);
+  if (v.is_none()) return;
+  // A bool is an int to Python (cuda.core's tests pass split_compile=True).
+  field = PyBool_Check(v.ptr()) ? (v.ptr() == Py_True ? 1 : 0) : c_int_arg(v, name);
 }
 void read_field(std::string& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
-  if (v.is_none()) return;
-  if (PyBool_Check(v.ptr())) {  // a switch given where cucore takes a file name: keep the default
-    if (v.ptr() == Py_True) throw nb::value_error((std::string(name) + " takes a file name here").c_str());
-    return;
-  }
-  field = opt_str(o, name);
+  if (!v.is_none()) field = text_value(v);
 }
 void read_field(bool& field, nb::handle o, const char* name) {
   if (auto v = opt_bool(o, name)) field = *v;
 }
-void read_field(std::vector<std::string>& field, nb::handle o, const char* name) { field = opt_str_list(o, name); }
+// A str (one entry) or a sequence (each entry); anything else passes nothing,
+// as in cuda.core (include_path=False is no include path).
+void read_field(std::vector<std::string>& field, nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  field.clear();
+  if (v.is_none()) return;
+  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || PyObject_HasAttrString(v.ptr(), "__fspath__")) {
+    field.push_back(text_value(v));
+    return;
+  }
+  if (!is_sequence(v)) return;
+  for (nb::handle item : v) field.push_back(text_value(item));
+}
 void read_field(std::vector<int>& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
   field.clear();
@@ -145,78 +176,59 @@ void read_field(std::vector<int>& field, nb::handle o, const char* name) {
     field.push_back(c_int_arg(v, name));
     return;
   }
-  nb::object items = nb::steal(PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) ? nullptr : PyObject_GetIter(v.ptr()));
-  if (!items.is_valid()) {
-    PyErr_Clear();
-    raise_type_error(std::string(name) + " must be an int or a sequence of ints, got " + py_repr(v));
-  }
+  if (!is_sequence(v)) raise_type_error(std::string(name) + " must be an int or a sequence of ints, got " + py_repr(v));
   for (nb::handle item : v) field.push_back(c_int_arg(item, std::string(name) + " item"));
+}
+// define_macro: "NAME", ("NAME", "VALUE"), or a sequence of those.
+void read_field(decltype(cucore::ProgramOptions::define_macro)& field, nb::handle o, const char* name) {
+  cucore::ProgramOptions po;
+  parse_macros(nb::getattr(o, name, nb::none()), po);
+  field = std::move(po.define_macro);
+}
+// extra_sources: ((name, NVVM IR text or bitcode), ...), checked as cuda.core does.
+void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::handle o, const char* name) {
+  nb::object v = nb::getattr(o, name, nb::none());
+  field.clear();
+  if (v.is_none()) return;
+  if (!is_sequence(v))
+    raise_type_error("extra_sources must be a sequence of 2-tuples: ((name1, source1), (name2, source2), ...)");
+  Py_ssize_t i = 0;
+  for (nb::handle module : v) {
+    if (!PyTuple_Check(module.ptr()) || PyTuple_GET_SIZE(module.ptr()) != 2)
+      raise_type_error("Each extra module must be a 2-tuple (name, source), got " +
+                       std::string(Py_TYPE(module.ptr())->tp_name) + " at index " + std::to_string(i));
+    nb::handle mname = PyTuple_GET_ITEM(module.ptr(), 0), source = PyTuple_GET_ITEM(module.ptr(), 1);
+    if (!PyUnicode_Check(mname.ptr()))
+      raise_type_error("Module name at index " + std::to_string(i) + " must be a string, got " +
+                       Py_TYPE(mname.ptr())->tp_name);
+    std::string text;
+    if (PyUnicode_Check(source.ptr())) text = nb::cast<std::string>(source);
+    else if (PyBytes_Check(source.ptr())) text.assign(PyBytes_AsString(source.ptr()), PyBytes_Size(source.ptr()));
+    else if (PyByteArray_Check(source.ptr()))
+      text.assign(PyByteArray_AsString(source.ptr()), PyByteArray_Size(source.ptr()));
+    else
+      raise_type_error("Module source at index " + std::to_string(i) +
+                       " must be str (textual LLVM IR), bytes (textual LLVM IR or bitcode), or bytearray, got " +
+                       Py_TYPE(source.ptr())->tp_name);
+    const std::string n = nb::cast<std::string>(mname);
+    if (text.empty())
+      raise_value_error("Module source for '" + n + "' (index " + std::to_string(i) + ") cannot be empty");
+    field.emplace_back(n, std::move(text));
+    ++i;
+  }
 }
 
 }  // namespace
 
+// Generated from the option table (options/option_fields.inc): every field,
+// by its C++ type.
 cucore::ProgramOptions program_options(nb::handle options) {
   cucore::ProgramOptions po;
   if (options.is_none()) return po;
   nb::object o = options_arg(options, "ProgramOptions");
-  nb::object name = nb::getattr(o, "name", nb::none());
-  if (!name.is_none()) po.name = opt_str(o, "name");
-  read_field(po.arch, o, "arch");
-  read_field(po.relocatable_device_code, o, "relocatable_device_code");
-  read_field(po.extensible_whole_program, o, "extensible_whole_program");
-  read_field(po.debug, o, "debug");
-  read_field(po.lineinfo, o, "lineinfo");
-  read_field(po.device_code_optimize, o, "device_code_optimize");
-  read_field(po.ptxas_options, o, "ptxas_options");
-  read_field(po.max_register_count, o, "max_register_count");
-  read_field(po.ftz, o, "ftz");
-  read_field(po.prec_sqrt, o, "prec_sqrt");
-  read_field(po.prec_div, o, "prec_div");
-  read_field(po.fma, o, "fma");
-  read_field(po.use_fast_math, o, "use_fast_math");
-  read_field(po.extra_device_vectorization, o, "extra_device_vectorization");
-  read_field(po.link_time_optimization, o, "link_time_optimization");
-  read_field(po.gen_opt_lto, o, "gen_opt_lto");
-  parse_macros(nb::getattr(o, "define_macro", nb::none()), po);
-  read_field(po.undefine_macro, o, "undefine_macro");
-  read_field(po.include_path, o, "include_path");
-  read_field(po.pre_include, o, "pre_include");
-  read_field(po.no_source_include, o, "no_source_include");
-  read_field(po.std, o, "std");
-  read_field(po.builtin_move_forward, o, "builtin_move_forward");
-  read_field(po.builtin_initializer_list, o, "builtin_initializer_list");
-  read_field(po.disable_warnings, o, "disable_warnings");
-  read_field(po.restrict, o, "restrict");
-  read_field(po.device_as_default_execution_space, o, "device_as_default_execution_space");
-  read_field(po.device_int128, o, "device_int128");
-  read_field(po.device_float128, o, "device_float128");
-  read_field(po.optimization_info, o, "optimization_info");
-  read_field(po.no_display_error_number, o, "no_display_error_number");
-  read_field(po.diag_error, o, "diag_error");
-  read_field(po.diag_suppress, o, "diag_suppress");
-  read_field(po.diag_warn, o, "diag_warn");
-  read_field(po.brief_diagnostics, o, "brief_diagnostics");
-  read_field(po.time, o, "time");
-  read_field(po.split_compile, o, "split_compile");
-  read_field(po.fdevice_syntax_only, o, "fdevice_syntax_only");
-  read_field(po.minimal, o, "minimal");
-  read_field(po.no_cache, o, "no_cache");
-  read_field(po.fdevice_time_trace, o, "fdevice_time_trace");
-  read_field(po.frandom_seed, o, "frandom_seed");
-  read_field(po.ofast_compile, o, "ofast_compile");
-  read_field(po.pch, o, "pch");
-  read_field(po.create_pch, o, "create_pch");
-  read_field(po.use_pch, o, "use_pch");
-  read_field(po.pch_dir, o, "pch_dir");
-  read_field(po.pch_verbose, o, "pch_verbose");
-  read_field(po.pch_messages, o, "pch_messages");
-  read_field(po.instantiate_templates_in_pch, o, "instantiate_templates_in_pch");
-  read_field(po.use_toolkit_headers, o, "use_toolkit_headers");
-  for (const char* unsupported : {"extra_sources", "use_libdevice", "numba_debug"}) {
-    nb::object v = nb::getattr(o, unsupported, nb::none());
-    if (!v.is_none() && PyObject_IsTrue(v.ptr()) == 1)
-      throw nb::value_error((std::string("ProgramOptions.") + unsupported + " is not supported by cucore").c_str());
-  }
+#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) read_field(po.field, o, #field);
+  CUCORE_PROGRAM_OPTION_FIELDS(X)
+#undef X
   return po;
 }
 
@@ -224,28 +236,9 @@ cucore::LinkerOptions linker_options(nb::handle options) {
   cucore::LinkerOptions lo;
   if (options.is_none()) return lo;
   nb::object o = options_arg(options, "LinkerOptions");
-  nb::object name = nb::getattr(o, "name", nb::none());
-  if (!name.is_none()) lo.name = opt_str(o, "name");
-  read_field(lo.arch, o, "arch");
-  read_field(lo.max_register_count, o, "max_register_count");
-  read_field(lo.time, o, "time");
-  read_field(lo.verbose, o, "verbose");
-  read_field(lo.link_time_optimization, o, "link_time_optimization");
-  read_field(lo.ptx, o, "ptx");
-  read_field(lo.optimization_level, o, "optimization_level");
-  read_field(lo.debug, o, "debug");
-  read_field(lo.lineinfo, o, "lineinfo");
-  read_field(lo.ftz, o, "ftz");
-  read_field(lo.prec_div, o, "prec_div");
-  read_field(lo.prec_sqrt, o, "prec_sqrt");
-  read_field(lo.fma, o, "fma");
-  read_field(lo.kernels_used, o, "kernels_used");
-  read_field(lo.variables_used, o, "variables_used");
-  read_field(lo.optimize_unused_variables, o, "optimize_unused_variables");
-  read_field(lo.ptxas_options, o, "ptxas_options");
-  read_field(lo.split_compile, o, "split_compile");
-  read_field(lo.split_compile_extended, o, "split_compile_extended");
-  read_field(lo.no_cache, o, "no_cache");
+#define X(field, kind, flag) read_field(lo.field, o, #field);
+  CUCORE_LINKER_OPTION_FIELDS(X)
+#undef X
   return lo;
 }
 
@@ -280,17 +273,123 @@ cucore::CodeType code_type_arg(std::string name, const char* what) {
                             .c_str());
 }
 
+namespace {
+
+// A device argument (a Device or an ordinal); None: `fallback` (-1: the
+// current device). An ordinal with no device is cuda.core's ValueError.
+int device_arg(nb::handle device, int fallback) {
+  if (device.is_none()) return fallback >= 0 ? fallback : cucore::Device::current().ordinal();
+  int id;
+  if (PyObject_TypeCheck(device.ptr(), g_types.device)) {
+    id = nb::inst_ptr<PyDevice>(device)->dev.ordinal();
+  } else {
+    if (PyBool_Check(device.ptr()) || !PyIndex_Check(device.ptr()))
+      raise_type_error("device_id must be a Device or an int, got " + py_repr(device));
+    id = c_int_arg(device, "device_id");
+  }
+  (void)device_object(id);  // ValueError for an ordinal with no device
+  return id;
+}
+
+nb::object refuse_init(const char* message) {
+  PyErr_SetString(PyExc_RuntimeError, message);
+  throw nb::python_error();
+}
+
+// cuda.core's types, from cucore.typing (a str subclass: compares equal to the
+// plain string).
+nb::object typing_value(const char* enum_name, std::string_view value) {
+  static nb::module_* typing = new nb::module_(nb::module_::import_("cucore.typing"));
+  return typing->attr(enum_name)(nb::str(value.data(), value.size()));
+}
+
+std::string lower_str(nb::handle v, const char* what) {
+  if (!PyUnicode_Check(v.ptr())) raise_type_error(std::string(what) + " must be a str, got " + py_repr(v));
+  std::string s = nb::cast<std::string>(v);
+  for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// Code a Program takes: str for C++ and PTX; str, bytes or bytearray for NVVM.
+std::string program_code(nb::handle code, const std::string& code_type) {
+  if (PyUnicode_Check(code.ptr())) return nb::cast<std::string>(code);
+  if (code_type == "nvvm") {
+    if (PyBytes_Check(code.ptr())) return std::string(PyBytes_AsString(code.ptr()), PyBytes_Size(code.ptr()));
+    if (PyByteArray_Check(code.ptr()))
+      return std::string(PyByteArray_AsString(code.ptr()), PyByteArray_Size(code.ptr()));
+    raise_type_error("NVVM IR code must be provided as str, bytes, or bytearray, got " +
+                     std::string(Py_TYPE(code.ptr())->tp_name));
+  }
+  raise_type_error("code must be str for code_type '" + code_type + "', got " + Py_TYPE(code.ptr())->tp_name);
+}
+
+nb::list as_bytes_list(const std::vector<std::string>& flags) {
+  nb::list out;
+  for (const auto& f : flags) out.append(nb::bytes(f.data(), f.size()));
+  return out;
+}
+
+// ProgramOptions.as_bytes(backend, target_type=None): the flags the backend
+// gets, as cuda.core renders them (the arch resolved from the current device
+// when unset; NVRTC's with the toolkit's header directories cucore adds).
+nb::list program_options_as_bytes(nb::handle options, nb::handle backend, nb::handle target_type) {
+  const std::string b = lower_str(backend, "backend");
+  cucore::ProgramOptions po = program_options(options);
+  if (b != "nvrtc" && b != "nvvm")
+    raise_value_error("Unknown backend '" + b + "'. Must be one of: 'nvrtc', 'nvvm'");
+  if (po.arch.empty()) po.arch = "sm_" + cucore::Device::current().arch();
+  if (b == "nvrtc") return as_bytes_list(po.as_nvrtc_flags());
+  if (auto bad = po.unsupported_by_nvvm(); !bad.empty()) {
+    std::string list;
+    for (const auto& f : bad) list += (list.empty() ? "" : ", ") + f;
+    raise_cuda_error("The following options are not supported by NVVM backend: " + list);
+  }
+  std::optional<cucore::CodeType> target;
+  if (!target_type.is_none()) target = code_type_arg(lower_str(target_type, "target_type"), "target_type");
+  return as_bytes_list(po.as_nvvm_flags(target));
+}
+
+nb::list linker_options_as_bytes(nb::handle options, nb::handle backend) {
+  const std::string b = lower_str(backend, "backend");
+  if (b != "nvjitlink")
+    raise_value_error("as_bytes() only supports 'nvjitlink' backend, got '" + b + "'");
+  cucore::LinkerOptions lo = linker_options(options);
+  if (lo.arch.empty()) lo.arch = "sm_" + cucore::Device::current().arch();
+  return as_bytes_list(lo.as_nvjitlink_flags());
+}
+
+std::string hex(const void* p) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(p)));
+  return buf;
+}
+
+}  // namespace
+
 void bind_program(nb::module_& m) {
   // ---- ObjectCode -----------------------------------------------------------------------
   auto oc = nb::class_<cucore::ObjectCode>(m, "ObjectCode",
-      "Compiled code (cubin, PTX, LTO-IR, fatbin, object, library); loaded lazily, once, context-independently.");
-  oc.CUCORE_FROM(cubin)
+      "Compiled code (cubin, PTX, LTO-IR, fatbin, object, library); loaded lazily, once, context-independently.",
+      nb::is_weak_referenceable());
+  oc.def("__init__", [](cucore::ObjectCode*, nb::args, nb::kwargs) {
+        refuse_init("ObjectCode objects cannot be instantiated directly. Please use ObjectCode APIs (from_cubin, "
+                    "from_ptx) or Program APIs (compile).");
+      })
+      .CUCORE_FROM(cubin)
       .CUCORE_FROM(ptx)
       .CUCORE_FROM(ltoir)
       .CUCORE_FROM(fatbin)
       .CUCORE_FROM(object)
       .CUCORE_FROM(library)
-      .def_prop_ro("code", [](const cucore::ObjectCode& o) { return to_bytes(o.code()); }, "The code's bytes.")
+      .def_static("_init", [](nb::handle module, nb::handle code_type, nb::handle name, nb::handle symbol_mapping) {
+        return from_module(module, code_type_arg(lower_str(code_type, "code_type"), "code_type"),
+                           name.is_none() ? "" : name_arg(name), mapping_arg(symbol_mapping));
+      }, nb::arg("module"), nb::arg("code_type"), nb::kw_only(), nb::arg("name") = "",
+         nb::arg("symbol_mapping") = nb::none())
+      .def_prop_ro("code", [](const cucore::ObjectCode& o) -> nb::object {
+        if (!o.source_path().empty()) return nb::str(o.source_path().c_str());
+        return to_bytes(o.code());
+      }, "The code's bytes, or the path it was made from (as cuda.core).")
       .def_prop_ro("code_type", [](const cucore::ObjectCode& o) { return std::string(to_string(o.code_type())); })
       .def_prop_ro("name", &cucore::ObjectCode::name)
       .def_prop_ro("symbol_mapping", &cucore::ObjectCode::symbol_mapping)
@@ -299,83 +398,127 @@ void bind_program(nb::module_& m) {
       .def_prop_ro("handle", [](const cucore::ObjectCode& o) {
         return reinterpret_cast<std::uintptr_t>(o.library_handle());
       }, "The CUlibrary as an int (loads on first use).")
-      .def("get_kernel", [](const cucore::ObjectCode& o, nb::handle name) { return o.get_kernel(name_arg(name)); },
-           nb::arg("name"), "Loads (once) and returns the kernel `name` (a symbol or a name expression).")
+      .def("get_kernel", [](const cucore::ObjectCode& o, nb::handle name) {
+        const auto t = o.code_type();
+        if (t != cucore::CodeType::cubin && t != cucore::CodeType::ptx && t != cucore::CodeType::fatbin) {
+          const std::string msg = "Unsupported code type \"" + std::string(to_string(t)) +
+                                  "\" (supported_code_types=('cubin', 'ptx', 'fatbin'))";
+          PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+          throw nb::python_error();
+        }
+        return o.get_kernel(name_arg(name));
+      }, nb::arg("name"), "Loads (once) and returns the kernel `name` (a symbol or a name expression).")
       .def("kernel_names", &cucore::ObjectCode::kernel_names)
       .def("__bytes__", [](const cucore::ObjectCode& o) { return to_bytes(o.code()); })
       .def("__eq__", [](const cucore::ObjectCode& a, nb::handle b) {
         return PyObject_TypeCheck(b.ptr(), g_types.object_code) &&
                a.state() == nb::inst_ptr<cucore::ObjectCode>(b)->state();
       })
-      .def("__hash__", [](const cucore::ObjectCode& o) { return std::hash<void*>()(o.state().get()); })
+      .def("__hash__", [](const cucore::ObjectCode& o) {
+        return nb::hash(nb::make_tuple("ObjectCode", reinterpret_cast<std::uintptr_t>(o.state().get())));
+      })
       .def("__reduce__", [](const cucore::ObjectCode& o) {
         nb::dict mapping;
         for (auto& [k, v] : o.symbol_mapping()) mapping[nb::str(k.c_str())] = nb::str(v.c_str());
+        nb::object module = o.source_path().empty() ? nb::object(to_bytes(o.code()))
+                                                    : nb::object(nb::str(o.source_path().c_str()));
         return nb::make_tuple(nb::module_::import_("cucore._options").attr("_object_code_from_bytes"),
-                              nb::make_tuple(to_bytes(o.code()), std::string(to_string(o.code_type())), o.name(), mapping));
+                              nb::make_tuple(module, std::string(to_string(o.code_type())), o.name(), mapping));
       })
       .def("__repr__", [](const cucore::ObjectCode& o) {
-        return "<ObjectCode " + std::string(to_string(o.code_type())) + " '" + o.name() + "' " + std::to_string(o.code().size()) + " bytes>";
+        // The library only once loaded: repr never loads.
+        return "<ObjectCode handle=" + hex(o.is_loaded() ? o.library_handle() : nullptr) + " code_type='" +
+               std::string(to_string(o.code_type())) + "'>";
       });
   g_types.object_code = reinterpret_cast<PyTypeObject*>(oc.ptr());
-  m.def("_object_code_from_bytes", [](nb::bytes code, std::string code_type, std::string name, nb::handle mapping) {
-    const auto* p = reinterpret_cast<const std::byte*>(code.c_str());
-    return cucore::ObjectCode::from_bytes(std::vector<std::byte>(p, p + code.size()),
-                                          code_type_arg(code_type, "code_type"), name,
-                                          mapping_arg(mapping));
+  m.def("_object_code_from_bytes", [](nb::handle module, std::string code_type, nb::handle name, nb::handle mapping) {
+    return from_module(module, code_type_arg(code_type, "code_type"), name.is_none() ? "" : name_arg(name),
+                       mapping_arg(mapping));
   });
 
   // ---- Kernel ---------------------------------------------------------------------------
   auto ka = nb::class_<PyKernelAttributes>(m, "KernelAttributes",
-      "A kernel's attributes on the current device; attributes[device] for another one.");
-  ka.def("__getitem__", [](const PyKernelAttributes& a, nb::handle device) {
-        int id = PyObject_TypeCheck(device.ptr(), g_types.device) ? nb::inst_ptr<PyDevice>(device)->dev.ordinal()
-                                                                   : nb::cast<int>(device);
-        return PyKernelAttributes{a.kernel, id};
+      "A kernel's attributes: each a method taking device_id (a Device or an ordinal; default: the current "
+      "device, or the one attributes[device] is bound to).", nb::is_weak_referenceable());
+  ka.def("__init__", [](PyKernelAttributes*, nb::args, nb::kwargs) {
+        refuse_init("KernelAttributes cannot be instantiated directly. Please use Kernel APIs.");
       })
-      .def_prop_ro("max_threads_per_block", [](const PyKernelAttributes& a) { return a.get().max_threads_per_block(); })
-      .def_prop_ro("shared_size_bytes", [](const PyKernelAttributes& a) { return a.get().shared_size_bytes(); })
-      .def_prop_ro("const_size_bytes", [](const PyKernelAttributes& a) { return a.get().const_size_bytes(); })
-      .def_prop_ro("local_size_bytes", [](const PyKernelAttributes& a) { return a.get().local_size_bytes(); })
-      .def_prop_ro("num_regs", [](const PyKernelAttributes& a) { return a.get().num_regs(); })
-      .def_prop_ro("ptx_version", [](const PyKernelAttributes& a) { return a.get().ptx_version(); })
-      .def_prop_ro("binary_version", [](const PyKernelAttributes& a) { return a.get().binary_version(); })
-      .def_prop_ro("cache_mode_ca", [](const PyKernelAttributes& a) { return a.get().cache_mode_ca(); })
-      .def_prop_rw("max_dynamic_shared_size_bytes",
-                   [](const PyKernelAttributes& a) { return a.get().max_dynamic_shared_size_bytes(); },
-                   [](const PyKernelAttributes& a, int v) { a.get().set_max_dynamic_shared_size_bytes(v); })
-      .def_prop_rw("preferred_shared_memory_carveout",
-                   [](const PyKernelAttributes& a) { return a.get().preferred_shared_memory_carveout(); },
-                   [](const PyKernelAttributes& a, int v) { a.get().set_preferred_shared_memory_carveout(v); })
-      .def_prop_ro("cluster_size_must_be_set", [](const PyKernelAttributes& a) { return a.get().cluster_size_must_be_set(); })
-      .def_prop_ro("required_cluster_width", [](const PyKernelAttributes& a) { return a.get().required_cluster_width(); })
-      .def_prop_ro("required_cluster_height", [](const PyKernelAttributes& a) { return a.get().required_cluster_height(); })
-      .def_prop_ro("required_cluster_depth", [](const PyKernelAttributes& a) { return a.get().required_cluster_depth(); })
-      .def_prop_rw("non_portable_cluster_size_allowed",
-                   [](const PyKernelAttributes& a) { return a.get().non_portable_cluster_size_allowed(); },
-                   [](const PyKernelAttributes& a, bool v) { a.get().set_non_portable_cluster_size_allowed(v); })
-      .def_prop_rw("cluster_scheduling_policy_preference",
-                   [](const PyKernelAttributes& a) { return a.get().cluster_scheduling_policy_preference(); },
-                   [](const PyKernelAttributes& a, int v) { a.get().set_cluster_scheduling_policy_preference(v); });
+      .def("__getitem__", [](const PyKernelAttributes& a, nb::handle device) {
+        return PyKernelAttributes{a.kernel, device_arg(device, -1)};
+      }, nb::arg("device"));
+#define CUCORE_KERNEL_ATTRIBUTE(name, type)                                                                   \
+  ka.def(#name, [](const PyKernelAttributes& a, nb::handle device_id) {                                      \
+    return static_cast<type>(a.kernel.attributes(device_arg(device_id, a.device)).name());                   \
+  }, nb::arg("device_id") = nb::none());
+  CUCORE_KERNEL_ATTRIBUTE(max_threads_per_block, int)
+  CUCORE_KERNEL_ATTRIBUTE(shared_size_bytes, int)
+  CUCORE_KERNEL_ATTRIBUTE(const_size_bytes, int)
+  CUCORE_KERNEL_ATTRIBUTE(local_size_bytes, int)
+  CUCORE_KERNEL_ATTRIBUTE(num_regs, int)
+  CUCORE_KERNEL_ATTRIBUTE(ptx_version, int)
+  CUCORE_KERNEL_ATTRIBUTE(binary_version, int)
+  CUCORE_KERNEL_ATTRIBUTE(cache_mode_ca, bool)
+  CUCORE_KERNEL_ATTRIBUTE(max_dynamic_shared_size_bytes, int)
+  CUCORE_KERNEL_ATTRIBUTE(preferred_shared_memory_carveout, int)
+  CUCORE_KERNEL_ATTRIBUTE(cluster_size_must_be_set, bool)
+  CUCORE_KERNEL_ATTRIBUTE(required_cluster_width, int)
+  CUCORE_KERNEL_ATTRIBUTE(required_cluster_height, int)
+  CUCORE_KERNEL_ATTRIBUTE(required_cluster_depth, int)
+  CUCORE_KERNEL_ATTRIBUTE(non_portable_cluster_size_allowed, bool)
+  CUCORE_KERNEL_ATTRIBUTE(cluster_scheduling_policy_preference, int)
+#undef CUCORE_KERNEL_ATTRIBUTE
+  // cucore extras: the attributes the driver lets a program change.
+#define CUCORE_KERNEL_SETTER(name, type)                                                                      \
+  ka.def("set_" #name, [](const PyKernelAttributes& a, type value, nb::handle device_id) {                   \
+    a.kernel.attributes(device_arg(device_id, a.device)).set_##name(value);                                  \
+  }, nb::arg("value"), nb::arg("device_id") = nb::none());
+  CUCORE_KERNEL_SETTER(max_dynamic_shared_size_bytes, int)
+  CUCORE_KERNEL_SETTER(preferred_shared_memory_carveout, int)
+  CUCORE_KERNEL_SETTER(non_portable_cluster_size_allowed, bool)
+  CUCORE_KERNEL_SETTER(cluster_scheduling_policy_preference, int)
+#undef CUCORE_KERNEL_SETTER
 
-  auto ko = nb::class_<PyKernelOccupancy>(m, "KernelOccupancy", "Occupancy figures for a kernel on the current device.");
-  ko.def("max_active_blocks_per_multiprocessor", [](const PyKernelOccupancy& o, int block_size, std::size_t smem) {
-        return o.get().max_active_blocks_per_multiprocessor(block_size, smem);
+  auto ko = nb::class_<PyKernelOccupancy>(m, "KernelOccupancy", "Occupancy figures for a kernel on the current device.",
+                                          nb::is_weak_referenceable());
+  ko.def("__init__", [](PyKernelOccupancy*, nb::args, nb::kwargs) {
+        refuse_init("KernelOccupancy cannot be instantiated directly. Please use Kernel APIs.");
+      })
+      .def("max_active_blocks_per_multiprocessor", [](const PyKernelOccupancy& o, int block_size, std::size_t smem) {
+        return o.kernel.occupancy().max_active_blocks_per_multiprocessor(block_size, smem);
       }, nb::arg("block_size"), nb::arg("dynamic_shared_memory_size") = 0)
       .def("max_potential_block_size", [](const PyKernelOccupancy& o, nb::handle smem, int limit) {
         cucore::MaxPotentialBlockSize r;
-        if (PyCallable_Check(smem.ptr()) && !PyLong_Check(smem.ptr()))
-          throw nb::type_error("dynamic_shared_memory_needed: a callable (CUoccupancyB2DSize) is not supported from "
-                               "Python; pass an int");
-        r = o.get().max_potential_block_size(nb::cast<std::size_t>(smem), limit);
+        if (PyLong_Check(smem.ptr()) && !PyBool_Check(smem.ptr())) {
+          r = o.kernel.occupancy().max_potential_block_size(nb::cast<std::size_t>(smem), limit);
+        } else if (nb::hasattr(smem, "getPtr")) {  // cuda.bindings' CUoccupancyB2DSize: a C function pointer
+          auto fn = reinterpret_cast<CUoccupancyB2DSize>(pointer_arg(smem.attr("getPtr")(), "getPtr()"));
+          nb::gil_scoped_release nogil;  // the callable must not need the GIL (cuda.core's warning too)
+          r = o.kernel.occupancy().max_potential_block_size(fn, limit);
+        } else {
+          raise_type_error("dynamic_shared_memory_needed expected to have type int, or CUoccupancyB2DSize, got " +
+                           nb::cast<std::string>(nb::repr(smem.type())));
+        }
         return options_module().attr("MaxPotentialBlockSizeOccupancyResult")(r.min_grid_size, r.max_block_size);
-      }, nb::arg("dynamic_shared_memory_needed") = 0, nb::arg("block_size_limit") = 0)
+      }, nb::arg("dynamic_shared_memory_needed"), nb::arg("block_size_limit"))
       .def("available_dynamic_shared_memory_per_block", [](const PyKernelOccupancy& o, int blocks, int block_size) {
-        return o.get().available_dynamic_shared_memory_per_block(blocks, block_size);
-      }, nb::arg("num_blocks_per_multiprocessor"), nb::arg("block_size"));
+        return o.kernel.occupancy().available_dynamic_shared_memory_per_block(blocks, block_size);
+      }, nb::arg("num_blocks_per_multiprocessor"), nb::arg("block_size"))
+      .def("max_potential_cluster_size", [](const PyKernelOccupancy& o, const cucore::LaunchConfig& config,
+                                            nb::handle stream) {
+        if (stream.is_none()) return o.kernel.occupancy().max_potential_cluster_size(config);
+        return o.kernel.occupancy().max_potential_cluster_size(config, stream_arg(stream));
+      }, nb::arg("config"), nb::kw_only(), nb::arg("stream") = nb::none())
+      .def("max_active_clusters", [](const PyKernelOccupancy& o, const cucore::LaunchConfig& config, nb::handle stream) {
+        if (stream.is_none()) return o.kernel.occupancy().max_active_clusters(config);
+        return o.kernel.occupancy().max_active_clusters(config, stream_arg(stream));
+      }, nb::arg("config"), nb::kw_only(), nb::arg("stream") = nb::none());
 
-  auto kc = nb::class_<cucore::Kernel>(m, "Kernel", "A kernel of a loaded ObjectCode (ObjectCode.get_kernel).");
-  kc.def_prop_ro("attributes", [](const cucore::Kernel& k) { return PyKernelAttributes{k, -1}; })
+  auto kc = nb::class_<cucore::Kernel>(m, "Kernel", "A kernel of a loaded ObjectCode (ObjectCode.get_kernel).",
+                                       nb::is_weak_referenceable());
+  kc.def("__init__", [](cucore::Kernel*, nb::args, nb::kwargs) {
+        refuse_init("Kernel objects cannot be instantiated directly. Please use ObjectCode APIs.");
+      })
+      .def_prop_ro("attributes", [](const cucore::Kernel& k) { return PyKernelAttributes{k, -1}; })
       .def_prop_ro("occupancy", [](const cucore::Kernel& k) { return PyKernelOccupancy{k}; })
       .def_prop_ro("num_arguments", &cucore::Kernel::num_arguments)
       .def_prop_ro("arguments_info", [](const cucore::Kernel& k) {
@@ -383,56 +526,95 @@ void bind_program(nb::module_& m) {
         nb::list l;
         for (const auto& p : k.arguments_info()) l.append(param_info(p.offset, p.size));
         return l;
-      }, "Each parameter's (offset, size) in bytes.")
+      }, "Each parameter's ParamInfo (offset, size) in bytes.")
       .def_prop_ro("handle", [](const cucore::Kernel& k) { return reinterpret_cast<std::uintptr_t>(k.handle()); })
       .def_prop_ro("name", &cucore::Kernel::name)
       .def_prop_ro("mangled_name", &cucore::Kernel::mangled_name)
       .def_static("from_handle", [](nb::handle handle, nb::handle mod) {
-        (void)mod;
+        if (!PyLong_Check(handle.ptr()))
+          raise_type_error(std::string("handle must be an integer, got ") + Py_TYPE(handle.ptr())->tp_name);
+        if (!mod.is_none() && !PyObject_TypeCheck(mod.ptr(), g_types.object_code))
+          raise_type_error("mod must be an ObjectCode or None, got " + py_repr(mod));
         return cucore::Kernel::from_handle(reinterpret_cast<CUkernel>(pointer_arg(handle, "handle")));
       }, nb::arg("handle"), nb::arg("mod") = nb::none())
       .def("__eq__", [](const cucore::Kernel& a, nb::handle b) {
         return PyObject_TypeCheck(b.ptr(), g_types.kernel) && a == *nb::inst_ptr<cucore::Kernel>(b);
       })
-      .def("__hash__", [](const cucore::Kernel& k) { return std::hash<void*>()(k.handle()); })
-      .def("__repr__", [](const cucore::Kernel& k) { return "<Kernel " + (k ? k.name() : std::string("(empty)")) + ">"; });
+      .def("__hash__", [](const cucore::Kernel& k) {
+        return nb::hash(nb::make_tuple("Kernel", reinterpret_cast<std::uintptr_t>(k.handle())));
+      })
+      .def("__repr__", [](const cucore::Kernel& k) { return "<Kernel handle=" + hex(k.handle()) + ">"; });
   g_types.kernel = reinterpret_cast<PyTypeObject*>(kc.ptr());
 
   // ---- Program --------------------------------------------------------------------------
-  nb::class_<PyProgram>(m, "Program", "CUDA C++ (NVRTC) or PTX (through the linker) compiled at run time.")
-      .def("__init__", [](PyProgram* self, nb::handle code, std::string code_type, nb::handle options) {
-        std::string src;
-        if (PyUnicode_Check(code.ptr())) src = nb::cast<std::string>(code);
-        else if (PyBytes_Check(code.ptr())) src.assign(PyBytes_AsString(code.ptr()), PyBytes_Size(code.ptr()));
-        else if (PyByteArray_Check(code.ptr())) src.assign(PyByteArray_AsString(code.ptr()), PyByteArray_Size(code.ptr()));
-        else throw nb::type_error("code must be str, bytes or bytearray");
-        for (auto& c : code_type) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  nb::class_<PyProgram>(m, "Program",
+      "Compiles CUDA C++ (NVRTC), NVVM IR (libNVVM) or PTX (through the linker) at run time.",
+      nb::is_weak_referenceable())
+      .def("__init__", [](PyProgram* self, nb::handle code, nb::handle code_type, nb::handle options) {
+        const std::string type = lower_str(code_type, "code_type");
+        if (type != "c++" && type != "ptx" && type != "nvvm") {
+          const std::string msg =
+              "Unsupported code_type='" + type + "' (supported_code_types=('c++', 'ptx', 'nvvm'))";
+          PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+          throw nb::python_error();
+        }
+        std::string src = program_code(code, type);
         cucore::ProgramOptions po = program_options(options);
-        new (self) PyProgram{cucore::Program(std::move(src), code_type, std::move(po)), false};
+        if (type == "nvvm") {
+          try {
+            (void)cucore::nvvm_version();  // cuda.core checks libNVVM at construction
+          } catch (const cucore::LibraryNotFoundError& e) {
+            const std::string msg = std::string("NVVM library (libnvvm) is not available: ") + e.what();
+            PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+            throw nb::python_error();
+          }
+        }
+        new (self) PyProgram{cucore::Program(std::move(src), type, std::move(po))};
       }, nb::arg("code"), nb::arg("code_type") = "c++", nb::arg("options") = nb::none())
       .def("compile", &program_compile, nb::arg("target_type"), nb::arg("name_expressions") = nb::tuple(),
            nb::arg("logs") = nb::none(), nb::kw_only(), nb::arg("cache") = nb::none(),
            "Compiles to 'ptx', 'cubin' or 'ltoir'. With cache= (a cucore cache, or any mapping-like program cache), "
            "a hit returns the stored code with no compiler call.")
-      .def_prop_ro("backend", [](const PyProgram& p) { return p.program.backend(); })
+      .def_prop_ro("backend", [](const PyProgram& p) { return typing_value("CompilerBackendType", p.program.backend()); })
       .def_prop_ro("code", [](const PyProgram& p) { return p.program.code(); })
       .def_prop_ro("code_type", [](const PyProgram& p) { return p.program.code_type(); })
       .def_prop_ro("arch", [](const PyProgram& p) { return p.program.options().arch; }, "The resolved arch (cucore extra).")
       .def_prop_ro("nvrtc_flags", [](const PyProgram& p) { return p.program.options().as_nvrtc_flags(); },
                    "The flags NVRTC receives (cucore extra).")
-      .def_prop_ro("handle", [](const PyProgram&) { return nb::none(); },
-                   "None: cucore creates the NVRTC program per compile() call.")
-      .def_prop_ro("is_closed", [](const PyProgram& p) { return p.closed; })
-      .def_prop_ro("pch_status", [](const PyProgram&) { return nb::none(); })
-      .def("close", [](PyProgram& p) { p.closed = true; })
+      .def_prop_ro("handle", [](const PyProgram& p) -> nb::object {
+        void* h = p.program.handle();
+        if (!h) return nb::none();
+        return nb::int_(reinterpret_cast<std::uintptr_t>(h));
+      }, "The nvrtcProgram (C++) or nvvmProgram (NVVM) as an int, made on first use; None for PTX or once closed.")
+      .def_prop_ro("is_closed", [](const PyProgram& p) { return p.program.is_closed(); })
+      .def_prop_ro("pch_status", [](const PyProgram& p) -> nb::object {
+        auto s = p.program.pch_status();
+        if (!s) return nb::none();
+        return typing_value("PCHStatusType", to_string(*s));
+      }, "What became of the precompiled header the last compile was asked to create, or None.")
+      .def("close", [](PyProgram& p) { p.program.close(); })
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](PyProgram& p, nb::args) { p.closed = true; })
-      .def("__repr__", [](const PyProgram& p) {
-        return "<Program " + p.program.code_type() + " arch=" + p.program.options().arch + ">";
-      });
+      .def("__exit__", [](PyProgram& p, nb::args) { p.program.close(); })
+      .def_static("_can_load_generated_ptx", &cucore::can_load_generated_ptx)
+      .def_static("from_handle", [](nb::handle handle, nb::handle backend) -> nb::object {
+        (void)handle;
+        const std::string b = PyUnicode_Check(backend.ptr()) ? nb::cast<std::string>(backend) : py_repr(backend);
+        if (b != "NVRTC" && b != "NVVM" && b != "nvJitLink" && b != "driver")
+          raise_value_error("Unsupported backend '" + b + "' (supported: 'NVRTC', 'NVVM', 'nvJitLink', 'driver')");
+        throw nb::type_error("Program.from_handle: cucore compiles from source and cannot adopt a foreign compiler "
+                             "program; make a Program from the code");
+      }, nb::arg("handle"), nb::arg("backend"))
+      .def("__repr__", [](const PyProgram& p) { return "<Program backend='" + p.program.backend() + "'>"; });
+
+  m.def("_program_options_as_bytes", &program_options_as_bytes, nb::arg("options"), nb::arg("backend"),
+        nb::arg("target_type") = nb::none());
+  m.def("_linker_options_as_bytes", &linker_options_as_bytes, nb::arg("options"), nb::arg("backend"));
+  m.def("nvvm_version", &cucore::nvvm_version, "libNVVM's version as (major, minor).");
+  m.def("nvvm_ir_version", &cucore::nvvm_ir_version, "The NVVM IR version libNVVM reads (major, minor, dbg major, dbg minor).");
 
   // ---- Linker ---------------------------------------------------------------------------
-  nb::class_<PyLinker>(m, "Linker", "Links ObjectCodes into one cubin (or PTX) with nvJitLink, else the driver's linker.")
+  nb::class_<PyLinker>(m, "Linker", "Links ObjectCodes into one cubin (or PTX) with nvJitLink, else the driver's linker.",
+                       nb::is_weak_referenceable())
       .def("__init__", [](PyLinker* self, nb::args object_codes, nb::handle options) {
         std::vector<cucore::ObjectCode> codes;
         for (nb::handle h : object_codes) {
@@ -443,18 +625,25 @@ void bind_program(nb::module_& m) {
         }
         new (self) PyLinker{cucore::Linker(std::move(codes), linker_options(options)), false};
       }, nb::arg("object_codes"), nb::kw_only(), nb::arg("options") = nb::none())
-      .def("link", [](PyLinker& l, std::string target) {
-        if (l.closed) throw nb::value_error("the linker is closed");
+      .def("link", [](PyLinker& l, nb::handle target) {
+        if (l.closed) cucore::detail::throw_closed("Linker", "link");
+        const cucore::CodeType t = code_type_arg(lower_str(target, "target_type"), "target_type");
         nb::gil_scoped_release nogil;
-        return l.linker.link(code_type_arg(target, "target_type"));
+        return l.linker.link(t);
       }, nb::arg("target_type"))
       .def("get_error_log", [](const PyLinker& l) { return l.linker.error_log(); })
       .def("get_info_log", [](const PyLinker& l) { return l.linker.info_log(); })
-      .def_prop_ro("backend", [](const PyLinker& l) { return l.linker.backend(); })
-      .def_prop_ro("handle", [](const PyLinker&) { return nb::none(); })
+      .def_prop_ro("backend", [](const PyLinker& l) { return typing_value("CompilerBackendType", l.linker.backend()); })
+      .def_prop_ro("handle", [](const PyLinker&) { return nb::none(); },
+                   "None: cucore makes the linker's handle per link() call.")
       .def_prop_ro("is_closed", [](const PyLinker& l) { return l.closed; })
       .def("close", [](PyLinker& l) { l.closed = true; })
-      .def_static("which_backend", []() { return cucore::detail::linker_backend(false); });
+      .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
+      .def("__exit__", [](PyLinker& l, nb::args) { l.closed = true; })
+      .def("__repr__", [](const PyLinker& l) { return "<Linker backend='" + l.linker.backend() + "'>"; })
+      .def_static("which_backend", []() {
+        return typing_value("CompilerBackendType", cucore::detail::linker_backend(false));
+      });
 }
 
 }  // namespace cucore::python

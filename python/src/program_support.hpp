@@ -10,8 +10,7 @@
 namespace cucore::python {
 
 struct PyProgram {
-  cucore::Program program;
-  bool closed = false;
+  cucore::Program program;  // closing, the handle and the PCH status are libcucore's
 };
 
 struct PyLinker {

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common.hpp"
+#include "option_fields.inc"
 
 namespace cucore::python {
 namespace {
@@ -48,6 +49,31 @@ std::uintptr_t handle_int(const cucore::Stream& s) {
   return s.is_closed() ? 0 : reinterpret_cast<std::uintptr_t>(s.handle());
 }
 
+// end - start, with cuda.core's errors: RuntimeError saying what is missing
+// (timing, a record, completion).
+nb::object event_sub(const cucore::Event& end, nb::handle other) {
+  if (!PyObject_TypeCheck(other.ptr(), g_types.event)) return nb::borrow(Py_NotImplemented);
+  const cucore::Event& start = *nb::inst_ptr<cucore::Event>(other);
+  auto runtime_error = [](const char* msg) {
+    PyErr_SetString(PyExc_RuntimeError, msg);
+    throw nb::python_error();
+  };
+  if (!start.is_closed() && !end.is_closed() && (!start.is_timing_enabled() || !end.is_timing_enabled()))
+    runtime_error("Both Events must be created with timing enabled in order to subtract them; use "
+                  "EventOptions(timing_enabled=True) when creating both events.");
+  try {
+    return nb::float_(cucore::elapsed_time_ms(start, end));
+  } catch (const cucore::CudaError& e) {
+    if (e.code() == CUDA_ERROR_INVALID_HANDLE)
+      runtime_error("Both Events must be recorded before they can be subtracted; use Stream.record() to record both "
+                    "events to a stream.");
+    if (e.code() == CUDA_ERROR_NOT_READY)
+      runtime_error("One or both events have not completed; use Event.sync(), Stream.sync(), or Device.sync() to wait "
+                    "for the events to complete before subtracting them.");
+    throw;
+  }
+}
+
 }  // namespace
 
 cucore::StreamRef stream_arg(nb::handle obj, const char* what) {
@@ -83,12 +109,14 @@ nb::object wrap_foreign_stream(nb::handle obj) {
   return nb::cast(adopt(obj, "obj"));
 }
 
+// Both generated from the option table (option_fields.inc).
 cucore::StreamOptions stream_options(nb::handle options) {
   cucore::StreamOptions so;
   if (options.is_none()) return so;
   nb::object o = options_arg(options, "StreamOptions");
-  if (auto nbk = opt_bool(o, "nonblocking")) so.nonblocking = *nbk;
-  if (auto pr = opt_int(o, "priority")) so.priority = static_cast<int>(*pr);
+#define X(py, cpp) read_option(so.cpp, o, #py);
+  CUCORE_STREAM_OPTION_FIELDS(X)
+#undef X
   return so;
 }
 
@@ -96,9 +124,9 @@ cucore::EventOptions event_options(nb::handle options) {
   cucore::EventOptions eo;
   if (options.is_none()) return eo;
   nb::object o = options_arg(options, "EventOptions");
-  eo.timing_enabled = opt_bool(o, "timing_enabled").value_or(false);
-  eo.busy_waited_sync = opt_bool(o, "blocking_sync").value_or(false);  // CU_EVENT_BLOCKING_SYNC
-  eo.ipc_enabled = opt_bool(o, "ipc_enabled").value_or(false);
+#define X(py, cpp) read_option(eo.cpp, o, #py);  // blocking_sync is CU_EVENT_BLOCKING_SYNC
+  CUCORE_EVENT_OPTION_FIELDS(X)
+#undef X
   return eo;
 }
 
@@ -109,8 +137,13 @@ void bind_stream(nb::module_& m) {
   // ---- Event ----------------------------------------------------------------------
   auto ev = nb::class_<cucore::Event>(m, "Event",
       "A marker recorded on a stream (Stream.record / Device.create_event); end - start gives milliseconds. "
-      "close() releases it; using it after raises ClosedError.");
-  ev.def_prop_ro("handle", [](const cucore::Event& e) { return reinterpret_cast<std::uintptr_t>(e.handle()); },
+      "close() releases it; using it after raises ClosedError.", nb::is_weak_referenceable());
+  ev.def("__init__", [](cucore::Event*, nb::args, nb::kwargs) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "Event objects cannot be instantiated directly. Please use Stream APIs (record).");
+        throw nb::python_error();
+      })
+      .def_prop_ro("handle", [](const cucore::Event& e) { return reinterpret_cast<std::uintptr_t>(e.handle()); },
                  "The CUevent as an int (0 once closed).")
       .def_prop_ro("is_timing_enabled", &cucore::Event::is_timing_enabled)
       .def_prop_ro("is_blocking_sync", &cucore::Event::is_sync_busy_waited)
@@ -121,18 +154,21 @@ void bind_stream(nb::module_& m) {
       .def_prop_ro("device", [](const cucore::Event& e) { return device_object(e.context().device_id()); })
       .def("sync", &cucore::Event::sync, nb::call_guard<nb::gil_scoped_release>())
       .def("close", &cucore::Event::close)
-      .def("__sub__", [](const cucore::Event& end, nb::handle other) -> nb::object {
-        if (!PyObject_TypeCheck(other.ptr(), g_types.event)) return nb::borrow(Py_NotImplemented);
-        float ms = cucore::elapsed_time_ms(*nb::inst_ptr<cucore::Event>(other), end);
-        return nb::float_(ms);
-      }, nb::arg("other").none(), "Milliseconds from `other` (the start) to this event (the end).")
+      .def("__sub__", &event_sub, nb::arg("other").none(), "Milliseconds from `other` (the start) to this event (the end).")
+      // cuda.core: neither `x - event` nor `event -= x` is defined.
+      .def("__rsub__", [](const cucore::Event&, nb::handle) { return nb::borrow(Py_NotImplemented); }, nb::arg("other").none())
+      .def("__isub__", [](const cucore::Event&, nb::handle) { return nb::borrow(Py_NotImplemented); }, nb::arg("other").none())
       .def("__eq__", [](const cucore::Event& a, nb::handle b) {
         return PyObject_TypeCheck(b.ptr(), g_types.event) && nb::inst_ptr<cucore::Event>(b)->handle() == a.handle();
       })
-      .def("__hash__", [](const cucore::Event& e) { return std::hash<void*>()(e.handle()); })
+      .def("__hash__", [](const cucore::Event& e) {
+        return nb::hash(nb::make_tuple("Event", reinterpret_cast<std::uintptr_t>(e.handle())));
+      })
       .def("__repr__", [](const cucore::Event& e) {
         char buf[64];
-        std::snprintf(buf, sizeof buf, "<Event handle=%p%s>", (void*)e.handle(), e.is_closed() ? " closed" : "");
+        std::snprintf(buf, sizeof buf, "<Event handle=0x%llx%s>",
+                      static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(e.handle())),
+                      e.is_closed() ? " closed" : "");
         return std::string(buf);
       });
   g_types.event = reinterpret_cast<PyTypeObject*>(ev.ptr());
@@ -141,12 +177,15 @@ void bind_stream(nb::module_& m) {
   auto st = nb::class_<cucore::Stream>(m, "Stream",
       "A CUDA stream: one cucore made (Device.create_stream), or a view of any object with __cuda_stream__ "
       "(PyTorch, CuPy, cuda.core), which the Stream keeps alive. close() releases it (a Buffer freed on the "
-      "stream keeps it until then); using it after raises ClosedError.");
+      "stream keeps it until then); using it after raises ClosedError.", nb::is_weak_referenceable());
   st.def("__init__", [](cucore::Stream* self, nb::handle obj) {
-        if (obj.is_none())
-          throw nb::type_error("Stream objects are made by Device.create_stream(), Stream.from_handle() or Stream(obj) "
-                               "with an object that has __cuda_stream__");
-        new (self) cucore::Stream(adopt(obj, "obj"));
+        if (obj.is_none()) {
+          PyErr_SetString(PyExc_RuntimeError,
+                          "Stream objects cannot be instantiated directly. Please use Device APIs (create_stream) or "
+                          "other Stream APIs (from_handle).");
+          throw nb::python_error();
+        }
+        new (self) cucore::Stream(adopt(obj, "obj"));  // cucore extra: a view of a __cuda_stream__ object
       }, nb::arg("obj") = nb::none())
       .def("__cuda_stream__", [](const cucore::Stream& s) {
         if (s.is_closed()) cucore::detail::throw_closed("Stream", "__cuda_stream__");
@@ -180,6 +219,10 @@ void bind_stream(nb::module_& m) {
           s.wait(*nb::inst_ptr<cucore::Event>(event_or_stream));
           return;
         }
+        if (!is_stream(event_or_stream) && !PyObject_HasAttrString(event_or_stream.ptr(), "__cuda_stream__"))
+          throw nb::value_error(("event_or_stream must be an Event, a Stream or an object with __cuda_stream__, got " +
+                                 std::string(Py_TYPE(event_or_stream.ptr())->tp_name))
+                                    .c_str());
         s.wait(stream_arg(event_or_stream, "event_or_stream"));
       }, nb::arg("event_or_stream"), "Later work here waits for the event (or for all work queued on the stream so far).")
       .def("close", &cucore::Stream::close,
@@ -191,11 +234,18 @@ void bind_stream(nb::module_& m) {
       .def("__eq__", [](const cucore::Stream& a, nb::handle b) {
         return is_stream(b) && handle_int(as_stream(b)) == handle_int(a);
       })
-      .def("__hash__", [](const cucore::Stream& s) { return std::hash<std::uintptr_t>()(handle_int(s)); })
+      .def("__hash__", [](const cucore::Stream& s) { return nb::hash(nb::make_tuple("Stream", handle_int(s))); })
       .def("__repr__", [](const cucore::Stream& s) {
-        char buf[80];
-        std::snprintf(buf, sizeof buf, "<Stream handle=0x%llx%s>", (unsigned long long)handle_int(s),
-                      s.is_closed() ? " closed" : "");
+        std::uintptr_t ctx = 0;
+        if (!s.is_closed()) {
+          try {
+            ctx = reinterpret_cast<std::uintptr_t>(s.context().handle());
+          } catch (const std::exception&) {  // no driver, or a default stream with no context yet
+          }
+        }
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "<Stream handle=0x%llx context=0x%llx%s>", (unsigned long long)handle_int(s),
+                      (unsigned long long)ctx, s.is_closed() ? " closed" : "");
         return std::string(buf);
       });
   g_types.stream = reinterpret_cast<PyTypeObject*>(st.ptr());

@@ -144,7 +144,8 @@ bool translate_system(const std::exception_ptr& p) {
 using release = nb::call_guard<nb::gil_scoped_release>;
 
 void bind_values(nb::module_& s) {
-  nb::class_<sys::MemoryInfo>(s, "MemoryInfo", "Memory allocation information for a device (bytes).")
+  nb::class_<sys::MemoryInfo>(s, "MemoryInfo", "Memory allocation information for a device (bytes).",
+                              nb::is_weak_referenceable())
       .def_ro("free", &sys::MemoryInfo::free, "Unallocated device memory (bytes).")
       .def_ro("total", &sys::MemoryInfo::total, "Total physical device memory (bytes).")
       .def_ro("used", &sys::MemoryInfo::used, "Allocated device memory (bytes).")
@@ -153,20 +154,24 @@ void bind_values(nb::module_& s) {
         return "MemoryInfo(total=" + std::to_string(m.total) + ", used=" + std::to_string(m.used) +
                ", free=" + std::to_string(m.free) + ", reserved=" + std::to_string(m.reserved) + ")";
       });
-  nb::class_<sys::BAR1MemoryInfo>(s, "BAR1MemoryInfo", "BAR1 memory allocation information for a device (bytes).")
+  nb::class_<sys::BAR1MemoryInfo>(s, "BAR1MemoryInfo", "BAR1 memory allocation information for a device (bytes).",
+                                  nb::is_weak_referenceable())
       .def_ro("free", &sys::BAR1MemoryInfo::free)
       .def_ro("total", &sys::BAR1MemoryInfo::total)
       .def_ro("used", &sys::BAR1MemoryInfo::used);
-  nb::class_<sys::Utilization>(s, "Utilization", "Utilization rates (percent of the last sample period).")
+  nb::class_<sys::Utilization>(s, "Utilization", "Utilization rates (percent of the last sample period).",
+                               nb::is_weak_referenceable())
       .def_ro("gpu", &sys::Utilization::gpu, "Percent of time one or more kernels ran on the GPU.")
       .def_ro("memory", &sys::Utilization::memory, "Percent of time device memory was read or written.")
       .def("__repr__", [](const sys::Utilization& u) {
         return "Utilization(gpu=" + std::to_string(u.gpu) + ", memory=" + std::to_string(u.memory) + ")";
       });
-  nb::class_<sys::EngineUtilization>(s, "EngineUtilization", "Encoder or decoder utilization (cucore).")
+  nb::class_<sys::EngineUtilization>(s, "EngineUtilization", "Encoder or decoder utilization (cucore).",
+                                     nb::is_weak_referenceable())
       .def_ro("percent", &sys::EngineUtilization::percent)
       .def_ro("sampling_period_us", &sys::EngineUtilization::sampling_period_us);
-  nb::class_<sys::ProcessInfo>(s, "ProcessInfo", "A process with a compute context on the device.")
+  nb::class_<sys::ProcessInfo>(s, "ProcessInfo", "A process with a compute context on the device.",
+                               nb::is_weak_referenceable())
       .def_ro("pid", &sys::ProcessInfo::pid)
       .def_ro("used_gpu_memory", &sys::ProcessInfo::used_gpu_memory,
               "GPU memory the process uses (bytes); None where NVML cannot tell.")
@@ -178,7 +183,7 @@ void bind_values(nb::module_& s) {
                (p.used_gpu_memory ? std::to_string(*p.used_gpu_memory) : std::string("None")) + ")";
       });
 
-  nb::class_<sys::PciInfo>(s, "PciInfo", "PCI information about a GPU device.")
+  nb::class_<sys::PciInfo>(s, "PciInfo", "PCI information about a GPU device.", nb::is_weak_referenceable())
       .def_prop_ro("bus_id", &sys::PciInfo::bus_id, "The domain:bus:device.function PCI identifier.")
       .def_prop_ro("domain", &sys::PciInfo::domain)
       .def_prop_ro("bus", &sys::PciInfo::bus)
@@ -197,7 +202,7 @@ void bind_values(nb::module_& s) {
       .def_prop_ro("rx_throughput", &sys::PciInfo::rx_throughput, release(), "PCIe receive throughput (KB/s).")
       .def_prop_ro("replay_counter", &sys::PciInfo::replay_counter, release());
 
-  nb::class_<sys::ClockInfo>(s, "ClockInfo", "One clock domain of a device (MHz).")
+  nb::class_<sys::ClockInfo>(s, "ClockInfo", "One clock domain of a device (MHz).", nb::is_weak_referenceable())
       .def("get_current_mhz",
            [](const sys::ClockInfo& c, nb::handle clock_id) {
              sys::ClockId id = parse_enum(clock_id, "clock id", kClockIds);
@@ -210,7 +215,8 @@ void bind_values(nb::module_& s) {
       .def("get_application_mhz", &sys::ClockInfo::get_application_mhz, release(),
            "The applications clock target (cucore).");
 
-  nb::class_<sys::Temperature>(s, "Temperature", "Temperatures of a device (degrees Celsius).")
+  nb::class_<sys::Temperature>(s, "Temperature", "Temperatures of a device (degrees Celsius).",
+                               nb::is_weak_referenceable())
       .def("get_sensor", &sys::Temperature::get_sensor, release())
       .def("get_threshold",
            [](const sys::Temperature& t, nb::handle threshold) {
@@ -221,7 +227,7 @@ void bind_values(nb::module_& s) {
            nb::arg("threshold_type"))
       .def_prop_ro("margin", &sys::Temperature::margin, release());
 
-  nb::class_<sys::NvlinkInfo>(s, "NvlinkInfo", "NVLink information for a device.")
+  nb::class_<sys::NvlinkInfo>(s, "NvlinkInfo", "NVLink information for a device.", nb::is_weak_referenceable())
       .def_prop_ro("version", &sys::NvlinkInfo::version, release(), "The NVLink version as (major, minor).")
       .def_prop_ro("state", &sys::NvlinkInfo::state, release(), "True if the link is active.")
       .def_prop_ro("remote_pci_bus_id", &sys::NvlinkInfo::remote_pci_bus_id, release(),
@@ -229,11 +235,11 @@ void bind_values(nb::module_& s) {
       .def_prop_ro("link", &sys::NvlinkInfo::link);
   nb::handle(s.attr("NvlinkInfo")).attr("max_links") = 18;  // NVML_NVLINK_MAX_LINKS
 
-  nb::class_<FanInfo>(s, "FanInfo", "One fan of a device.")
+  nb::class_<FanInfo>(s, "FanInfo", "One fan of a device.", nb::is_weak_referenceable())
       .def_prop_ro("speed", [](const FanInfo& f) { return f.device.fan_speed(f.fan); }, release(),
                    "Intended fan speed, percent of the maximum.");
 
-  nb::class_<sys::EventData>(s, "EventData", "One event on a device.")
+  nb::class_<sys::EventData>(s, "EventData", "One event on a device.", nb::is_weak_referenceable())
       .def_prop_ro("device", [](const sys::EventData& e) { return e.device; })
       .def_prop_ro("event_type",
                    [](const sys::EventData& e) {
@@ -250,7 +256,8 @@ void bind_values(nb::module_& s) {
       .def_prop_ro("gpu_instance_id", [](const sys::EventData& e) { return e.gpu_instance_id; })
       .def_prop_ro("compute_instance_id", [](const sys::EventData& e) { return e.compute_instance_id; });
 
-  nb::class_<sys::DeviceEvents>(s, "DeviceEvents", "Events registered on a device; wait() for the next.")
+  nb::class_<sys::DeviceEvents>(s, "DeviceEvents", "Events registered on a device; wait() for the next.",
+                                nb::is_weak_referenceable())
       .def("wait",
            [](const sys::DeviceEvents& ev, unsigned int timeout_ms) {
              std::optional<sys::EventData> d;
@@ -268,7 +275,7 @@ void bind_values(nb::module_& s) {
 void bind_device_class(nb::module_& s) {
   auto cls = nb::class_<sys::Device>(s, "Device",
                                      "A GPU as NVML sees it (cuda.core.system.Device). Give exactly one of index, "
-                                     "uuid or pci_bus_id.");
+                                     "uuid or pci_bus_id.", nb::is_weak_referenceable());
   cls.def("__init__",
           [](sys::Device* self, nb::handle index, nb::handle uuid, nb::handle pci_bus_id) {
             int given = !index.is_none() + !uuid.is_none() + !pci_bus_id.is_none();
@@ -434,14 +441,16 @@ void bind_device_class(nb::module_& s) {
       .def("__eq__", [](const sys::Device& a, nb::handle b) {
         return nb::isinstance<sys::Device>(b) && a == nb::cast<const sys::Device&>(b);
       })
-      .def("__hash__", [](const sys::Device& d) { return std::hash<void*>()(d.handle()); })
+      .def("__hash__", [](const sys::Device& d) {
+        return nb::hash(nb::make_tuple("system.Device", reinterpret_cast<std::uintptr_t>(d.handle())));
+      })
       .def("__repr__", [](const sys::Device& d) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "<cucore.system.Device handle=%p>", d.handle());
         return std::string(buf);
       });
 
-  nb::class_<MigInfo>(s, "MigInfo", "MIG (Multi-Instance GPU) information of a device.")
+  nb::class_<MigInfo>(s, "MigInfo", "MIG (Multi-Instance GPU) information of a device.", nb::is_weak_referenceable())
       .def_prop_ro("is_mig_device", [](const MigInfo& m) { return m.device.is_mig_device(); }, release())
       .def_prop_ro("mode", [](const MigInfo& m) { return m.device.mig_mode(); }, release())
       .def_prop_ro("pending_mode", [](const MigInfo& m) { return m.device.mig_pending_mode(); }, release())

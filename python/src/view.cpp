@@ -73,8 +73,10 @@ nb::object numpy_dtype(const PyView& v) {
   if (ts == "bfloat16") {
     try {
       return nb::module_::import_("numpy").attr("dtype")(nb::module_::import_("ml_dtypes").attr("bfloat16"));
-    } catch (nb::python_error&) {
-      throw nb::type_error("bfloat16 needs the ml_dtypes package for a NumPy dtype");
+    } catch (nb::python_error&) {  // cuda.core's error for a narrow type without ml_dtypes
+      PyErr_SetString(PyExc_NotImplementedError,
+                      "bfloat16 needs the optional ml_dtypes package for a NumPy dtype (pip install ml_dtypes)");
+      throw nb::python_error();
     }
   }
   return nb::module_::import_("numpy").attr("dtype")(ts);
@@ -178,6 +180,13 @@ PyView view_from_dlpack(nb::handle obj, nb::handle stream_ptr) {
 // ---- CUDA Array Interface / NumPy array interface ---------------------------------
 PyView view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle stream_ptr) {
   PyView v;
+  const char* which = cuda ? "CUDA Array Interface" : "array interface";
+  if (cuda) {
+    nb::object version = d.contains("version") ? nb::object(d["version"]) : nb::int_(0);
+    if (nb::cast<long long>(version) < 3)
+      throw nb::buffer_error("only CUDA Array Interface v3 or above is supported");
+  }
+  if (d.contains("mask") && !nb::object(d["mask"]).is_none()) throw nb::buffer_error("mask is not supported");
   nb::object data = d["data"];
   if (data.is_none()) {
     v.ptr = 0;
@@ -192,18 +201,35 @@ PyView view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle str
   v.set_ndim(n);
   for (int i = 0; i < n; ++i) v.shape()[i] = nb::cast<int64_t>(shape[i]);
   nb::object strides = d.contains("strides") ? nb::object(d["strides"]) : nb::none();
+  if (v.dl.lanes == 0) {
+    // No DLPack type (a structured or otherwise unusual dtype): NumPy's own,
+    // from the field list when there is one.
+    nb::object numpy = nb::module_::import_("numpy");
+    nb::object descr = d.contains("descr") ? nb::object(d["descr"]) : nb::none();
+    const bool fields = !descr.is_none() && nb::len(descr) > 0 &&
+                        !(nb::len(descr) == 1 && nb::cast<std::string>(descr[0][0]).empty());
+    v.dtype_obj = fields ? nb::module_::import_("numpy.lib.format").attr("descr_to_dtype")(descr)
+                         : numpy.attr("dtype")(ts);
+  }
   if (!strides.is_none()) {
     v.has_strides = true;
-    int64_t isz = static_cast<int64_t>(itemsize(v));
-    if (v.dl.lanes == 0) {
-      // unknown dtype: itemsize from the typestr's byte count
-      isz = std::max(1, std::atoi(ts.c_str() + 2));
+    const int64_t isz = v.dl.lanes == 0 ? nb::cast<int64_t>(v.dtype_obj.attr("itemsize"))
+                                        : static_cast<int64_t>(itemsize(v));
+    if (nb::len(strides) != static_cast<std::size_t>(n))
+      throw nb::value_error((std::string(which) + ": strides has " + std::to_string(nb::len(strides)) +
+                             " entries for a shape of " + std::to_string(n))
+                                .c_str());
+    for (int i = 0; i < n; ++i) {
+      const int64_t bytes = nb::cast<int64_t>(strides[i]);
+      if (isz > 0 && bytes % isz != 0)
+        throw nb::value_error((std::string(which) + ": stride " + std::to_string(bytes) +
+                               " bytes is not a multiple of the itemsize (" + std::to_string(isz) + ")")
+                                  .c_str());
+      v.strides()[i] = isz > 0 ? bytes / isz : bytes;
     }
-    for (int i = 0; i < n; ++i) v.strides()[i] = nb::cast<int64_t>(strides[i]) / isz;
   } else {
     fill_compact_strides(v);
   }
-  if (v.dl.lanes == 0) v.dtype_obj = nb::module_::import_("numpy").attr("dtype")(ts);
   v.dl_device = cuda ? dlpack::kDLCUDA : dlpack::kDLCPU;
   if (cuda) {
     v.is_device_accessible = true;
@@ -475,6 +501,14 @@ PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObj
       }
     }
   }
+  // cuda.core deprecates the constructor for the from_* class methods (which
+  // the fast paths and the benchmarks use).
+  if (obj && obj != Py_None &&
+      PyErr_WarnEx(PyExc_DeprecationWarning,
+                   "StridedMemoryView(obj, stream_ptr) is deprecated; use StridedMemoryView.from_any_interface "
+                   "(or from_dlpack, from_cuda_array_interface, from_array_interface)",
+                   1) != 0)
+    return nullptr;
   try {
     if (!obj || obj == Py_None) return nb::cast(PyView()).release().ptr();
     return nb::cast(view_from_any(obj, stream)).release().ptr();
@@ -624,6 +658,14 @@ void bind_view(nb::module_& m) {
       .def_prop_ro("shape", [](const PyView& v) { return to_tuple(v.shape(), v.ndim); })
       .def_prop_ro("strides", [](const PyView& v) -> nb::object {
         if (!v.has_strides) return nb::none();
+        // C-contiguous is None whichever protocol described it (as cuda.core).
+        int64_t expect = 1;
+        bool compact = true;
+        for (int i = v.ndim - 1; i >= 0 && compact; --i) {
+          if (v.shape()[i] != 1 && v.strides()[i] != expect) compact = false;
+          expect *= v.shape()[i];
+        }
+        if (compact) return nb::none();
         return to_tuple(v.strides(), v.ndim);
       })
       .def_prop_ro("ndim", [](const PyView& v) { return v.ndim; })
@@ -636,6 +678,42 @@ void bind_view(nb::module_& m) {
         if (!v.dtype_obj.is_valid()) v.dtype_obj = numpy_dtype(v);
         return v.dtype_obj;
       })
+      .def("view", [](const PyView& v, nb::handle layout, nb::handle dtype) {
+        if (!layout.is_none())
+          throw nb::type_error("StridedMemoryView.view: layouts are not supported by cucore (it has no "
+                               "_StridedLayout); pass dtype=, or make a view of a sliced array");
+        // The same description; the memory stays alive through exporting_obj,
+        // as for any view (a consumed DLPack tensor stays with `v`).
+        PyView out;
+        out.ptr = v.ptr;
+        out.device_id = v.device_id;
+        out.is_device_accessible = v.is_device_accessible;
+        out.readonly = v.readonly;
+        out.has_strides = v.has_strides;
+        out.dl_device = v.dl_device;
+        out.dl = v.dl;
+        out.set_ndim(v.ndim);
+        std::copy(v.shape(), v.shape() + v.ndim, out.shape());
+        std::copy(v.strides(), v.strides() + v.ndim, out.strides());
+        out.exporting_obj = v.exporting_obj;
+        out.dtype_obj = v.dtype_obj;
+        if (!dtype.is_none()) {
+          nb::object dt = nb::module_::import_("numpy").attr("dtype")(dtype);
+          nb::object current = v.dtype_obj.is_valid() ? v.dtype_obj : numpy_dtype(const_cast<PyView&>(v));
+          const auto want = nb::cast<int64_t>(dt.attr("itemsize")), have = nb::cast<int64_t>(current.attr("itemsize"));
+          if (want != have)
+            raise_value_error("StridedMemoryView.view: the dtype's itemsize (" + std::to_string(want) +
+                              " bytes) must match the view's (" + std::to_string(have) + " bytes)");
+          std::string ts = nb::cast<std::string>(dt.attr("str"));
+          out.dtype_obj = nb::object();
+          if (!dl_from_typestr(ts, out.dl)) {
+            out.dl = {0, 0, 0};
+            out.dtype_obj = dt;
+          }
+        }
+        return out;
+      }, nb::arg("layout") = nb::none(), nb::arg("dtype") = nb::none(),
+         "A new view of the same memory, with another dtype of the same itemsize.")
       .def("__dlpack_device__", [](const PyView& v) {
         return nb::make_tuple(static_cast<int>(v.dl_device), v.dl_device == dlpack::kDLCUDA ? v.device_id : 0);
       })

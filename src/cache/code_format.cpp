@@ -1,6 +1,8 @@
 // Structural checks of compiled code (ELF, fatbin, LTO-IR, archives, PTX text).
 #include "cache/code_format.hpp"
 
+#include <cucore/program_cache.hpp>
+
 #include <cstdint>
 #include <cstring>
 #include <string_view>
@@ -82,3 +84,9 @@ std::optional<CodeType> detect_code_type(std::span<const std::byte> code) noexce
 }
 
 }  // namespace cucore::detail
+
+namespace cucore {
+bool is_valid_code(CodeType type, std::span<const std::byte> code) noexcept {
+  return detail::structurally_valid(type, code);
+}
+}  // namespace cucore

@@ -56,7 +56,8 @@ std::string encode_entry_record(const EntryRecord& r) {
   std::string b(kMagic, 4);
   b.push_back(static_cast<char>(kVersion));
   b.push_back(static_cast<char>(r.code_type));
-  b.append(2, '\0');
+  b.push_back(static_cast<char>(r.opaque ? 1 : 0));
+  b.push_back('\0');
   put_u64(b, r.size);
   put_u64(b, r.checksum);
   put_u64(b, r.data_inode);
@@ -83,6 +84,9 @@ std::optional<EntryRecord> decode_entry_record(std::string_view b) noexcept {
     Reader r{b.substr(0, b.size() - 8), 8};
     EntryRecord rec;
     rec.code_type = static_cast<CodeType>(type);
+    const auto flags = static_cast<std::uint8_t>(b[6]);
+    if (flags & ~1u) return std::nullopt;  // a flag this version does not know
+    rec.opaque = (flags & 1u) != 0;
     rec.size = r.num<std::uint64_t>();
     rec.checksum = r.num<std::uint64_t>();
     rec.data_inode = r.num<std::uint64_t>();

@@ -22,9 +22,11 @@ struct EntryRecord {
   std::string name;
   std::map<std::string, std::string> symbols;
   std::uint64_t data_inode = 0;  // sidecar records: the inode of the bytes; 0 in an xattr
+  bool opaque = false;           // bytes of no known kind (ObjectCode::opaque): no structural check
 };
 
-// magic "CUCR" | u8 version 2 | u8 code type | 2 reserved | u64 size | u64 checksum
+// magic "CUCR" | u8 version 2 | u8 code type | u8 flags (1: opaque) | 1 reserved
+// | u64 size | u64 checksum
 // | u64 data inode | str entry | str object name | u32 count, (str expr, str
 // lowered)* | u64 checksum64 of all the bytes before. Strings are u32 length +
 // bytes; integers little-endian.

@@ -26,6 +26,7 @@ namespace cucore {
 
 std::optional<ObjectCode> ProgramCache::get(std::string_view key, CodeType code_type) {
   auto found = get(key);
+  if (found && found->is_opaque()) return std::nullopt;  // a user's bytes: not code of a known type
   if (found && found->code_type() != code_type) {
     erase(key);
     return std::nullopt;
@@ -36,8 +37,10 @@ std::optional<ObjectCode> ProgramCache::get(std::string_view key, CodeType code_
 void ProgramCache::put(std::string_view key, std::span<const std::byte> code, std::optional<CodeType> code_type) {
   if (!code_type) {
     code_type = detail::detect_code_type(code);
-    if (!code_type)
-      throw std::invalid_argument("ProgramCache::put: cannot tell the code type of these bytes; pass code_type");
+    if (!code_type) {  // stored as they are, as cuda.core's caches store any bytes
+      put(key, ObjectCode::opaque(std::vector<std::byte>(code.begin(), code.end())));
+      return;
+    }
   } else if (!detail::structurally_valid(*code_type, code)) {
     throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + std::string(to_string(*code_type)));
   }
@@ -146,6 +149,10 @@ std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, CodeTy
   std::lock_guard lock(impl_->mutex);
   auto it = impl_->map.find(key);
   if (it == impl_->map.end()) {
+    ++impl_->stats.misses;
+    return std::nullopt;
+  }
+  if (it->second.code.is_opaque()) {  // a user's bytes: never taken for compiled code
     ++impl_->stats.misses;
     return std::nullopt;
   }
@@ -323,12 +330,15 @@ ObjectCode uncached(const Program& program, CodeType target, const std::vector<s
                                 std::move(log));
 }
 
-// Why a compile with these options cannot be cached, or "".
-std::string uncacheable(const ProgramOptions& o) {
+// Why a compile of this program cannot be cached, or "".
+std::string uncacheable(const Program& program) {
+  const ProgramOptions& o = program.options();
+  // libdevice is the toolkit's file, which the key names by libNVVM's identity.
+  if (program.code_type() != "c++") return {};
   // Side effects a hit would skip.
   if (!o.create_pch.empty()) return "create_pch writes a file, which a cache hit would not";
   if (!o.time.empty()) return "time writes a timing file, which a cache hit would not";
-  if (o.fdevice_time_trace.value_or(false)) return "fdevice_time_trace writes a trace, which a cache hit would not";
+  if (!o.fdevice_time_trace.empty()) return "fdevice_time_trace writes a trace, which a cache hit would not";
   // Inputs nobody can follow: NVRTC's own precompiled headers.
   if (o.pch.value_or(false) || !o.use_pch.empty() || !o.pch_dir.empty())
     return "precompiled headers (pch, use_pch, pch_dir) are files the key cannot see";
@@ -399,7 +409,7 @@ class Keying {
   void fields() {
     if (fields_.empty())
       detail::write_key_fields(fields_, program_.code(), program_.code_type(), program_.options(), target_, names_,
-                               {});
+                               {}, program_.code_type() == "c++" ? &program_.nvrtc_flags() : nullptr);
   }
   // Without includes to follow and with no include_path, the key is exactly
   // make_program_cache_key's, so either names the same entry.
@@ -434,7 +444,7 @@ class Keying {
 
 ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const {
   if (!cache) return compile(target, std::move(name_expressions));
-  if (std::string why = uncacheable(options()); !why.empty()) return uncached(*this, target, name_expressions, why);
+  if (std::string why = uncacheable(*this); !why.empty()) return uncached(*this, target, name_expressions, why);
   Keying keying(*this, target, name_expressions);
   if (!keying.unfollowable().empty()) return uncached(*this, target, name_expressions, keying.unfollowable());
 

@@ -333,6 +333,7 @@ struct FileStreamProgramCache::Impl {
     // between its two renames; after a re-read, a miss, or damage once old).
     no_record,
     foreign_record,
+    opaque,  // a user's bytes, asked for as compiled code: a miss, kept
   };
 
   Outcome read_entry(int dfd, const std::string& name, std::optional<CodeType> expected, std::optional<ObjectCode>& out,
@@ -362,6 +363,7 @@ struct FileStreamProgramCache::Impl {
     std::optional<EntryRecord> rec = detail::decode_entry_record(*raw);
     if (!rec || rec->entry != name) return Outcome::damaged;
     if (sidecar && rec->data_inode != static_cast<std::uint64_t>(st.st_ino)) return Outcome::foreign_record;
+    if (expected && rec->opaque) return Outcome::opaque;  // a user's bytes: never taken for compiled code
     if (expected && rec->code_type != *expected) return Outcome::damaged;  // wrong type
     // Sized by the file itself: a record cannot make the reader allocate more.
     if (rec->size != static_cast<std::uint64_t>(st.st_size)) return Outcome::damaged;
@@ -369,11 +371,13 @@ struct FileStreamProgramCache::Impl {
       std::vector<std::byte> data(static_cast<std::size_t>(rec->size));
       if (!read_all(fd.fd, data.data(), data.size()) ||
           detail::checksum64(data.data(), data.size()) != rec->checksum ||
-          !detail::structurally_valid(rec->code_type, data))
+          (!rec->opaque && !detail::structurally_valid(rec->code_type, data)))
         return Outcome::damaged;
       // Least-recently-read eviction needs the read time; atime updates may be off.
       touch(fd.fd);
-      out = ObjectCode::from_bytes(std::move(data), rec->code_type, std::move(rec->name), std::move(rec->symbols));
+      out = rec->opaque ? ObjectCode::opaque(std::move(data))
+                        : ObjectCode::from_bytes(std::move(data), rec->code_type, std::move(rec->name),
+                                                 std::move(rec->symbols));
     } catch (...) {  // std::bad_alloc of a huge but real file: a miss like any other
       return Outcome::damaged;
     }
@@ -413,6 +417,7 @@ struct FileStreamProgramCache::Impl {
         ++errors;
         break;
       case Outcome::miss:
+      case Outcome::opaque:
         break;
     }
     ++misses;
@@ -492,7 +497,7 @@ struct FileStreamProgramCache::Impl {
   void put(std::string_view key, const ObjectCode& code) {
     if (!code) throw std::invalid_argument("FileStreamProgramCache::put: empty ObjectCode");
     const auto bytes = code.code();
-    if (!detail::structurally_valid(code.code_type(), bytes)) {
+    if (!code.is_opaque() && !detail::structurally_valid(code.code_type(), bytes)) {
       // Never stored: a read would reject it. Not thrown either: a compile
       // that produced it must not fail because of the cache.
       ++errors;
@@ -514,6 +519,7 @@ struct FileStreamProgramCache::Impl {
     rec.checksum = detail::checksum64(bytes.data(), bytes.size());
     rec.entry = name;
     rec.code_type = code.code_type();
+    rec.opaque = code.is_opaque();
     rec.name = code.name();
     rec.symbols = code.symbol_mapping();
     const std::string record = detail::encode_entry_record(rec);

@@ -3,6 +3,7 @@
 #include <cucore/program_cache.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -84,19 +85,38 @@ const IncludeScan& code_includes(std::string_view code) {
   return *s.scan;
 }
 
-void write_key_fields(std::string& buf, std::string_view code, std::string_view code_type,
-                      const ProgramOptions& options, CodeType target, std::span<const std::string> name_expressions,
-                      std::string_view extra_digest) {
+std::vector<std::string> key_flags(std::string_view code_type, const ProgramOptions& options, CodeType target,
+                                   const std::vector<std::string>* rendered) {
+  if (code_type == "ptx")  // what the linker is handed: NVRTC-only fields do not count
+    return linker_options_for_ptx(options).as_nvjitlink_flags();
+  if (code_type == "nvvm") {
+    std::vector<std::string> f = options.as_nvvm_flags(target);
+    // The extra modules by name and digest; libdevice by the toolkit libNVVM
+    // comes with (its identity) and the caller's extra_digest.
+    for (const auto& [name, source] : options.extra_sources) f.push_back("module " + name + " " + sha256(source));
+    if (options.use_libdevice.value_or(false)) f.emplace_back("libdevice");
+    return f;
+  }
   // The toolkit's header directories as a placeholder: the compiler identity
   // names the toolkit, and finding the directories costs a warm start ~0.1 ms.
-  const std::vector<std::string> flags = nvrtc_flags(options, ToolkitFlags::placeholder);
-  std::vector<std::string_view> names(name_expressions.begin(), name_expressions.end());
+  return rendered ? *rendered : nvrtc_flags(options, ToolkitFlags::placeholder);
+}
+
+void write_key_fields(std::string& buf, std::string_view code, std::string_view code_type,
+                      const ProgramOptions& options, CodeType target, std::span<const std::string> name_expressions,
+                      std::string_view extra_digest, const std::vector<std::string>* rendered) {
+  const std::vector<std::string> flags = key_flags(code_type, options, target, rendered);
+  // NVRTC alone takes name expressions (the others ignore them).
+  std::vector<std::string_view> names;
+  if (code_type == "c++") names.assign(name_expressions.begin(), name_expressions.end());
   std::sort(names.begin(), names.end());
   names.erase(std::unique(names.begin(), names.end()), names.end());
   buf.clear();
   KeyWriter w{buf};
-  w.field("schema", "cucore-program-cache-key-2");
-  w.field("compiler", code_type == "c++" ? nvrtc_identity() : linker_identity(options));
+  w.field("schema", "cucore-program-cache-key-3");
+  w.field("compiler", code_type == "c++"   ? nvrtc_identity()
+                      : code_type == "nvvm" ? nvvm_identity()
+                                            : linker_identity(options));
   w.field("code_type", code_type);
   w.field("target", to_string(target));
   w.field("code_sha256", code_digest(code));
@@ -124,41 +144,59 @@ void append_includes_field(std::string& buf, const std::vector<IncludeProbe>& pr
 
 }  // namespace detail
 
-std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
+std::string make_program_cache_key(std::string_view code, std::string_view code_type_in, const ProgramOptions& options,
                                    CodeType target, std::span<const std::string> name_expressions,
                                    std::string_view extra_digest) {
   using detail::refuse;
-  if (code_type != "c++" && code_type != "ptx")
-    refuse("code_type must be \"c++\" or \"ptx\", got \"" + std::string(code_type) + "\"");
-  if (target != CodeType::cubin && target != CodeType::ptx && target != CodeType::ltoir)
-    refuse("target must be cubin, ptx or ltoir, got " + std::string(to_string(target)));
+  std::string code_type(code_type_in);  // any case, as Program takes it
+  std::transform(code_type.begin(), code_type.end(), code_type.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (code_type != "c++" && code_type != "ptx" && code_type != "nvvm")
+    refuse("code_type must be \"c++\", \"ptx\" or \"nvvm\", got \"" + code_type + "\"");
+  // The targets Program::compile makes for each code type.
+  const bool valid = code_type == "c++"   ? target == CodeType::cubin || target == CodeType::ptx || target == CodeType::ltoir
+                     : code_type == "ptx" ? target == CodeType::cubin || target == CodeType::ptx
+                                          : target == CodeType::ptx || target == CodeType::ltoir;
+  if (!valid)
+    refuse("target_type \"" + std::string(to_string(target)) + "\" is not valid for code_type \"" + code_type +
+           "\" (Program::compile refuses it)");
   if (options.arch.empty())
     refuse("options.arch is empty: pass the Program's options() (arch resolved) or set arch, e.g. \"sm_90\"");
-  // Side effects a cache hit would skip.
-  if (!options.create_pch.empty())
-    refuse("create_pch writes a file, which a cache hit would not: compile without a cache");
-  if (!options.time.empty()) refuse("time writes a timing file, which a cache hit would not: compile without a cache");
-  if (options.fdevice_time_trace.value_or(false))
-    refuse("fdevice_time_trace writes a trace, which a cache hit would not: compile without a cache");
-  // Inputs the key cannot see.
-  if (extra_digest.empty()) {
-    std::vector<std::string> external;
-    if (!options.include_path.empty()) external.push_back("include_path");
-    if (!options.pre_include.empty()) external.push_back("pre_include");
-    if (options.pch.value_or(false)) external.push_back("pch");
-    if (!options.use_pch.empty()) external.push_back("use_pch");
-    if (!options.pch_dir.empty()) external.push_back("pch_dir");
-    if (options.name.find('/') != std::string::npos)
-      external.push_back("name (with a directory: quoted includes are read from it)");
-    if (!external.empty()) {
-      std::string list;
-      for (const auto& e : external) list += (list.empty() ? "" : ", ") + e;
-      refuse("options read files the key cannot see (" + list +
-             "): fingerprint those files and pass the digest as extra_digest");
+  if (code_type != "nvvm" && !options.extra_sources.empty())
+    refuse("extra_sources is only supported for code_type \"nvvm\" (Program refuses it for \"" + code_type + "\")");
+  if (code_type == "c++") {
+    // Side effects a cache hit would skip, which no digest can stand for.
+    for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"create_pch", &options.create_pch},
+                                       {"time", &options.time},
+                                       {"fdevice_time_trace", &options.fdevice_time_trace}})
+      if (!value->empty())
+        refuse(std::string(field) + " writes a file as a side effect of compiling, which a cache hit would skip: "
+                                    "compile without a cache");
+    // Inputs the key cannot see.
+    if (extra_digest.empty()) {
+      std::vector<std::string> external;
+      if (!options.include_path.empty()) external.push_back("include_path");
+      if (!options.pre_include.empty()) external.push_back("pre_include");
+      if (options.pch.value_or(false)) external.push_back("pch");
+      if (!options.use_pch.empty()) external.push_back("use_pch");
+      if (!options.pch_dir.empty()) external.push_back("pch_dir");
+      if (!external.empty()) {
+        std::string list;
+        for (const auto& e : external) list += (list.empty() ? "" : ", ") + e;
+        refuse("options read files the key cannot see (" + list +
+               "): fingerprint those files and pass the digest as extra_digest");
+      }
+      if (options.name.find_first_of("/\\") != std::string::npos)
+        refuse("options.name '" + options.name +
+               "' has a directory component (NVRTC reads quoted includes from it): strip it, or fingerprint "
+               "those headers and pass the digest as extra_digest");
     }
+  } else if (code_type == "nvvm" && options.use_libdevice.value_or(false) && extra_digest.empty()) {
+    refuse("use_libdevice links the toolkit's libdevice bitcode, which the key cannot see: pass a digest of it as "
+           "extra_digest");
   }
   thread_local std::string buf;  // reused: keys are computed on every cached compile
-  detail::write_key_fields(buf, code, code_type, options, target, name_expressions, extra_digest);
+  detail::write_key_fields(buf, code, code_type, options, target, name_expressions, extra_digest, nullptr);
   return detail::sha256(buf);
 }
 

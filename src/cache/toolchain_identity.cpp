@@ -252,4 +252,14 @@ std::string linker_identity(const ProgramOptions& options) {
   return backend + " " + std::to_string(t.major) + "." + std::to_string(t.minor);
 }
 
+std::string nvvm_identity() {
+  try {
+    const NvvmTable& t = libnvvm();
+    return "nvvm " + std::to_string(t.major) + "." + std::to_string(t.minor) + "; ir " + std::to_string(t.ir_major) +
+           "." + std::to_string(t.ir_minor) + "." + std::to_string(t.dbg_major) + "." + std::to_string(t.dbg_minor);
+  } catch (const std::exception&) {
+    return "nvvm unavailable";
+  }
+}
+
 }  // namespace cucore::detail

@@ -24,6 +24,11 @@ bool refresh_nvrtc_identity();
 // The linker a PTX Program is assembled with: "nvJitLink 13.0" or "driver 13000".
 std::string linker_identity(const ProgramOptions& options);
 
+// libNVVM for NVVM programs: "nvvm 2.0; ir 2.0.3.2" (a patch release changes
+// codegen without the IR version, so both); "nvvm unavailable" when it does
+// not load (such a key can never be a compile's).
+std::string nvvm_identity();
+
 // The memo file's contents, parsed (the stamps not yet checked against the files).
 struct ToolchainStamp {
   std::string path;

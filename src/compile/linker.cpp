@@ -15,6 +15,7 @@
 #include "loader/driver.hpp"
 #include "compile/compile_common.hpp"
 #include "loader/toolkit.hpp"
+#include "options/option_fields.inc"
 
 namespace cucore {
 namespace {
@@ -166,6 +167,34 @@ std::string linker_backend(bool needs_nvjitlink) {
 }
 }  // namespace detail
 
+namespace linker_render {
+using Flags = std::vector<std::string>;
+template <typename T>
+void none(Flags&, const char*, const T&, const LinkerOptions&) {}
+void arch(Flags& f, const char* flag, const std::string& v, const LinkerOptions&) {
+  f.push_back(std::string(flag) + "=" + v);
+}
+void toggle(Flags& f, const char* flag, const std::optional<bool>& v, const LinkerOptions&) {
+  if (v.value_or(false)) f.emplace_back(flag);
+}
+// cuda.core's "=true"/"=false"; but link-time optimization runs libNVVM,
+// which takes only "=1"/"=0" (nvJitLink fails to complete with "-ftz=true").
+void boolean(Flags& f, const char* flag, const std::optional<bool>& v, const LinkerOptions& o) {
+  if (!v) return;
+  const bool digits = o.link_time_optimization.value_or(false);
+  f.push_back(std::string(flag) + (digits ? (*v ? "=1" : "=0") : (*v ? "=true" : "=false")));
+}
+void value(Flags& f, const char* flag, const std::optional<int>& v, const LinkerOptions&) {
+  if (v) f.push_back(std::string(flag) + "=" + std::to_string(*v));
+}
+void number(Flags& f, const char* flag, const std::optional<int>& v, const LinkerOptions&) {
+  if (v) f.push_back(std::string(flag) + std::to_string(*v));
+}
+void values(Flags& f, const char* flag, const std::vector<std::string>& v, const LinkerOptions&) {
+  for (const auto& s : v) f.push_back(std::string(flag) + "=" + s);
+}
+}  // namespace linker_render
+
 std::vector<std::string> LinkerOptions::as_nvjitlink_flags() const {
   if (arch.empty()) invalid("arch", "empty; set it (e.g. \"sm_90\"), or let Linker resolve it from the current device");
   if (!parse_arch(arch).ok)
@@ -187,29 +216,10 @@ std::vector<std::string> LinkerOptions::as_nvjitlink_flags() const {
         invalid(list == &kernels_used ? "kernels_used" : list == &variables_used ? "variables_used" : "ptxas_options",
                 "an entry is empty");
 
-  // 1/0, not true/false: libnvvm (nvJitLink's LTO step) rejects "-ftz=true".
-  auto boolean = [](bool b) { return b ? "1" : "0"; };
   std::vector<std::string> f;
-  f.push_back("-arch=" + arch);
-  if (max_register_count) f.push_back("-maxrregcount=" + std::to_string(*max_register_count));
-  if (time.value_or(false)) f.emplace_back("-time");
-  if (verbose.value_or(false)) f.emplace_back("-verbose");
-  if (link_time_optimization.value_or(false)) f.emplace_back("-lto");
-  if (ptx.value_or(false)) f.emplace_back("-ptx");
-  if (optimization_level) f.push_back("-O" + std::to_string(*optimization_level));
-  if (debug.value_or(false)) f.emplace_back("-g");
-  if (lineinfo.value_or(false)) f.emplace_back("-lineinfo");
-  if (ftz) f.push_back(std::string("-ftz=") + boolean(*ftz));
-  if (prec_div) f.push_back(std::string("-prec-div=") + boolean(*prec_div));
-  if (prec_sqrt) f.push_back(std::string("-prec-sqrt=") + boolean(*prec_sqrt));
-  if (fma) f.push_back(std::string("-fma=") + boolean(*fma));
-  for (const auto& k : kernels_used) f.push_back("-kernels-used=" + k);
-  for (const auto& v : variables_used) f.push_back("-variables-used=" + v);
-  if (optimize_unused_variables.value_or(false)) f.emplace_back("-optimize-unused-variables");
-  for (const auto& o : ptxas_options) f.push_back("-Xptxas=" + o);
-  if (split_compile) f.push_back("-split-compile=" + std::to_string(*split_compile));
-  if (split_compile_extended) f.push_back("-split-compile-extended=" + std::to_string(*split_compile_extended));
-  if (no_cache.value_or(false)) f.emplace_back("-no-cache");
+#define X(field, kind, flag) linker_render::kind(f, flag, field, *this);
+  CUCORE_LINKER_OPTION_FIELDS(X)
+#undef X
   return f;
 }
 

@@ -122,9 +122,53 @@ ObjectCode ObjectCode::from_ptx(std::string_view code, std::string name,
   return from_ptx(std::as_bytes(std::span(code.data(), code.size())), std::move(name), std::move(symbol_mapping));
 }
 
-std::span<const std::byte> ObjectCode::code() const noexcept {
+ObjectCode ObjectCode::from_path(CodeType code_type, std::filesystem::path file, std::string name,
+                                 std::map<std::string, std::string> symbol_mapping) {
+  if (static_cast<unsigned>(code_type) > static_cast<unsigned>(CodeType::library))
+    throw std::invalid_argument("ObjectCode::from_path: code_type " + std::to_string(static_cast<unsigned>(code_type)) +
+                                " is not a CodeType");
+  if (file.empty()) throw std::invalid_argument("ObjectCode::from_path: the path is empty");
+  auto s = std::make_shared<detail::ObjectCodeState>();
+  s->file = std::move(file);
+  s->code_type = code_type;
+  s->name = std::move(name);
+  s->symbol_mapping = std::move(symbol_mapping);
+  return ObjectCode(std::move(s));
+}
+
+ObjectCode ObjectCode::opaque(std::vector<std::byte> bytes) {
+  if (bytes.empty()) throw std::invalid_argument("ObjectCode::opaque: the bytes are empty");
+  auto s = std::make_shared<detail::ObjectCodeState>();
+  s->code = std::move(bytes);
+  s->opaque = true;
+  return ObjectCode(std::move(s));
+}
+
+bool ObjectCode::is_opaque() const noexcept { return state_ && state_->opaque; }
+
+const std::vector<std::byte>& detail::ObjectCodeState::bytes() {
+  if (file.empty()) return code;
+  std::call_once(read_once, [this] {
+    try {
+      std::vector<std::byte> b = read_file(file, ("from_" + std::string(to_string(code_type))).c_str());
+      terminate_ptx(b, code_type);
+      code = std::move(b);
+    } catch (...) {
+      read_error = std::current_exception();
+    }
+  });
+  if (read_error) std::rethrow_exception(read_error);
+  return code;
+}
+
+std::span<const std::byte> ObjectCode::code() const {
   if (!state_) return {};
-  return state_->code;
+  return state_->bytes();
+}
+
+const std::filesystem::path& ObjectCode::source_path() const noexcept {
+  static const std::filesystem::path none;
+  return state_ ? state_->file : none;
 }
 
 CodeType ObjectCode::code_type() const noexcept { return state_ ? state_->code_type : CodeType::cubin; }

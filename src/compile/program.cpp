@@ -18,7 +18,9 @@
 #include "compile/compile_common.hpp"
 #include "compile/include_resolver.hpp"
 #include "compile/program_compile.hpp"
+#include "loader/driver.hpp"
 #include "loader/toolkit.hpp"
+#include "options/option_fields.inc"
 
 namespace cucore {
 namespace {
@@ -102,9 +104,6 @@ void check_diag(const char* field, const std::vector<int>& numbers) {
     if (n < 0) invalid(field, "diagnostic number " + std::to_string(n) + " is negative");
 }
 
-const char* boolean(bool b) { return b ? "true" : "false"; }
-
-
 // Owns one nvrtcProgram; destroyed on every path.
 struct NvrtcProgram {
   nvrtcProgram prog = nullptr;
@@ -138,31 +137,119 @@ std::string resolve_arch_from_device() {
   }
 }
 
-LinkerOptions linker_options_for_ptx(const ProgramOptions& o) {
-  return LinkerOptions{
-      .name = o.name,
-      .arch = o.arch,
-      .max_register_count = o.max_register_count,
-      .time = o.time.empty() ? std::optional<bool>() : std::optional<bool>(true),
-      .link_time_optimization = o.link_time_optimization,
-      .debug = o.debug,
-      .lineinfo = o.lineinfo,
-      .ftz = o.ftz,
-      .prec_div = o.prec_div,
-      .prec_sqrt = o.prec_sqrt,
-      .fma = o.fma,
-      .ptxas_options = o.ptxas_options,
-      .split_compile = o.split_compile,
-      .no_cache = o.no_cache,
-  };
-}
-
 }  // namespace
 
 namespace {
 // How the call in progress on this thread renders the toolkit's directories
 // (set by detail::nvrtc_flags around as_nvrtc_flags).
 thread_local detail::ToolkitFlags t_toolkit_flags = detail::ToolkitFlags::paths;
+
+// The toolkit's header directories as NVRTC flags (CCCL first), found once.
+const std::vector<std::string>& toolkit_include_flags() {
+  static const std::vector<std::string> flags = [] {
+    std::vector<std::string> dirs;
+    if (auto d = pathfinder::cccl_include_dir()) dirs.push_back("--include-path=" + *d);
+    if (auto d = pathfinder::cuda_include_dir()) dirs.push_back("--include-path=" + *d);
+    return dirs;
+  }();
+  return flags;
+}
+
+// The renderers the option table (options/option_fields.inc) names, one per
+// kind, chosen by the field's C++ type where a kind covers several.
+namespace nvrtc_render {
+using Flags = std::vector<std::string>;
+using Macros = decltype(ProgramOptions::define_macro);
+
+template <typename T>
+void none(Flags&, const char*, const T&, const ProgramOptions&) {}
+void arch(Flags& f, const char* flag, const std::string& v, const ProgramOptions&) {
+  f.push_back(std::string(flag) + "=" + v);
+}
+void toggle(Flags& f, const char* flag, const std::optional<bool>& v, const ProgramOptions&) {
+  if (v.value_or(false)) f.emplace_back(flag);
+}
+void boolean(Flags& f, const char* flag, const std::optional<bool>& v, const ProgramOptions&) {
+  if (v) f.push_back(std::string(flag) + (*v ? "=true" : "=false"));
+}
+void value(Flags& f, const char* flag, const std::string& v, const ProgramOptions&) {
+  if (!v.empty()) f.push_back(std::string(flag) + "=" + v);
+}
+void value(Flags& f, const char* flag, const std::optional<int>& v, const ProgramOptions&) {
+  if (v) f.push_back(std::string(flag) + "=" + std::to_string(*v));
+}
+void values(Flags& f, const char* flag, const std::vector<std::string>& v, const ProgramOptions&) {
+  for (const auto& s : v) f.push_back(std::string(flag) + "=" + s);
+}
+void values(Flags& f, const char* flag, const std::vector<int>& v, const ProgramOptions&) {
+  for (int n : v) f.push_back(std::string(flag) + "=" + std::to_string(n));
+}
+void macros(Flags& f, const char* flag, const Macros& v, const ProgramOptions&) {
+  for (const auto& m : v) {
+    if (const auto* s = std::get_if<std::string>(&m))
+      f.push_back(std::string(flag) + "=" + *s);
+    else
+      f.push_back(std::string(flag) + "=" + std::get<1>(m).first + "=" + std::get<1>(m).second);
+  }
+}
+void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v, const ProgramOptions& o) {
+  values(f, flag, v, o);
+  if (!o.use_toolkit_headers) return;
+  // After the caller's paths, so their headers win.
+  if (t_toolkit_flags == detail::ToolkitFlags::placeholder) {
+    f.push_back(std::string(flag) + "=<toolkit headers>");
+    return;
+  }
+  const auto& toolkit = toolkit_include_flags();
+  f.insert(f.end(), toolkit.begin(), toolkit.end());
+}
+
+// Whether a field is set, as cuda.core's NVVM check reads it: a switch when
+// true, any other field when given.
+bool is_set(const std::optional<bool>& v) { return v.has_value(); }
+bool is_set(const std::optional<int>& v) { return v.has_value(); }
+bool is_set(const std::string& v) { return !v.empty(); }
+template <typename T>
+bool is_set(const std::vector<T>& v) { return !v.empty(); }
+bool is_set_toggle(const std::optional<bool>& v) { return v.value_or(false); }
+template <typename T>
+bool is_set_boolean(const T& v) { return is_set(v); }
+template <typename T>
+bool is_set_value(const T& v) { return is_set(v); }
+template <typename T>
+bool is_set_values(const T& v) { return is_set(v); }
+template <typename T>
+bool is_set_macros(const T& v) { return is_set(v); }
+template <typename T>
+bool is_set_include_paths(const T& v) { return is_set(v); }
+template <typename T>
+bool is_set_arch(const T&) { return false; }
+template <typename T>
+bool is_set_none(const T&) { return false; }
+}  // namespace nvrtc_render
+
+namespace nvvm_render {
+using Flags = std::vector<std::string>;
+constexpr bool is_ignored = false, is_unsupported = true, is_arch = false, is_toggle = false, is_digit = false,
+               is_opt = false;
+template <typename T>
+void ignored(Flags&, const char*, const T&) {}
+template <typename T>
+void unsupported(Flags&, const char*, const T&) {}
+void arch(Flags& f, const char* flag, const std::string& v) {
+  // libNVVM generates PTX for a virtual architecture.
+  f.push_back(std::string(flag) + "=" + (v.starts_with("sm_") ? "compute_" + v.substr(3) : v));
+}
+void toggle(Flags& f, const char* flag, const std::optional<bool>& v) {
+  if (v.value_or(false)) f.emplace_back(flag);
+}
+void digit(Flags& f, const char* flag, const std::optional<bool>& v) {
+  if (v) f.push_back(std::string(flag) + (*v ? "=1" : "=0"));
+}
+void opt(Flags& f, const char* flag, const std::optional<bool>& v) {
+  if (v) f.push_back(std::string(flag) + (*v ? "=3" : "=0"));
+}
+}  // namespace nvvm_render
 }  // namespace
 
 std::vector<std::string> detail::nvrtc_flags(const ProgramOptions& options, ToolkitFlags toolkit) {
@@ -228,102 +315,127 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
 
   std::vector<std::string> f;
   f.reserve(16);
-  f.push_back("-arch=" + arch);
-  if (relocatable_device_code) f.push_back(std::string("--relocatable-device-code=") + boolean(*relocatable_device_code));
-  if (extensible_whole_program.value_or(false)) f.emplace_back("--extensible-whole-program");
-  if (debug.value_or(false)) f.emplace_back("--device-debug");
-  if (lineinfo.value_or(false)) f.emplace_back("--generate-line-info");
-  // NVRTC takes only "--dopt=on"; off is its default without -G.
-  if (device_code_optimize.value_or(false)) f.emplace_back("--dopt=on");
-  for (const auto& o : ptxas_options) f.push_back("--ptxas-options=" + o);
-  if (max_register_count) f.push_back("--maxrregcount=" + std::to_string(*max_register_count));
-  if (ftz) f.push_back(std::string("--ftz=") + boolean(*ftz));
-  if (prec_sqrt) f.push_back(std::string("--prec-sqrt=") + boolean(*prec_sqrt));
-  if (prec_div) f.push_back(std::string("--prec-div=") + boolean(*prec_div));
-  if (fma) f.push_back(std::string("--fmad=") + boolean(*fma));
-  if (use_fast_math.value_or(false)) f.emplace_back("--use_fast_math");
-  if (extra_device_vectorization.value_or(false)) f.emplace_back("--extra-device-vectorization");
-  if (link_time_optimization.value_or(false)) f.emplace_back("--dlink-time-opt");
-  if (gen_opt_lto.value_or(false)) f.emplace_back("--gen-opt-lto");
-  for (const auto& m : define_macro) {
-    if (const auto* s = std::get_if<std::string>(&m))
-      f.push_back("--define-macro=" + *s);
-    else {
-      const auto& [macro, value] = std::get<std::pair<std::string, std::string>>(m);
-      f.push_back("--define-macro=" + macro + "=" + value);
-    }
-  }
-  for (const auto& m : undefine_macro) f.push_back("--undefine-macro=" + m);
-  for (const auto& p : include_path) f.push_back("--include-path=" + p);
-  if (use_toolkit_headers) {
-    // After the caller's paths, so their headers win.
-    if (t_toolkit_flags == detail::ToolkitFlags::placeholder) {
-      f.emplace_back("--include-path=<toolkit headers>");
-    } else {
-      static const std::vector<std::string> toolkit = [] {
-        std::vector<std::string> dirs;
-        if (auto d = pathfinder::cccl_include_dir()) dirs.push_back("--include-path=" + *d);
-        if (auto d = pathfinder::cuda_include_dir()) dirs.push_back("--include-path=" + *d);
-        return dirs;
-      }();
-      f.insert(f.end(), toolkit.begin(), toolkit.end());
-    }
-  }
-  for (const auto& h : pre_include) f.push_back("--pre-include=" + h);
-  if (no_source_include.value_or(false)) f.emplace_back("--no-source-include");
-  if (!std.empty()) f.push_back("--std=" + std);
-  if (builtin_move_forward) f.push_back(std::string("--builtin-move-forward=") + boolean(*builtin_move_forward));
-  if (builtin_initializer_list)
-    f.push_back(std::string("--builtin-initializer-list=") + boolean(*builtin_initializer_list));
-  if (disable_warnings.value_or(false)) f.emplace_back("--disable-warnings");
-  if (restrict.value_or(false)) f.emplace_back("--restrict");
-  if (device_as_default_execution_space.value_or(false)) f.emplace_back("--device-as-default-execution-space");
-  if (device_int128.value_or(false)) f.emplace_back("--device-int128");
-  if (device_float128.value_or(false)) f.emplace_back("--device-float128");
-  if (!optimization_info.empty()) f.push_back("--optimization-info=" + optimization_info);
-  if (no_display_error_number.value_or(false)) f.emplace_back("--no-display-error-number");
-  for (int n : diag_error) f.push_back("--diag-error=" + std::to_string(n));
-  for (int n : diag_suppress) f.push_back("--diag-suppress=" + std::to_string(n));
-  for (int n : diag_warn) f.push_back("--diag-warn=" + std::to_string(n));
-  if (brief_diagnostics) f.push_back(std::string("--brief-diagnostics=") + boolean(*brief_diagnostics));
-  if (!time.empty()) f.push_back("--time=" + time);
-  if (split_compile) f.push_back("--split-compile=" + std::to_string(*split_compile));
-  if (fdevice_syntax_only.value_or(false)) f.emplace_back("--fdevice-syntax-only");
-  if (minimal.value_or(false)) f.emplace_back("--minimal");
-  if (no_cache.value_or(false)) f.emplace_back("--no-cache");
-  if (fdevice_time_trace.value_or(false)) f.emplace_back("--fdevice-time-trace");
-  if (!frandom_seed.empty()) f.push_back("--frandom-seed=" + frandom_seed);
-  if (!ofast_compile.empty()) f.push_back("--Ofast-compile=" + ofast_compile);
-  if (pch.value_or(false)) f.emplace_back("--pch");
-  if (!create_pch.empty()) f.push_back("--create-pch=" + create_pch);
-  if (!use_pch.empty()) f.push_back("--use-pch=" + use_pch);
-  if (!pch_dir.empty()) f.push_back("--pch-dir=" + pch_dir);
-  if (pch_verbose) f.push_back(std::string("--pch-verbose=") + boolean(*pch_verbose));
-  if (pch_messages) f.push_back(std::string("--pch-messages=") + boolean(*pch_messages));
-  if (instantiate_templates_in_pch)
-    f.push_back(std::string("--instantiate-templates-in-pch=") + boolean(*instantiate_templates_in_pch));
+#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) nvrtc_render::nvrtc(f, nvrtc_flag, field, *this);
+  CUCORE_PROGRAM_OPTION_FIELDS(X)
+#undef X
   return f;
+}
+
+std::vector<std::string> ProgramOptions::unsupported_by_nvvm() const {
+  std::vector<std::string> out;
+#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) \
+  if (nvvm_render::is_##nvvm && nvrtc_render::is_set_##nvrtc(field)) out.emplace_back(#field);
+  CUCORE_PROGRAM_OPTION_FIELDS(X)
+#undef X
+  return out;
+}
+
+std::vector<std::string> ProgramOptions::as_nvvm_flags(std::optional<CodeType> target) const {
+  check_arch(arch);
+  if (auto bad = unsupported_by_nvvm(); !bad.empty()) {
+    std::string list;
+    for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
+    throw std::invalid_argument("The following options are not supported by NVVM backend: " + list);
+  }
+  for (std::size_t i = 0; i < extra_sources.size(); ++i) {
+    if (extra_sources[i].second.empty())
+      invalid("extra_sources", "the module '" + extra_sources[i].first + "' (index " + std::to_string(i) +
+                                   ") is empty");
+    check_no_nul("extra_sources", extra_sources[i].first);
+  }
+  std::vector<std::string> f;
+#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) nvvm_render::nvvm(f, nvvm_flag, field);
+  CUCORE_PROGRAM_OPTION_FIELDS(X)
+#undef X
+  if (target == CodeType::ltoir) f.emplace_back("-gen-lto");
+  return f;
+}
+
+LinkerOptions detail::linker_options_for_ptx(const ProgramOptions& o) {
+  return LinkerOptions{
+      .name = o.name,
+      .arch = o.arch,
+      .max_register_count = o.max_register_count,
+      .time = o.time.empty() ? std::optional<bool>() : std::optional<bool>(true),
+      .link_time_optimization = o.link_time_optimization,
+      .debug = o.debug,
+      .lineinfo = o.lineinfo,
+      .ftz = o.ftz,
+      .prec_div = o.prec_div,
+      .prec_sqrt = o.prec_sqrt,
+      .fma = o.fma,
+      .ptxas_options = o.ptxas_options,
+      .split_compile = o.split_compile,
+      .no_cache = o.no_cache,
+  };
+}
+
+std::string_view to_string(PchStatus status) noexcept {
+  switch (status) {
+    case PchStatus::created: return "created";
+    case PchStatus::not_attempted: return "not_attempted";
+    case PchStatus::failed: return "failed";
+  }
+  return "failed";
+}
+
+detail::ProgramState::~ProgramState() { release_handle(); }
+
+void detail::ProgramState::release_handle() noexcept {
+  std::lock_guard lock(handle_mutex);
+  if (!handle) return;
+  try {
+    if (kind == Kind::nvrtc) {
+      auto prog = static_cast<nvrtcProgram>(handle);
+      detail::nvrtc().nvrtcDestroyProgram(&prog);
+    } else if (kind == Kind::nvvm) {
+      auto prog = static_cast<detail::nvvm::Program>(handle);
+      detail::libnvvm().nvvmDestroyProgram(&prog);
+    }
+  } catch (...) {  // the library loaded when the handle was made; nothing to do otherwise
+  }
+  handle = nullptr;
 }
 
 Program::Program(std::string code, std::string code_type, ProgramOptions options)
     : code_(std::move(code)), code_type_(std::move(code_type)), options_(std::move(options)) {
-  // cuda.core accepts any case ("C++", "PTX").
+  // cuda.core accepts any case ("C++", "PTX", "NVVM").
   std::transform(code_type_.begin(), code_type_.end(), code_type_.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (code_type_ != "c++" && code_type_ != "ptx")
-    throw std::invalid_argument("Program: unknown code_type " + squote(code_type_) + " (valid: \"c++\", \"ptx\")");
-  // Compilers read the source as a C string: a NUL would silently cut it short.
-  if (auto at = code_.find('\0'); at != std::string::npos)
-    throw std::invalid_argument("Program: the source contains a NUL byte at offset " + std::to_string(at));
+  if (code_type_ != "c++" && code_type_ != "ptx" && code_type_ != "nvvm")
+    throw std::invalid_argument("Program: unknown code_type " + squote(code_type_) +
+                                " (valid: \"c++\", \"ptx\", \"nvvm\")");
+  if (!options_.extra_sources.empty() && code_type_ != "nvvm")
+    throw std::invalid_argument(code_type_ == "c++"
+                                    ? "extra_sources is not supported by the NVRTC backend (C++ code_type)"
+                                    : "extra_sources is not supported by the PTX backend.");
+  // NVRTC and the linker read the source as a C string: a NUL would silently
+  // cut it short. NVVM IR may be bitcode, which has NULs. A C string's own
+  // terminator (PTX as NVRTC hands it out, decoded) is dropped, as harmless.
+  if (code_type_ != "nvvm") {
+    while (!code_.empty() && code_.back() == '\0') code_.pop_back();
+    if (auto at = code_.find('\0'); at != std::string::npos)
+      throw std::invalid_argument("Program: the source contains a NUL byte at offset " + std::to_string(at));
+  }
+  if (code_type_ == "nvvm" && code_.empty()) throw std::invalid_argument("Program: the NVVM IR is empty");
   if (options_.arch.empty()) options_.arch = resolve_arch_from_device();
-  if (code_type_ == "c++")  // fail on bad options now, not at compile (the toolkit's directories can wait)
-    (void)detail::nvrtc_flags(options_, detail::ToolkitFlags::placeholder);
-  else
-    (void)linker_options_for_ptx(options_).as_nvjitlink_flags();
+  state_ = std::make_shared<detail::ProgramState>();
+  // Fail on bad options now, not at compile; NVRTC's flags are rendered once,
+  // here (the toolkit's directories can wait: a placeholder stands for them).
+  if (code_type_ == "c++") {
+    state_->kind = detail::ProgramState::Kind::nvrtc;
+    state_->nvrtc_flags = detail::nvrtc_flags(options_, detail::ToolkitFlags::placeholder);
+  } else if (code_type_ == "nvvm") {
+    state_->kind = detail::ProgramState::Kind::nvvm;
+    (void)options_.as_nvvm_flags();
+  } else {
+    (void)detail::linker_options_for_ptx(options_).as_nvjitlink_flags();
+  }
 }
 
 std::string Program::backend() const {
   if (code_type_ == "c++") return "NVRTC";
+  if (code_type_ == "nvvm") return "NVVM";
   try {
     return detail::linker_backend(options_.link_time_optimization.value_or(false));
   } catch (...) {
@@ -331,33 +443,155 @@ std::string Program::backend() const {
   }
 }
 
+const std::vector<std::string>& Program::nvrtc_flags() const noexcept { return state_->nvrtc_flags; }
+
+namespace {
+// An nvvmProgram holding the program's modules (the source, extra_sources).
+detail::nvvm::Program make_nvvm_program(const std::string& code, const ProgramOptions& o) {
+  const auto& t = detail::libnvvm();
+  detail::nvvm::Program prog = nullptr;
+  detail::check_nvvm(t.nvvmCreateProgram(&prog), "nvvmCreateProgram");
+  try {
+    detail::check_nvvm(t.nvvmAddModuleToProgram(prog, code.data(), code.size(), o.name.c_str()),
+                       "nvvmAddModuleToProgram");
+    for (const auto& [name, source] : o.extra_sources)
+      detail::check_nvvm(t.nvvmAddModuleToProgram(prog, source.data(), source.size(), name.c_str()),
+                         "nvvmAddModuleToProgram");
+  } catch (...) {
+    t.nvvmDestroyProgram(&prog);
+    throw;
+  }
+  return prog;
+}
+}  // namespace
+
+void* Program::handle() const {
+  if (!state_ || state_->closed.load(std::memory_order_acquire)) return nullptr;
+  std::lock_guard lock(state_->handle_mutex);
+  if (!state_->handle) {
+    if (state_->kind == detail::ProgramState::Kind::nvrtc) {
+      const auto& t = detail::nvrtc();
+      nvrtcProgram prog = nullptr;
+      detail::check_nvrtc(t.nvrtcCreateProgram(&prog, code_.c_str(), options_.name.c_str(), 0, nullptr, nullptr),
+                          "nvrtcCreateProgram");
+      state_->handle = prog;
+    } else if (state_->kind == detail::ProgramState::Kind::nvvm) {
+      state_->handle = make_nvvm_program(code_, options_);
+    }
+  }
+  return state_->handle;
+}
+
+std::optional<PchStatus> Program::pch_status() const noexcept {
+  const int s = state_ ? state_->pch_status.load(std::memory_order_acquire) : -1;
+  if (s < 0) return std::nullopt;
+  return static_cast<PchStatus>(s);
+}
+
+void Program::close() noexcept {
+  if (!state_) return;
+  state_->closed.store(true, std::memory_order_release);
+  state_->release_handle();
+}
+
+bool Program::is_closed() const noexcept { return !state_ || state_->closed.load(std::memory_order_acquire); }
+
 ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions) const {
   return detail::compile_program(*this, target, name_expressions, nullptr);
 }
 
+namespace {
+
+ObjectCode compile_nvvm(const Program& program, CodeType target) {
+  const ProgramOptions& o = program.options();
+  if (target != CodeType::ptx && target != CodeType::ltoir)
+    throw std::invalid_argument("Unsupported target_type=\"" + std::string(to_string(target)) +
+                                "\" for NVVM (supported: 'ptx', 'ltoir'): the NVVM backend only supports "
+                                "target_type=\"ptx\" or \"ltoir\"");
+  const std::vector<std::string> flags = o.as_nvvm_flags(target);
+  const auto& t = detail::libnvvm();
+  struct Owned {
+    const detail::NvvmTable& t;
+    detail::nvvm::Program prog;
+    ~Owned() { t.nvvmDestroyProgram(&prog); }
+  } p{t, make_nvvm_program(program.code(), o)};
+  std::vector<const char*> argv;
+  for (const auto& f : flags) argv.push_back(f.c_str());
+  auto log = [&] {
+    std::size_t size = 0;
+    if (t.nvvmGetProgramLogSize(p.prog, &size) != detail::nvvm::SUCCESS || size <= 1) return std::string();
+    std::string text(size, '\0');
+    if (t.nvvmGetProgramLog(p.prog, text.data()) != detail::nvvm::SUCCESS) return std::string();
+    while (!text.empty() && (text.back() == '\0' || text.back() == '\n')) text.pop_back();
+    return text;
+  };
+  auto fail = [&](const char* call, detail::nvvm::Result r) {
+    std::string l = log();
+    std::string first = first_error_line(l);
+    if (first.empty()) first = t.nvvmGetErrorString(r);
+    throw CompileError(std::string(call) + " of '" + o.name + "' for " + flags.front().substr(6) +
+                           " failed: " + first,
+                       std::move(l));
+  };
+  if (auto r = t.nvvmVerifyProgram(p.prog, static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
+    fail("nvvmVerifyProgram", r);
+  if (o.use_libdevice.value_or(false)) {
+    const std::string libdevice = detail::libdevice_bitcode();
+    detail::check_nvvm(t.nvvmLazyAddModuleToProgram(p.prog, libdevice.data(), libdevice.size(), "libdevice"),
+                       "nvvmLazyAddModuleToProgram");
+  }
+  if (auto r = t.nvvmCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
+    fail("nvvmCompileProgram", r);
+  std::size_t size = 0;
+  detail::check_nvvm(t.nvvmGetCompiledResultSize(p.prog, &size), "nvvmGetCompiledResultSize");
+  std::vector<std::byte> out(size);
+  detail::check_nvvm(t.nvvmGetCompiledResult(p.prog, reinterpret_cast<char*>(out.data())), "nvvmGetCompiledResult");
+  // PTX text comes with its terminating NUL, as NVRTC's does; LTO-IR is binary.
+  return ObjectCode::from_bytes(std::move(out), target, o.name, {}, log());
+}
+
+// The flags as NVRTC takes them: the placeholder rendered at construction
+// expanded into the toolkit's directories.
+std::vector<std::string> expand_toolkit(const std::vector<std::string>& rendered) {
+  static const std::string placeholder = "--include-path=<toolkit headers>";
+  std::vector<std::string> out;
+  out.reserve(rendered.size() + 2);
+  for (const auto& f : rendered) {
+    if (f != placeholder) {
+      out.push_back(f);
+      continue;
+    }
+    const auto& toolkit = toolkit_include_flags();
+    out.insert(out.end(), toolkit.begin(), toolkit.end());
+  }
+  return out;
+}
+
+}  // namespace
+
 ObjectCode detail::compile_program(const Program& program, CodeType target,
                                    const std::vector<std::string>& name_expressions,
                                    const ResolvedIncludes* includes) {
+  if (program.is_closed()) detail::throw_closed("Program", "compile");
   const std::string& code_ = program.code();
   const std::string& code_type_ = program.code_type();
   const ProgramOptions& options_ = program.options();
+  if (code_type_ == "nvvm") return compile_nvvm(program, target);
   if (code_type_ == "ptx") {
-    if (!name_expressions.empty())
-      throw std::invalid_argument("Program::compile: name expressions need C++ source; this program is PTX");
     if (target == CodeType::ptx) {
       return ObjectCode::from_ptx(std::string_view(code_), options_.name);
     }
     if (target == CodeType::cubin) {
-      Linker linker({ObjectCode::from_ptx(std::string_view(code_), options_.name)}, linker_options_for_ptx(options_));
+      Linker linker({ObjectCode::from_ptx(std::string_view(code_), options_.name)}, detail::linker_options_for_ptx(options_));
       return linker.link(CodeType::cubin);
     }
-    throw std::invalid_argument("Program::compile: unknown target " + squote(to_string(target)) +
-                                " for PTX (valid: \"cubin\", \"ptx\")");
+    throw std::invalid_argument("Unsupported target_type=\"" + std::string(to_string(target)) + "\" for " +
+                                program.backend() + " (supported: 'cubin', 'ptx')");
   }
 
   if (target != CodeType::ptx && target != CodeType::cubin && target != CodeType::ltoir)
-    throw std::invalid_argument("Program::compile: unknown target " + squote(to_string(target)) +
-                                " (valid: \"ptx\", \"cubin\", \"ltoir\")");
+    throw std::invalid_argument("Unsupported target_type=\"" + std::string(to_string(target)) +
+                                "\" for NVRTC (supported: 'ptx', 'cubin', 'ltoir')");
   for (const auto& n : name_expressions) {
     if (n.empty()) throw std::invalid_argument("Program::compile: a name expression is empty");
     if (n.find('\0') != std::string::npos)
@@ -375,7 +609,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
     o.pre_include = includes->pre_include;
     flags = o.as_nvrtc_flags();
   } else {
-    flags = options_.as_nvrtc_flags();
+    flags = expand_toolkit(program.nvrtc_flags());
   }
   const bool lto = options_.link_time_optimization.value_or(false);
   if (target == CodeType::ltoir && !lto) {
@@ -384,13 +618,18 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
       throw std::invalid_argument(
           "Program::compile: target \"ltoir\" needs link_time_optimization, which is set to false");
     flags.emplace_back("--dlink-time-opt");
-  } else if (target != CodeType::ltoir && lto) {
-    throw std::invalid_argument(std::string("Program::compile: link_time_optimization makes LTO-IR; target ") +
-                                squote(to_string(target)) + " needs it unset or false (or compile to \"ltoir\" and link)");
   }
+  // With link_time_optimization NVRTC makes LTO-IR only: a PTX target gets an
+  // empty PTX (as from cuda.core); a cubin target would fail inside NVRTC, so
+  // say why instead.
+  if (target == CodeType::cubin && lto)
+    throw std::invalid_argument(
+        "Program::compile: link_time_optimization makes LTO-IR; target \"cubin\" needs it unset or false (or "
+        "compile to \"ltoir\" and link)");
 
   const auto& t = detail::nvrtc();
   check_arch_supported(options_.arch);
+  const bool makes_pch = options_.pch.value_or(false) || !options_.create_pch.empty();
   NvrtcProgram p(t);
   // With resolved includes, NVRTC compiles exactly the header contents that
   // were read (and keyed), handed over by name.
@@ -401,17 +640,37 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
       header_sources.push_back(text.c_str());
     }
   }
-  detail::check_nvrtc(t.nvrtcCreateProgram(&p.prog, includes ? includes->source.c_str() : code_.c_str(),
-                                           options_.name.c_str(), static_cast<int>(header_names.size()),
-                                           header_sources.data(), header_names.data()),
-                      "nvrtcCreateProgram");
-  for (const auto& n : name_expressions)
-    detail::check_nvrtc(t.nvrtcAddNameExpression(p.prog, n.c_str()), "nvrtcAddNameExpression");
-
   std::vector<const char*> argv;
   argv.reserve(flags.size());
   for (const auto& s : flags) argv.push_back(s.c_str());
-  const nvrtcResult r = t.nvrtcCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data());
+  auto run = [&] {
+    if (p.prog) t.nvrtcDestroyProgram(&p.prog);
+    detail::check_nvrtc(t.nvrtcCreateProgram(&p.prog, includes ? includes->source.c_str() : code_.c_str(),
+                                             options_.name.c_str(), static_cast<int>(header_names.size()),
+                                             header_sources.data(), header_names.data()),
+                        "nvrtcCreateProgram");
+    for (const auto& n : name_expressions)
+      detail::check_nvrtc(t.nvrtcAddNameExpression(p.prog, n.c_str()), "nvrtcAddNameExpression");
+    return t.nvrtcCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data());
+  };
+  nvrtcResult r = run();
+  if (makes_pch && r == NVRTC_SUCCESS) {
+    nvrtcResult pch = t.nvrtcGetPCHCreateStatus(p.prog);
+    if (pch == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
+      // The header did not fit NVRTC's (process-wide) PCH heap: grow it to
+      // what this one needs and compile again, as cuda.core does.
+      std::size_t needed = 0;
+      if (t.nvrtcGetPCHHeapSizeRequired(p.prog, &needed) == NVRTC_SUCCESS && needed > 0 &&
+          t.nvrtcSetPCHHeapSize(needed) == NVRTC_SUCCESS) {
+        r = run();
+        if (r == NVRTC_SUCCESS) pch = t.nvrtcGetPCHCreateStatus(p.prog);
+      }
+    }
+    const PchStatus status = pch == NVRTC_SUCCESS                       ? PchStatus::created
+                             : pch == NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED ? PchStatus::not_attempted
+                                                                          : PchStatus::failed;
+    program.state()->pch_status.store(static_cast<int>(status), std::memory_order_release);
+  }
   std::string log = program_log(t, p.prog);
   if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
     std::string first = first_error_line(log);
@@ -449,6 +708,25 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   }
   return ObjectCode::from_bytes(std::move(out), target, options_.name, std::move(mapping),
                                 std::move(log));
+}
+
+bool can_load_generated_ptx() noexcept {
+  try {
+    const auto& t = detail::nvrtc();
+    return t.major * 1000 + t.minor * 10 <= detail::driver().version;
+  } catch (...) {
+    return false;
+  }
+}
+
+std::pair<int, int> nvvm_version() {
+  const auto& t = detail::libnvvm();
+  return {t.major, t.minor};
+}
+
+std::array<int, 4> nvvm_ir_version() {
+  const auto& t = detail::libnvvm();
+  return {t.ir_major, t.ir_minor, t.dbg_major, t.dbg_minor};
 }
 
 std::pair<int, int> nvrtc_version() {

@@ -1,12 +1,32 @@
 #pragma once
 // Program::compile's body, for the cache to call with resolved includes.
 // Internal to libcucore.
+#include <cucore/linker.hpp>
 #include <cucore/program.hpp>
 
+#include <atomic>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace cucore::detail {
+
+// What copies of a Program share: the flags rendered once, the compiler's own
+// program behind Program::handle(), the last PCH outcome, the closed state.
+struct ProgramState {
+  enum class Kind { nvrtc, nvvm, linker } kind = Kind::linker;
+  std::vector<std::string> nvrtc_flags;  // C++ only; the toolkit's directories as a placeholder
+  std::atomic<int> pch_status{-1};       // a PchStatus, or -1 for none
+  std::atomic<bool> closed{false};
+  std::mutex handle_mutex;
+  void* handle = nullptr;  // nvrtcProgram or nvvm::Program, made on demand
+
+  ProgramState() = default;
+  ProgramState(const ProgramState&) = delete;
+  ProgramState& operator=(const ProgramState&) = delete;
+  ~ProgramState();
+  void release_handle() noexcept;
+};
 
 struct ResolvedIncludes;
 
@@ -16,6 +36,10 @@ struct ResolvedIncludes;
 // spares finding the directories, which a warm start need never do.
 enum class ToolkitFlags { paths, placeholder };
 std::vector<std::string> nvrtc_flags(const ProgramOptions& options, ToolkitFlags toolkit);
+
+// The linker options a PTX Program is assembled with (cuda.core's translation:
+// the fields the linker shares with NVRTC).
+LinkerOptions linker_options_for_ptx(const ProgramOptions& options);
 
 // Compiles `program` as Program::compile does. With `includes`, NVRTC compiles
 // includes->source and gets includes->headers through nvrtcCreateProgram's

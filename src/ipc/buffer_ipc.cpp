@@ -136,6 +136,7 @@ IPCBufferDescriptor Buffer::ipc_descriptor() const {
 
 Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDescriptor& descriptor,
                                    const Stream& stream) {
+  if (!mr) detail::throw_closed("MemoryResource", "Buffer::from_ipc_descriptor");
   detail::PoolImpl* pool = detail::pool_impl(mr);
   if (!pool)
     throw std::invalid_argument(

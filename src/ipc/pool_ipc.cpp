@@ -123,7 +123,22 @@ std::shared_ptr<PoolImpl> map_from_handle(const AllocationHandle& handle, int de
 
 // ---- DeviceMemoryResource ------------------------------------------------------
 
-AllocationHandle DeviceMemoryResource::allocation_handle() const { return detail::export_pool(detail::pool_of(*this)); }
+namespace {
+// `mr`'s pool, or ClosedError when close() dropped this copy's share.
+template <typename R>
+detail::PoolImpl& open_pool(const R& mr, const char* object, const char* operation) {
+  if (!mr) detail::throw_closed(object, operation);
+  return detail::pool_of(mr);
+}
+template <typename R>
+bool closed(const R& mr) noexcept {
+  return !mr || detail::pool_of(mr).closed_.load(std::memory_order_acquire);
+}
+}  // namespace
+
+AllocationHandle DeviceMemoryResource::allocation_handle() const {
+  return detail::export_pool(open_pool(*this, "DeviceMemoryResource", "allocation_handle"));
+}
 
 DeviceMemoryResource DeviceMemoryResource::from_allocation_handle(const Device& device, const AllocationHandle& handle) {
   ScopedContext scope(device.context().handle());
@@ -139,11 +154,14 @@ DeviceMemoryResource DeviceMemoryResource::from_allocation_handle(const Device& 
   return mr;
 }
 
-bool DeviceMemoryResource::is_mapped() const noexcept { return detail::pool_of(*this).mapped_; }
-std::optional<Uuid> DeviceMemoryResource::uuid() const { return detail::pool_of(*this).uuid(); }
+bool DeviceMemoryResource::is_mapped() const noexcept { return impl_ && detail::pool_of(*this).mapped_; }
+std::optional<Uuid> DeviceMemoryResource::uuid() const {
+  return impl_ ? detail::pool_of(*this).uuid() : std::nullopt;
+}
 
 DeviceMemoryResource DeviceMemoryResource::register_as(const Uuid& uuid) const {
   DeviceMemoryResource mr;
+  open_pool(*this, "DeviceMemoryResource", "register");
   mr.impl_ = detail::register_pool(std::static_pointer_cast<detail::PoolImpl>(impl_), uuid);
   return mr;
 }
@@ -154,17 +172,13 @@ DeviceMemoryResource DeviceMemoryResource::from_registry(const Uuid& uuid) {
   return mr;
 }
 
-void DeviceMemoryResource::close() const noexcept {
-  detail::pool_of(*this).closed_.store(true, std::memory_order_release);
-}
-bool DeviceMemoryResource::is_closed() const noexcept {
-  return detail::pool_of(*this).closed_.load(std::memory_order_acquire);
-}
+bool DeviceMemoryResource::is_closed() const noexcept { return closed(*this); }
 
 // ---- PinnedMemoryResource ------------------------------------------------------
 
-bool PinnedMemoryResource::is_ipc_enabled() const noexcept { return detail::pool_of(*this).ipc_; }
-AllocationHandle PinnedMemoryResource::allocation_handle() const { return detail::export_pool(detail::pool_of(*this)); }
+AllocationHandle PinnedMemoryResource::allocation_handle() const {
+  return detail::export_pool(open_pool(*this, "PinnedMemoryResource", "allocation_handle"));
+}
 
 PinnedMemoryResource PinnedMemoryResource::from_allocation_handle(const AllocationHandle& handle) {
   return PinnedMemoryResource(detail::map_from_handle(handle, -1, true, "PinnedMemoryResource::from_allocation_handle"));
@@ -174,10 +188,13 @@ PinnedMemoryResource PinnedMemoryResource::from_allocation_handle(int fd) {
   return PinnedMemoryResource(detail::map_pool(fd, -1, true, std::nullopt));
 }
 
-bool PinnedMemoryResource::is_mapped() const noexcept { return detail::pool_of(*this).mapped_; }
-std::optional<Uuid> PinnedMemoryResource::uuid() const { return detail::pool_of(*this).uuid(); }
+bool PinnedMemoryResource::is_mapped() const noexcept { return impl_ && detail::pool_of(*this).mapped_; }
+std::optional<Uuid> PinnedMemoryResource::uuid() const {
+  return impl_ ? detail::pool_of(*this).uuid() : std::nullopt;
+}
 
 PinnedMemoryResource PinnedMemoryResource::register_as(const Uuid& uuid) const {
+  open_pool(*this, "PinnedMemoryResource", "register");
   return PinnedMemoryResource(detail::register_pool(std::static_pointer_cast<detail::PoolImpl>(impl_), uuid));
 }
 
@@ -185,11 +202,6 @@ PinnedMemoryResource PinnedMemoryResource::from_registry(const Uuid& uuid) {
   return PinnedMemoryResource(detail::from_registry(uuid, true));
 }
 
-void PinnedMemoryResource::close() const noexcept {
-  detail::pool_of(*this).closed_.store(true, std::memory_order_release);
-}
-bool PinnedMemoryResource::is_closed() const noexcept {
-  return detail::pool_of(*this).closed_.load(std::memory_order_acquire);
-}
+bool PinnedMemoryResource::is_closed() const noexcept { return closed(*this); }
 
 }  // namespace cucore

@@ -34,14 +34,15 @@ void load(ObjectCodeState& s) {
     throw std::invalid_argument(describe(s) +
                                 " holds relocatable device code, which the driver cannot load: link it first "
                                 "(Linker({code, ...}).link(CodeType::cubin))");
-  if (s.code.empty()) throw std::invalid_argument(describe(s) + " is empty");
+  const std::vector<std::byte>& code = s.bytes();  // a path-backed object reads its file now
+  if (code.empty()) throw std::invalid_argument(describe(s) + " is empty");
 
-  const void* image = s.code.data();
+  const void* image = code.data();
   std::vector<std::byte> terminated;
-  if (type == CodeType::ptx && s.code.back() != std::byte{0}) {
+  if (type == CodeType::ptx && code.back() != std::byte{0}) {
     // The driver reads PTX as a C string.
-    terminated.reserve(s.code.size() + 1);
-    terminated.assign(s.code.begin(), s.code.end());
+    terminated.reserve(code.size() + 1);
+    terminated.assign(code.begin(), code.end());
     terminated.push_back(std::byte{0});
     image = terminated.data();
   }

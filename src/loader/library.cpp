@@ -112,8 +112,13 @@ LoadedLibrary search(const LibrarySpec& spec) {
         out.info.searched.push_back("site-packages: " + nv.string() + " - no such directory");
         continue;
       }
-      for (const auto& entry : fs::directory_iterator(nv, ec))
+      for (const auto& entry : fs::directory_iterator(nv, ec)) {
         if (try_dir(out, spec, entry.path() / "lib", "site-packages")) return out;
+        for (const auto& sub : spec.subdirs)
+          if (sub != "lib" && fs::is_directory(entry.path() / sub, ec) &&
+              try_dir(out, spec, entry.path() / sub, "site-packages"))
+            return out;
+      }
     }
     // 4. A conda environment.
     if (const char* conda = env("CONDA_PREFIX")) {
@@ -131,13 +136,14 @@ LoadedLibrary search(const LibrarySpec& spec) {
     for (const char* var : {"CUDA_PATH", "CUDA_HOME"}) {
       std::string step = std::string("$") + var;
       if (const char* root = env(var)) {
-        if (try_dir(out, spec, fs::path(root) / "lib64", step.c_str())) return out;
-        if (try_dir(out, spec, fs::path(root) / "lib", step.c_str())) return out;
+        for (const auto& sub : spec.subdirs)
+          if (try_dir(out, spec, fs::path(root) / sub, step.c_str())) return out;
       } else {
         out.info.searched.push_back(step + ": not set");
       }
     }
-    if (try_dir(out, spec, "/usr/local/cuda/lib64", "/usr/local/cuda")) return out;
+    for (const auto& sub : spec.subdirs)
+      if (try_dir(out, spec, fs::path("/usr/local/cuda") / sub, "/usr/local/cuda")) return out;
   }
   return out;
 }

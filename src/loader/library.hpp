@@ -15,6 +15,10 @@ struct LibrarySpec {
   const char* override_env;          // "CUCORE_NVRTC_PATH": a file or a directory
   bool toolkit;                      // toolkit libraries search wheels, conda, CUDA_HOME, /usr/local/cuda
   const char* hint;
+  // Where the library lies under a toolkit root ($CUDA_PATH, /usr/local/cuda),
+  // in order; under a wheel's package directory, those of them that exist
+  // (libNVVM: nvvm/lib64 in the toolkit, lib in newer layouts and wheels).
+  std::vector<std::string> subdirs = {"lib64", "lib"};
 };
 
 struct LoadedLibrary {

@@ -106,13 +106,14 @@ ComponentInfo find_headers(const std::string& name) {
 }  // namespace
 
 std::vector<std::string> component_names() {
-  return {"driver", "nvrtc", "nvjitlink", "nvml", "cuda_headers", "cccl_headers"};
+  return {"driver", "nvrtc", "nvjitlink", "nvvm", "nvml", "cuda_headers", "cccl_headers"};
 }
 
 ComponentInfo find(std::string_view component) {
   if (component == "driver") return detail::driver_component_info();
   if (component == "nvrtc") return detail::nvrtc_component_info();
   if (component == "nvjitlink") return detail::nvjitlink_component_info();
+  if (component == "nvvm") return detail::nvvm_component_info();
   if (component == "nvml") return detail::nvml_component_info();
   if (component == "cuda_headers" || component == "cccl_headers") return find_headers(std::string(component));
   std::string known;

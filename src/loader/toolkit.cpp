@@ -5,7 +5,11 @@
 #include <cucore/errors.hpp>
 #include <cucore/system.hpp>
 
+#include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
@@ -21,6 +25,15 @@ const LibrarySpec kNvrtcSpec{
 const LibrarySpec kNvJitLinkSpec{
     "nvjitlink", {"libnvJitLink.so.13", "libnvJitLink.so.12", "libnvJitLink.so"}, "CUCORE_NVJITLINK_PATH", true,
     "install the CUDA toolkit, or `pip install nvidia-nvjitlink`, or set CUCORE_NVJITLINK_PATH"};
+// libNVVM lies in nvvm/lib64 in the CUDA 12 toolkit and in lib (or lib64) in
+// later layouts; NVIDIA's wheels put it in nvvm/lib64 or lib.
+const LibrarySpec kNvvmSpec{"nvvm",
+                            {"libnvvm.so.4", "libnvvm.so.3", "libnvvm.so"},
+                            "CUCORE_NVVM_PATH",
+                            true,
+                            "install the CUDA toolkit (its nvcc component), or `pip install nvidia-nvvm`, or set "
+                            "CUCORE_NVVM_PATH",
+                            {"nvvm/lib64", "lib64", "lib"}};
 
 // One lazily loaded library and its table; the outcome (table or failure) is
 // kept for the process.
@@ -55,6 +68,10 @@ Lazy<NvrtcTable>& nvrtc_lazy() {
 }
 Lazy<NvJitLinkTable>& nvjitlink_lazy() {
   static Lazy<NvJitLinkTable> l;
+  return l;
+}
+Lazy<NvvmTable>& nvvm_lazy() {
+  static Lazy<NvvmTable> l;
   return l;
 }
 
@@ -98,9 +115,18 @@ void fill_nvjitlink(const LoadedLibrary& lib, NvJitLinkTable& t) {
   t.nvJitLinkVersion(&t.major, &t.minor);
 }
 
+void fill_nvvm(const LoadedLibrary& lib, NvvmTable& t) {
+#define X(name, ret, params) bind(t.name, lib, #name);
+  CUCORE_NVVM_FUNCTIONS(X)
+#undef X
+  t.nvvmVersion(&t.major, &t.minor);
+  t.nvvmIRVersion(&t.ir_major, &t.ir_minor, &t.dbg_major, &t.dbg_minor);
+}
+
 }  // namespace
 
 const NvrtcTable& nvrtc() { return nvrtc_lazy().get(kNvrtcSpec, fill_nvrtc); }
+const NvvmTable& libnvvm() { return nvvm_lazy().get(kNvvmSpec, fill_nvvm); }
 const NvJitLinkTable& nvjitlink() { return nvjitlink_lazy().get(kNvJitLinkSpec, fill_nvjitlink); }
 
 bool nvjitlink_available() noexcept {
@@ -114,6 +140,11 @@ bool nvjitlink_available() noexcept {
 
 pathfinder::ComponentInfo nvrtc_component_info() {
   return info_of<NvrtcTable>(nvrtc_lazy(), kNvrtcSpec, fill_nvrtc, [](const NvrtcTable& t) {
+    return std::to_string(t.major) + "." + std::to_string(t.minor);
+  });
+}
+pathfinder::ComponentInfo nvvm_component_info() {
+  return info_of<NvvmTable>(nvvm_lazy(), kNvvmSpec, fill_nvvm, [](const NvvmTable& t) {
     return std::to_string(t.major) + "." + std::to_string(t.minor);
   });
 }
@@ -188,7 +219,7 @@ const NvmlTable& load_nvml() {
   if (s.failure) std::rethrow_exception(s.failure);
   try {
     if (!s.searched) {
-      s.lib = load_library(LibrarySpec{"nvml", s.sonames, nullptr, false, kNvmlHint});
+      s.lib = load_library(LibrarySpec{"nvml", s.sonames, nullptr, false, kNvmlHint, {}});
       s.searched = true;
     }
     if (!s.lib.handle) throw LibraryNotFoundError("nvml", s.lib.info.searched, kNvmlHint);
@@ -262,6 +293,43 @@ const char* nvml_error_string(int code) noexcept {
 void check_nvrtc(nvrtcResult r, const char* call) {
   if (r == NVRTC_SUCCESS) return;
   const char* text = nvrtc().nvrtcGetErrorString ? nvrtc().nvrtcGetErrorString(r) : "NVRTC error";
+  throw Error(std::string(call) + " failed: " + text + " (" + std::to_string(static_cast<int>(r)) + ")");
+}
+
+const std::string& libdevice_bitcode() {
+  static const std::string bitcode = [] {
+    namespace fs = std::filesystem;
+    std::vector<fs::path> dirs;
+    try {
+      (void)libnvvm();
+      const fs::path lib = fs::path(nvvm_lazy().lib.info.path).parent_path();
+      dirs.push_back(lib.parent_path() / "libdevice");          // nvvm/lib64 -> nvvm/libdevice
+      dirs.push_back(lib.parent_path() / "nvvm" / "libdevice");  // lib -> nvvm/libdevice
+    } catch (...) {
+    }
+    for (const char* var : {"CUDA_PATH", "CUDA_HOME"})
+      if (const char* root = std::getenv(var); root && *root) dirs.push_back(fs::path(root) / "nvvm" / "libdevice");
+    dirs.emplace_back("/usr/local/cuda/nvvm/libdevice");
+    std::vector<std::string> searched;
+    for (const auto& d : dirs) {
+      const fs::path file = d / "libdevice.10.bc";
+      std::ifstream in(file, std::ios::binary);
+      if (!in) {
+        searched.push_back(file.string() + " - not found");
+        continue;
+      }
+      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (!data.empty()) return data;
+      searched.push_back(file.string() + " - empty");
+    }
+    throw LibraryNotFoundError("libdevice", searched, "install the CUDA toolkit's nvvm component (or nvidia-nvvm)");
+  }();
+  return bitcode;
+}
+
+void check_nvvm(nvvm::Result r, const char* call) {
+  if (r == nvvm::SUCCESS) return;
+  const char* text = libnvvm().nvvmGetErrorString ? libnvvm().nvvmGetErrorString(r) : "libNVVM error";
   throw Error(std::string(call) + " failed: " + text + " (" + std::to_string(static_cast<int>(r)) + ")");
 }
 

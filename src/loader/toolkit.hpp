@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "loader/nvml_types.hpp"
+#include "loader/nvvm_types.hpp"
 
 namespace cucore::detail {
 
@@ -37,6 +38,15 @@ struct NvJitLinkTable {
   CUCORE_NVJITLINK_FUNCTIONS(X)
 #undef X
   unsigned major = 0, minor = 0;
+};
+
+// libNVVM's entry points (nvvm_types.hpp), for NVVM IR programs.
+struct NvvmTable {
+#define X(name, ret, params) ret(*name) params = nullptr;
+  CUCORE_NVVM_FUNCTIONS(X)
+#undef X
+  int major = 0, minor = 0;                                     // nvvmVersion
+  int ir_major = 0, ir_minor = 0, dbg_major = 0, dbg_minor = 0;  // nvvmIRVersion
 };
 
 // NVML's entry points (nvml_types.hpp). Unlike NVRTC and nvJitLink, NVML is
@@ -81,6 +91,7 @@ const char* nvml_error_string(int code) noexcept;
 // is missing; the result is cached for the process.
 const NvrtcTable& nvrtc();
 const NvJitLinkTable& nvjitlink();
+const NvvmTable& libnvvm();
 
 // Whether nvJitLink can be loaded (the linker falls back to the driver's).
 bool nvjitlink_available() noexcept;
@@ -88,8 +99,15 @@ bool nvjitlink_available() noexcept;
 pathfinder::ComponentInfo nvrtc_component_info();
 pathfinder::ComponentInfo nvjitlink_component_info();
 pathfinder::ComponentInfo nvml_component_info();
+pathfinder::ComponentInfo nvvm_component_info();
 
 // Throws CompileError-free NVRTC failures as cucore::Error naming the call.
 void check_nvrtc(nvrtcResult r, const char* call);
+// The same for libNVVM.
+void check_nvvm(nvvm::Result r, const char* call);
+
+// libdevice's bitcode (libdevice.10.bc in nvvm/libdevice beside libNVVM, or in
+// the toolkit), read once; LibraryNotFoundError naming where it looked.
+const std::string& libdevice_bitcode();
 
 }  // namespace cucore::detail

@@ -41,8 +41,36 @@ inline void Buffer::reset() noexcept {
   mapped_ = false;
 }
 
+namespace {
+// A Buffer may die on a thread with no current context (cucore's graph release
+// thread, a finalizer, a user's worker): the driver then refuses, or worse,
+// the stream-ordered free. There the free runs in the stream's own context,
+// pushed for the call and popped after, so the thread is left as it was.
+class FreeContext {
+ public:
+  explicit FreeContext(CUstream stream) noexcept {
+    if (detail::is_special_stream(stream)) return;  // the guard gives those a context
+    const auto* t = detail::g_driver.load(std::memory_order_acquire);
+    if (!t || !t->cuCtxGetCurrent || !t->cuStreamGetCtx || !t->cuCtxPushCurrent || !t->cuCtxPopCurrent) return;
+    CUcontext current = nullptr, ctx = nullptr;
+    if (t->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current) return;
+    if (t->cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx && t->cuCtxPushCurrent(ctx) == CUDA_SUCCESS) table_ = t;
+  }
+  ~FreeContext() {
+    CUcontext popped = nullptr;
+    if (table_) table_->cuCtxPopCurrent(&popped);
+  }
+  FreeContext(const FreeContext&) = delete;
+  FreeContext& operator=(const FreeContext&) = delete;
+
+ private:
+  const detail::DriverTable* table_ = nullptr;
+};
+}  // namespace
+
 void Buffer::destroy() noexcept {
   try {
+    FreeContext context(stream_.handle());
     close();
   } catch (...) {
     // Destructors never throw; a failed free leaves the memory to the pool's owner.
@@ -92,40 +120,60 @@ void Buffer::close(StreamRef stream) {
   reset();
 }
 
+namespace {
+// What the driver says of a pointer cucore did not allocate, read as cuda.core
+// reads it: unregistered host memory (memory type 0) is host-only with no
+// device; managed and pinned host memory are both; device memory is device-only.
+struct PointerInfo {
+  bool device = false, host = false, managed = false;
+  int device_id = -1;
+};
+PointerInfo query_pointer(CUdeviceptr ptr) {
+  unsigned int type = 0;
+  int managed = 0, ordinal = -1;
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* values[3] = {&type, &managed, &ordinal};
+  // Unlike cuPointerGetAttribute, this does not fail for memory the driver
+  // does not know: it reports memory type 0.
+  check(driver().cuPointerGetAttributes(3, attrs, values, ptr), "cuPointerGetAttributes");
+  PointerInfo info;
+  info.managed = managed != 0;
+  if (type == 0) {
+    info.host = true;
+  } else if (managed || type == CU_MEMORYTYPE_HOST) {
+    info.host = info.device = true;
+    info.device_id = ordinal;
+  } else {
+    info.device = true;
+    info.device_id = ordinal;
+  }
+  return info;
+}
+}  // namespace
+
 int Buffer::device_id() const {
   require_open("device_id");
   if (mr_) return mr_.device_id();  // -1: memory not bound to a device (host memory), as cuda.core says
-  int ordinal = -1;
-  check(driver().cuPointerGetAttribute(&ordinal, CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr_),
-        "cuPointerGetAttribute(DEVICE_ORDINAL)");
-  return ordinal;
+  return query_pointer(ptr_).device_id;
 }
 
 bool Buffer::is_device_accessible() const {
   require_open("is_device_accessible");
   if (mr_) return mr_.is_device_accessible();
-  CUmemorytype type{};
-  check(driver().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr_),
-        "cuPointerGetAttribute(MEMORY_TYPE)");
-  return type == CU_MEMORYTYPE_DEVICE || type == CU_MEMORYTYPE_UNIFIED || type == CU_MEMORYTYPE_HOST;
+  return query_pointer(ptr_).device;
 }
 
 bool Buffer::is_managed() const {
   require_open("is_managed");
-  if (mr_) return mr_.is_managed();
-  int managed = 0;
-  check(driver().cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, ptr_),
-        "cuPointerGetAttribute(IS_MANAGED)");
-  return managed != 0;
+  if (mr_ && mr_.is_managed()) return true;
+  return query_pointer(ptr_).managed;
 }
 
 bool Buffer::is_host_accessible() const {
   require_open("is_host_accessible");
   if (mr_) return mr_.is_host_accessible();
-  CUmemorytype type{};
-  check(driver().cuPointerGetAttribute(&type, CU_POINTER_ATTRIBUTE_MEMORY_TYPE, ptr_),
-        "cuPointerGetAttribute(MEMORY_TYPE)");
-  return type == CU_MEMORYTYPE_HOST || type == CU_MEMORYTYPE_UNIFIED;
+  return query_pointer(ptr_).host;
 }
 
 namespace {

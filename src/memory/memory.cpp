@@ -116,6 +116,17 @@ MemoryPoolAttributes pool_attributes(CUmemoryPool pool) {
   a.used_mem_current = get(CU_MEMPOOL_ATTR_USED_MEM_CURRENT, "cuMemPoolGetAttribute(USED_MEM_CURRENT)");
   a.used_mem_high = get(CU_MEMPOOL_ATTR_USED_MEM_HIGH, "cuMemPoolGetAttribute(USED_MEM_HIGH)");
   a.release_threshold = get(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, "cuMemPoolGetAttribute(RELEASE_THRESHOLD)");
+  auto flag = [&](CUmemPool_attribute attr, const char* name) {
+    int v = 0;  // the reuse attributes are ints
+    check(driver().cuMemPoolGetAttribute(pool, attr, &v), name);
+    return v != 0;
+  };
+  a.reuse_follow_event_dependencies =
+      flag(CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES, "cuMemPoolGetAttribute(REUSE_FOLLOW_EVENT_DEPENDENCIES)");
+  a.reuse_allow_opportunistic =
+      flag(CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, "cuMemPoolGetAttribute(REUSE_ALLOW_OPPORTUNISTIC)");
+  a.reuse_allow_internal_dependencies = flag(CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+                                             "cuMemPoolGetAttribute(REUSE_ALLOW_INTERNAL_DEPENDENCIES)");
   return a;
 }
 
@@ -163,12 +174,21 @@ DeviceMemoryResource DeviceMemoryResource::from_handle(CUmemoryPool pool, int de
   return mr;
 }
 
-CUmemoryPool DeviceMemoryResource::handle() const noexcept { return detail::pool_of(*this).pool_; }
-MemoryPoolAttributes DeviceMemoryResource::attributes() const { return detail::pool_attributes(handle()); }
-bool DeviceMemoryResource::is_ipc_enabled() const noexcept { return detail::pool_of(*this).ipc_; }
-bool DeviceMemoryResource::owns_pool() const noexcept { return detail::pool_of(*this).box_->owned; }
+CUmemoryPool DeviceMemoryResource::handle() const noexcept { return impl_ ? detail::pool_of(*this).pool_ : nullptr; }
+MemoryPoolAttributes DeviceMemoryResource::attributes() const {
+  if (!impl_) detail::throw_closed("DeviceMemoryResource", "attributes");
+  return detail::pool_attributes(handle());
+}
+bool DeviceMemoryResource::is_ipc_enabled() const noexcept { return impl_ && detail::pool_of(*this).ipc_; }
+bool DeviceMemoryResource::owns_pool() const noexcept { return impl_ && detail::pool_of(*this).box_->owned; }
+void DeviceMemoryResource::close() noexcept {
+  if (!owns_pool()) return;
+  if (detail::pool_of(*this).ipc_) detail::pool_of(*this).closed_.store(true, std::memory_order_release);
+  impl_.reset();
+}
 
 void DeviceMemoryResource::trim_to(std::size_t min_bytes_to_keep) const {
+  if (!impl_) detail::throw_closed("DeviceMemoryResource", "trim_to");
   check(driver().cuMemPoolTrimTo(handle(), min_bytes_to_keep), "cuMemPoolTrimTo");
 }
 
@@ -178,14 +198,20 @@ PinnedMemoryResource::PinnedMemoryResource(const PinnedMemoryResourceOptions& op
   const auto& d = driver();
   detail::require(reinterpret_cast<const void*>(d.cuMemPoolCreate), 12060,
                   "PinnedMemoryResource (host-located memory pools)");
-  // Sharing needs a host pool on a NUMA node: the current device's.
-  CUmemLocationType location = CU_MEM_LOCATION_TYPE_HOST;
-  int numa_id = 0;
-  if (options.ipc_enabled) {
-    location = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    numa_id = std::max(0, Device().properties().attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID));
+  if (options.numa_id && *options.numa_id < 0)
+    throw std::invalid_argument("PinnedMemoryResourceOptions::numa_id must be >= 0 (or unset), got " +
+                                std::to_string(*options.numa_id));
+  // A NUMA node when one is named, or when IPC needs one (the current device's).
+  std::optional<int> numa = options.numa_id;
+  if (!numa && options.ipc_enabled) {
+    const int node = Device().properties().attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
+    if (node < 0)
+      throw FeatureUnavailableError("an IPC-enabled PinnedMemoryResource", "a host NUMA node (this system reports none)");
+    numa = node;
   }
-  auto impl = detail::make_pool(location, numa_id, options.max_size, options.ipc_enabled);
+  auto impl = numa ? detail::make_pool(CU_MEM_LOCATION_TYPE_HOST_NUMA, *numa, options.max_size, options.ipc_enabled)
+                   : detail::make_pool(CU_MEM_LOCATION_TYPE_HOST, 0, options.max_size, options.ipc_enabled);
+  impl->numa_ = numa.value_or(-1);
   // Host pools are not device-accessible until access is granted per device.
   for (const Device& dev : Device::all()) {
     CUmemAccessDesc access{};
@@ -197,8 +223,17 @@ PinnedMemoryResource::PinnedMemoryResource(const PinnedMemoryResourceOptions& op
   impl_ = std::move(impl);
 }
 
-CUmemoryPool PinnedMemoryResource::handle() const noexcept { return detail::pool_of(*this).pool_; }
-MemoryPoolAttributes PinnedMemoryResource::attributes() const { return detail::pool_attributes(handle()); }
+CUmemoryPool PinnedMemoryResource::handle() const noexcept { return impl_ ? detail::pool_of(*this).pool_ : nullptr; }
+MemoryPoolAttributes PinnedMemoryResource::attributes() const {
+  if (!impl_) detail::throw_closed("PinnedMemoryResource", "attributes");
+  return detail::pool_attributes(handle());
+}
+bool PinnedMemoryResource::is_ipc_enabled() const noexcept { return impl_ && detail::pool_of(*this).ipc_; }
+int PinnedMemoryResource::numa_id() const noexcept { return impl_ ? detail::pool_of(*this).numa_ : -1; }
+void PinnedMemoryResource::close() noexcept {
+  if (impl_ && detail::pool_of(*this).ipc_) detail::pool_of(*this).closed_.store(true, std::memory_order_release);
+  impl_.reset();
+}
 
 // ---- Synchronous allocators -------------------------------------------------
 
@@ -225,26 +260,77 @@ class LegacyPinnedImpl final : public MemoryResource::Impl {
 
 class ManagedImpl final : public MemoryResource::Impl {
  public:
-  ManagedImpl(int device, unsigned flags) : device_(device), flags_(flags) {}
+  ManagedImpl(int device, unsigned flags, std::optional<ManagedLocation> preferred)
+      : device_(device), flags_(flags), preferred_(std::move(preferred)) {}
   CUdeviceptr allocate(std::size_t size, StreamRef) override {
     ScopedContext scope(device_ >= 0 ? Device(device_).context().handle() : current_context_or_device0().handle());
     CUdeviceptr p = 0;
     check(driver().cuMemAllocManaged(&p, size, flags_), "cuMemAllocManaged");
+    if (preferred_ && size > 0) {
+      CUmemLocation loc{};
+      loc.type = preferred_->type == "device"      ? CU_MEM_LOCATION_TYPE_DEVICE
+                 : preferred_->type == "host_numa" ? CU_MEM_LOCATION_TYPE_HOST_NUMA
+                                                   : CU_MEM_LOCATION_TYPE_HOST;
+      loc.id = preferred_->id.value_or(0);
+      if (CUresult r = driver().cuMemAdvise(p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, loc); r != CUDA_SUCCESS) {
+        (void)driver().cuMemFree(p);
+        check(r, "cuMemAdvise(SET_PREFERRED_LOCATION)");
+      }
+    }
     return p;
   }
+  const std::optional<ManagedLocation>& preferred() const noexcept { return preferred_; }
   void deallocate(CUdeviceptr ptr, std::size_t, StreamRef stream) override {
     stream.sync();
     check(driver().cuMemFree(ptr), "cuMemFree");
   }
   bool is_device_accessible() const noexcept override { return true; }
   bool is_host_accessible() const noexcept override { return true; }
-  int device_id() const noexcept override { return device_; }
+  int device_id() const noexcept override {
+    if (preferred_ && preferred_->type == "device") return *preferred_->id;
+    return device_;
+  }
   bool is_managed() const noexcept override { return true; }
 
  private:
   int device_;
   unsigned flags_;
+  std::optional<ManagedLocation> preferred_;
 };
+
+// The preferred location the options name (cuda.core's reading), checked.
+std::optional<ManagedLocation> managed_location(const ManagedMemoryResourceOptions& o) {
+  const auto& loc = o.preferred_location;
+  const std::string& type = o.preferred_location_type;
+  auto bad = [](const std::string& why) {
+    throw std::invalid_argument("ManagedMemoryResourceOptions: " + why);
+  };
+  if (type.empty()) {  // the legacy reading: an ordinal, -1 for the host
+    if (!loc) return std::nullopt;
+    if (*loc == -1) return ManagedLocation{"host", std::nullopt};
+    if (*loc < 0) bad("preferred_location must be a device ordinal, -1 (the host) or None, got " + std::to_string(*loc));
+    (void)Device(*loc);  // an ordinal that exists
+    return ManagedLocation{"device", *loc};
+  }
+  if (type == "device") {
+    if (!loc || *loc < 0) bad("preferred_location_type 'device' needs preferred_location to be a device ordinal (>= 0)");
+    (void)Device(*loc);
+    return ManagedLocation{"device", *loc};
+  }
+  if (type == "host") {
+    if (loc) bad("preferred_location_type 'host' takes no preferred_location (None), got " + std::to_string(*loc));
+    return ManagedLocation{"host", std::nullopt};
+  }
+  if (type == "host_numa") {
+    if (loc && *loc < 0) bad("preferred_location_type 'host_numa' needs a NUMA node id >= 0 (or None), got " +
+                             std::to_string(*loc));
+    int node = loc ? *loc : Device().properties().attribute(CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID);
+    if (node < 0) throw FeatureUnavailableError("a host_numa preferred location", "a host NUMA node (none reported)");
+    return ManagedLocation{"host_numa", node};
+  }
+  bad("preferred_location_type must be 'device', 'host', 'host_numa' or None, got '" + type + "'");
+  return std::nullopt;
+}
 
 }  // namespace
 }  // namespace detail
@@ -254,12 +340,19 @@ LegacyPinnedMemoryResource::LegacyPinnedMemoryResource() {
 }
 
 ManagedMemoryResource::ManagedMemoryResource(const ManagedMemoryResourceOptions& options) {
-  impl_ = std::make_shared<detail::ManagedImpl>(-1, options.attach_global ? CU_MEM_ATTACH_GLOBAL : CU_MEM_ATTACH_HOST);
+  impl_ = std::make_shared<detail::ManagedImpl>(-1, options.attach_global ? CU_MEM_ATTACH_GLOBAL : CU_MEM_ATTACH_HOST,
+                                                detail::managed_location(options));
 }
 
 ManagedMemoryResource::ManagedMemoryResource(const Device& device, const ManagedMemoryResourceOptions& options) {
-  impl_ = std::make_shared<detail::ManagedImpl>(device.ordinal(),
-                                                options.attach_global ? CU_MEM_ATTACH_GLOBAL : CU_MEM_ATTACH_HOST);
+  impl_ = std::make_shared<detail::ManagedImpl>(
+      device.ordinal(), options.attach_global ? CU_MEM_ATTACH_GLOBAL : CU_MEM_ATTACH_HOST,
+      detail::managed_location(options));
+}
+
+std::optional<ManagedLocation> ManagedMemoryResource::preferred_location() const {
+  if (!impl_) return std::nullopt;
+  return static_cast<const detail::ManagedImpl&>(*impl_).preferred();
 }
 
 }  // namespace cucore

@@ -58,6 +58,8 @@ class PoolImpl final : public MemoryResource::Impl {
   CUmemoryPool pool_;  // box_->pool, kept here for the allocation path
   int device_;
   bool ipc_, host_, mapped_;
+  int numa_ = -1;  // a host pool's NUMA node, -1 where the OS places it
+  // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
   FileDescriptor mapped_from_;  // a mapped pool: its own copy of the descriptor, to export it onward
 

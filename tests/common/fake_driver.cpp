@@ -171,8 +171,13 @@ FakeDriver::FakeDriver() {
   t.cuCtxGetStreamPriorityRange = [](int* lo, int* hi) { *lo = 0; *hi = -5; return CUDA_SUCCESS; };
   t.cuDeviceGetMemPool = [](CUmemoryPool* p, CUdevice) { *p = fake_pool(); return CUDA_SUCCESS; };
   t.cuMemPoolSetAttribute = [](CUmemoryPool, CUmemPool_attribute, void*) { return CUDA_SUCCESS; };
-  t.cuMemPoolGetAttribute = [](CUmemoryPool, CUmemPool_attribute, void* v) {
-    *static_cast<cuuint64_t*>(v) = 0;
+  t.cuMemPoolGetAttribute = [](CUmemoryPool, CUmemPool_attribute a, void* v) {
+    // The reuse policies are ints; the sizes and thresholds 64-bit.
+    if (a == CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES || a == CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC ||
+        a == CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES)
+      *static_cast<int*>(v) = 1;
+    else
+      *static_cast<cuuint64_t*>(v) = 0;
     return CUDA_SUCCESS;
   };
   t.cuMemPoolCreate = [](CUmemoryPool* p, const CUmemPoolProps*) { return make_live(p, live_pools, pools_created); };
@@ -238,8 +243,13 @@ FakeDriver::FakeDriver() {
   t.cuEventSynchronize = [](CUevent e) { return uses_event("cuEventSynchronize", e); };
   t.cuEventQuery = [](CUevent e) { return uses_event("cuEventQuery", e); };
   t.cuStreamWaitEvent = [](CUstream s, CUevent e, unsigned) { return uses_event("cuStreamWaitEvent", e, s); };
-  t.cuPointerGetAttribute = [](void* v, CUpointer_attribute a, CUdeviceptr) {
-    if (a == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(v) = 0;
+  // Every pointer is device 0's device memory.
+  t.cuPointerGetAttributes = [](unsigned n, CUpointer_attribute* attrs, void** values, CUdeviceptr) {
+    for (unsigned i = 0; i < n; ++i) {
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(values[i]) = 0;
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) *static_cast<unsigned*>(values[i]) = CU_MEMORYTYPE_DEVICE;
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED) *static_cast<int*>(values[i]) = 0;
+    }
     return CUDA_SUCCESS;
   };
   // Loaded code: every load is a new library; a kernel's handle remembers its library.

@@ -596,13 +596,18 @@ TEST_F(Ipc, ClosedStaleAndForeignHandlesAreTypedErrorsThatLeakNothing) {
     EXPECT_EQ(FakeIpc::pool_imports.load(), 0);
     // A closed mapped resource: found no more, imports nothing, re-imported fresh.
     DeviceMemoryResource mapped = DeviceMemoryResource::from_allocation_handle(Device(0), copy);
+    DeviceMemoryResource other_copy = mapped;
+    const auto pool_uuid = *mapped.uuid();
     mapped.close();
     EXPECT_TRUE(mapped.is_closed());
+    EXPECT_TRUE(other_copy.is_closed()) << "an IPC pool closed through one copy is closed in every copy";
+    EXPECT_THROW(DeviceMemoryResource::from_registry(pool_uuid), IpcError);
     Buffer src = mr.allocate(64, Stream::legacy_default());
     IPCBufferDescriptor d = src.ipc_descriptor();
     EXPECT_THROW(Buffer::from_ipc_descriptor(mapped, d, Stream(Device(0).context(), {})), ClosedError);
     EXPECT_THROW(mapped.allocation_handle(), ClosedError);
-    EXPECT_THROW(mapped.register_as(*mapped.uuid()), ClosedError);
+    EXPECT_THROW(mapped.register_as(pool_uuid), ClosedError);
+    EXPECT_THROW(other_copy.allocation_handle(), ClosedError);
     DeviceMemoryResource again = DeviceMemoryResource::from_allocation_handle(Device(0), copy);
     EXPECT_FALSE(again == mapped);
     EXPECT_FALSE(again.is_closed());

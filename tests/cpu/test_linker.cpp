@@ -195,10 +195,10 @@ TEST(LinkerOptions, EveryOptionRendersToItsNvJitLinkFlag) {
       {"optimization_level", [](L o) { o.optimization_level = 3; }, {"-O3"}},
       {"debug", [](L o) { o.debug = true; }, {"-g"}},
       {"lineinfo", [](L o) { o.lineinfo = true; }, {"-lineinfo"}},
-      {"ftz", [](L o) { o.ftz = true; }, {"-ftz=1"}},
-      {"prec_div", [](L o) { o.prec_div = false; }, {"-prec-div=0"}},
-      {"prec_sqrt", [](L o) { o.prec_sqrt = true; }, {"-prec-sqrt=1"}},
-      {"fma", [](L o) { o.fma = false; }, {"-fma=0"}},
+      {"ftz", [](L o) { o.ftz = true; }, {"-ftz=true"}},
+      {"prec_div", [](L o) { o.prec_div = false; }, {"-prec-div=false"}},
+      {"prec_sqrt", [](L o) { o.prec_sqrt = true; }, {"-prec-sqrt=true"}},
+      {"fma", [](L o) { o.fma = false; }, {"-fma=false"}},
       {"kernels_used", [](L o) { o.kernels_used = {"a", "b"}; }, {"-kernels-used=a", "-kernels-used=b"}},
       {"variables_used", [](L o) { o.variables_used = {"v"}; }, {"-variables-used=v"}},
       {"optimize_unused_variables", [](L o) { o.optimize_unused_variables = true; }, {"-optimize-unused-variables"}},
@@ -219,6 +219,12 @@ TEST(LinkerOptions, EveryOptionRendersToItsNvJitLinkFlag) {
     expected.insert(expected.end(), c.flags.begin(), c.flags.end());
     EXPECT_EQ(o.as_nvjitlink_flags(), expected);
     o.link_time_optimization = true;
+    // Under LTO libNVVM takes the valued booleans only as 1/0 ("-ftz=true"
+    // makes nvJitLinkComplete fail), so they render so there.
+    for (const auto& f : o.as_nvjitlink_flags()) {
+      EXPECT_EQ(f.find("=true"), std::string::npos) << f;
+      EXPECT_EQ(f.find("=false"), std::string::npos) << f;
+    }
     Linker linker({caller, callee}, o);
     EXPECT_NO_THROW(linker.link(o.ptx.value_or(false) ? CodeType::ptx : CodeType::cubin)) << linker.error_log();
   }

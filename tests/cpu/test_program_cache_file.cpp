@@ -941,6 +941,43 @@ TEST_F(FileCache, BytesNotOfTheirTypeAreNotStoredAndDoNotThrow) {
   EXPECT_EQ(count_files(), 0);
 }
 
+// Raw bytes of no known kind (cuda.core's caches take any bytes): kept as
+// written, checked by their checksum alone, read back untyped in a second
+// cache object, never handed to a compile, and still detected when damaged.
+TEST_F(FileCache, OpaqueBytesRoundTripUntypedAndNeverAsCode) {
+  std::mt19937 rng(11);
+  std::vector<std::byte> junk(3000);
+  for (auto& b : junk) b = static_cast<std::byte>(rng());
+  junk[0] = std::byte{0x01};
+  {
+    FileStreamProgramCache cache(dir_);
+    cache.put("opaque", junk);
+    EXPECT_EQ(cache.stats().errors, 0u);
+  }
+  FileStreamProgramCache cache(dir_);
+  auto got = cache.get("opaque");
+  ASSERT_TRUE(got);
+  EXPECT_TRUE(got->is_opaque());
+  ASSERT_EQ(got->code().size(), junk.size());
+  EXPECT_EQ(std::memcmp(got->code().data(), junk.data(), junk.size()), 0);
+  EXPECT_FALSE(cache.get("opaque", CodeType::cubin));  // a compile never takes it
+  EXPECT_EQ(cache.stats().errors, 0u);
+  EXPECT_TRUE(cache.get("opaque")) << "a typed miss must not drop the entry";
+  // The checksum still guards it: a flipped byte is damage.
+  const fs::path f = cache.entry_path("opaque");
+  {
+    std::fstream io(f, std::ios::in | std::ios::out | std::ios::binary);
+    io.seekp(1234);
+    char c = 0;
+    io.read(&c, 1);
+    io.seekp(1234);
+    c = static_cast<char>(c ^ 0x40);
+    io.write(&c, 1);
+  }
+  EXPECT_FALSE(cache.get("opaque"));
+  EXPECT_EQ(cache.stats().errors, 1u);
+}
+
 TEST_F(FileCache, LargeRecordsLiveInASidecarAndRoundTrip) {
   FileStreamProgramCache cache(dir_);
   ObjectCode big = make_payload(2, 0, 0, 3000, true);

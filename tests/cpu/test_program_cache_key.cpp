@@ -78,7 +78,7 @@ TEST(ProgramCacheKey, MatchesTheDocumentedFieldLayout) {
   EXPECT_NE(identity.find("cccl "), std::string::npos) << identity;
   auto [major, minor] = nvrtc_version();
   EXPECT_EQ(identity.rfind("nvrtc " + std::to_string(major) + "." + std::to_string(minor) + ";", 0), 0u) << identity;
-  field("schema", "cucore-program-cache-key-2");
+  field("schema", "cucore-program-cache-key-3");
   field("compiler", identity);
   field("code_type", "c++");
   field("target", "cubin");
@@ -220,7 +220,7 @@ TEST(ProgramCacheKey, OptionsWithSideEffectsAreRefused) {
   std::vector<std::pair<const char*, std::function<void(ProgramOptions&)>>> effects = {
       {"create_pch", [](ProgramOptions& p) { p.create_pch = "out.pch"; }},
       {"time", [](ProgramOptions& p) { p.time = "timing.csv"; }},
-      {"fdevice_time_trace", [](ProgramOptions& p) { p.fdevice_time_trace = true; }},
+      {"fdevice_time_trace", [](ProgramOptions& p) { p.fdevice_time_trace = "trace.json"; }},
   };
   for (auto& [what, change] : effects) {
     ProgramOptions p = base_options();

@@ -184,9 +184,22 @@ TEST(InMemoryProgramCache, PutRawBytesRecognisesTheType) {
   EXPECT_EQ(got->code_type(), CodeType::cubin);
   ASSERT_EQ(got->code().size(), cubin.code().size());
   EXPECT_EQ(std::memcmp(got->code().data(), cubin.code().data(), cubin.code().size()), 0);
-  std::vector<std::byte> junk(100, std::byte{0x5a});
-  EXPECT_THROW(cache.put("junk", junk), std::invalid_argument);
-  EXPECT_THROW(cache.put("junk", junk, CodeType::cubin), std::invalid_argument);
+  // Bytes of no known kind are kept as they are (cuda.core's caches take any
+  // bytes): read back untyped, never handed to a compile as code.
+  std::mt19937 rng(7);
+  std::vector<std::byte> junk(100);
+  for (auto& b : junk) b = static_cast<std::byte>(0x20 + rng() % 64);
+  junk[0] = std::byte{0x01};  // no code type starts so
+  cache.put("junk", junk);
+  auto opaque = cache.get("junk");
+  ASSERT_TRUE(opaque);
+  EXPECT_TRUE(opaque->is_opaque());
+  ASSERT_EQ(opaque->code().size(), junk.size());
+  EXPECT_EQ(std::memcmp(opaque->code().data(), junk.data(), junk.size()), 0);
+  EXPECT_FALSE(cache.get("junk", CodeType::cubin));
+  EXPECT_TRUE(cache.get("junk")) << "a typed miss must not drop the user's entry";
+  EXPECT_FALSE(cubin.is_opaque());
+  EXPECT_THROW(cache.put("junk2", junk, CodeType::cubin), std::invalid_argument);
   EXPECT_THROW(cache.put("empty", ObjectCode()), std::invalid_argument);
 }
 

@@ -62,6 +62,9 @@ def test_graph_names_as_cuda_core():
     assert cucore.GraphMemoryResource is cucore.graph.GraphMemoryResource
     assert issubclass(cucore.graph.IfNode, cucore.graph.ConditionalNode)
     assert issubclass(cucore.graph.KernelNode, cucore.graph.GraphNode)
+    # One enum per concept, as cuda.core: cucore.graph's are cucore.typing's.
+    assert cucore.graph.GraphConditionalType is cucore.typing.GraphConditionalType
+    assert cucore.graph.GraphMemoryType is cucore.typing.GraphMemoryType
 
 
 def test_option_dataclasses_as_cuda_core():
@@ -75,7 +78,7 @@ def test_option_dataclasses_as_cuda_core():
 
 
 def test_graph_builder_is_not_made_directly():
-    with pytest.raises(TypeError):
+    with pytest.raises(NotImplementedError, match="directly creating a Graph object can be ambiguous"):
         GraphBuilder()
 
 

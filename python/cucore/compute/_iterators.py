@@ -28,7 +28,7 @@ def array_info(a):
     from cucore.utils import StridedMemoryView
 
     try:
-        v = StridedMemoryView(a, stream_ptr=-1)
+        v = StridedMemoryView.from_any_interface(a, stream_ptr=-1)
     except Exception as e:
         raise TypeError(f"cucore.compute: {type(a).__name__} is neither an iterator nor a device array "
                         f"(no __cuda_array_interface__ or __dlpack__)") from e

@@ -8,7 +8,6 @@ graph made from them and every launch in flight is done.
 """
 from collections.abc import Set as _Set
 from dataclasses import dataclass
-from enum import Enum
 
 from cucore._core import _graph as _native
 from cucore._core._graph import (
@@ -35,6 +34,7 @@ from cucore._core._graph import (
     SwitchNode,
     WhileNode,
 )
+from cucore.typing import GraphConditionalType, GraphMemoryType  # the same enums as cucore.typing, as cuda.core
 
 __all__ = [
     "AllocNode", "ChildGraphNode", "ConditionalNode", "EmptyNode", "EventRecordNode", "EventWaitNode",
@@ -42,28 +42,6 @@ __all__ = [
     "GraphDebugPrintOptions", "GraphDefinition", "GraphMemoryType", "GraphNode", "HostCallbackNode",
     "IfElseNode", "IfNode", "KernelNode", "MemcpyNode", "MemsetNode", "SwitchNode", "WhileNode",
 ]
-
-
-class GraphConditionalType(str, Enum):
-    """Conditional node flavor (cuda.core.typing.GraphConditionalType)."""
-
-    IF = "if"
-    WHILE = "while"
-    SWITCH = "switch"
-
-    def __str__(self):
-        return self.value
-
-
-class GraphMemoryType(str, Enum):
-    """Memory of a graph allocation node (cuda.core.typing.GraphMemoryType)."""
-
-    DEVICE = "device"
-    HOST = "host"
-    MANAGED = "managed"
-
-    def __str__(self):
-        return self.value
 
 
 @dataclass

@@ -1,0 +1,151 @@
+"""cucore.typing: the type aliases, protocols and enumerations in cuda.core's
+signatures, with cuda.core.typing's names and values.
+
+The enumerations are StrEnums: each member is a str equal to its value
+(``SourceCodeType.CXX == "c++"``), so cucore accepts a member wherever it takes
+the string, and what cucore returns (``Program.backend``, ``Program.pch_status``)
+compares equal to the plain strings.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Literal, Protocol, Tuple, Union, runtime_checkable
+
+from cucore._core import SMResource, WorkqueueResource
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:  # Python 3.10: the same behaviour, spelled out
+    from enum import Enum
+
+    class StrEnum(str, Enum):
+        def __str__(self) -> str:
+            return str(self.value)
+
+        def __format__(self, spec: str) -> str:
+            return format(str(self.value), spec)
+
+
+__all__ = [
+    "CompilerBackendType",
+    "DevicePointerType",
+    "DeviceResourcesType",
+    "GraphConditionalType",
+    "GraphMemoryType",
+    "IsStreamType",
+    "ManagedMemoryLocationType",
+    "ObjectCodeFormatType",
+    "PCHStatusType",
+    "ProcessStateType",
+    "SourceCodeType",
+    "VirtualMemoryAccessType",
+    "VirtualMemoryAllocationType",
+    "VirtualMemoryGranularityType",
+    "VirtualMemoryHandleType",
+    "VirtualMemoryLocationType",
+]
+
+# A device pointer as cucore takes one: an int (cucore has no cuda.bindings
+# CUdeviceptr; objects with __int__ are accepted too), or None.
+DevicePointerType = Union[int, None]
+
+# What ContextOptions.resources holds: the resources a green context is made of.
+DeviceResourcesType = Union[SMResource, WorkqueueResource]
+
+ProcessStateType = Literal["running", "locked", "checkpointed", "failed"]
+
+
+@runtime_checkable
+class IsStreamType(Protocol):
+    """Anything that speaks the CUDA stream protocol: ``__cuda_stream__()``
+    returns ``(0, the CUstream as an int)``."""
+
+    def __cuda_stream__(self) -> Tuple[int, int]: ...
+
+
+class SourceCodeType(StrEnum):
+    """Source languages a Program takes."""
+
+    CXX = "c++"
+    PTX = "ptx"
+    NVVM = "nvvm"
+
+
+class ObjectCodeFormatType(StrEnum):
+    """Kinds of compiled code (Program.compile, Linker.link, ObjectCode.code_type)."""
+
+    PTX = "ptx"
+    CUBIN = "cubin"
+    LTOIR = "ltoir"
+    FATBIN = "fatbin"
+    OBJECT = "object"
+    LIBRARY = "library"
+
+
+class CompilerBackendType(StrEnum):
+    """The compiler behind a Program (Program.backend) or a Linker."""
+
+    NVRTC = "NVRTC"
+    NVVM = "NVVM"
+    NVJITLINK = "nvJitLink"
+    DRIVER = "driver"
+
+
+class PCHStatusType(StrEnum):
+    """What became of a precompiled header a compile was asked to create."""
+
+    CREATED = "created"
+    NOT_ATTEMPTED = "not_attempted"
+    FAILED = "failed"
+
+
+class GraphConditionalType(StrEnum):
+    """Conditional graph node kinds."""
+
+    IF = "if"
+    WHILE = "while"
+    SWITCH = "switch"
+
+
+class GraphMemoryType(StrEnum):
+    """Memory kinds of graph allocation nodes."""
+
+    DEVICE = "device"
+    HOST = "host"
+    MANAGED = "managed"
+
+
+class ManagedMemoryLocationType(StrEnum):
+    """Where managed memory prefers to live (ManagedMemoryResourceOptions)."""
+
+    DEVICE = "device"
+    HOST = "host"
+    HOST_NUMA = "host_numa"
+
+
+class VirtualMemoryHandleType(StrEnum):
+    POSIX_FD = "posix_fd"
+    WIN32_KMT = "win32_kmt"
+    FABRIC = "fabric"
+
+
+class VirtualMemoryLocationType(StrEnum):
+    DEVICE = "device"
+    HOST = "host"
+    HOST_NUMA = "host_numa"
+    HOST_NUMA_CURRENT = "host_numa_current"
+
+
+class VirtualMemoryGranularityType(StrEnum):
+    MINIMUM = "minimum"
+    RECOMMENDED = "recommended"
+
+
+class VirtualMemoryAccessType(StrEnum):
+    READ_WRITE = "rw"
+    READ = "r"
+
+
+class VirtualMemoryAllocationType(StrEnum):
+    PINNED = "pinned"
+    MANAGED = "managed"
