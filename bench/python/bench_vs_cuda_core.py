@@ -209,6 +209,37 @@ def main() -> int:
 
         rows.append(compare("StridedMemoryView(torch tensor, stream)", view_ordered_ours, view_ordered_cc, 5000,
                             None, sync))
+
+        # DLPack both ways, the pair: StridedMemoryView.from_dlpack of a tensor, and
+        # PyTorch taking a Buffer (zero-copy both, checked once before timing).
+        assert CuView.from_dlpack(t, -1).ptr == t.data_ptr() == CcView.from_dlpack(t, -1).ptr
+        assert torch.from_dlpack(bo[0]).data_ptr() == bo[0].handle
+        assert torch.from_dlpack(bc[0]).data_ptr() == int(bc[0].handle)
+
+        def from_dlpack_ours(k):
+            f = CuView.from_dlpack
+            for _ in range(k):
+                f(t, -1)
+
+        def from_dlpack_cc(k):
+            f = CcView.from_dlpack
+            for _ in range(k):
+                f(t, -1)
+
+        rows.append(compare("StridedMemoryView.from_dlpack(torch tensor)", from_dlpack_ours, from_dlpack_cc, 20000,
+                            "<= 0.5x"))
+
+        def torch_ours(k):
+            f, b = torch.from_dlpack, bo[0]
+            for _ in range(k):
+                f(b)
+
+        def torch_cc(k):
+            f, b = torch.from_dlpack, bc[0]
+            for _ in range(k):
+                f(b)
+
+        rows.append(compare("torch.from_dlpack(Buffer)", torch_ours, torch_cc, 20000, "<= 0.5x"))
     except ImportError:
         print("(PyTorch not installed: no StridedMemoryView case)")
 

@@ -112,6 +112,7 @@ class Buffer {
   bool is_mapped() const noexcept { return mapped_; }  // imported from another process
 
  private:
+  friend class VirtualMemoryResource;  // grows its buffers in place (modify_allocation)
   void require_open(const char* operation) const {
     if (!open_) [[unlikely]]
       detail::throw_closed("Buffer", operation);

@@ -5,7 +5,9 @@
 #include <cucore/checkpoint.hpp>
 #include <cucore/compute.hpp>
 #include <cucore/context.hpp>
+#include <cucore/copy_batch.hpp>
 #include <cucore/device.hpp>
+#include <cucore/dlpack.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
 #include <cucore/graph.hpp>
@@ -13,7 +15,9 @@
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
 #include <cucore/linker.hpp>
+#include <cucore/location.hpp>
 #include <cucore/log.hpp>
+#include <cucore/managed.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/object_code.hpp>
 #include <cucore/pathfinder.hpp>
@@ -21,4 +25,8 @@
 #include <cucore/program_cache.hpp>
 #include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/strided_memory_view.hpp>
 #include <cucore/system.hpp>
+#include <cucore/texture.hpp>
+#include <cucore/virtual_memory.hpp>
+#include <cucore/tensor_map.hpp>

@@ -30,6 +30,16 @@ struct DeviceState;
 namespace system {
 class Device;
 }
+namespace texture {
+class OpaqueArray;
+class MipmappedArray;
+class ResourceDescriptor;
+class TextureObject;
+class SurfaceObject;
+struct OpaqueArrayOptions;
+struct MipmappedArrayOptions;
+struct TextureObjectOptions;
+}  // namespace texture
 
 struct ComputeCapability {
   int major = 0;
@@ -125,6 +135,13 @@ class Device {
   // A green context on SM groups of this device (resources.hpp); not made current.
   Context create_context(const ContextOptions& options) const;
   bool can_access_peer(const Device& peer) const;
+  // Textures and surfaces (texture.hpp), made in this device's primary context.
+  texture::OpaqueArray create_opaque_array(const texture::OpaqueArrayOptions& options) const;
+  texture::MipmappedArray create_mipmapped_array(const texture::MipmappedArrayOptions& options) const;
+  texture::TextureObject create_texture_object(const texture::ResourceDescriptor& resource) const;
+  texture::TextureObject create_texture_object(const texture::ResourceDescriptor& resource,
+                                               const texture::TextureObjectOptions& options) const;
+  texture::SurfaceObject create_surface_object(const texture::ResourceDescriptor& resource) const;
   // The same GPU as NVML sees it (system.hpp), found by UUID.
   system::Device to_system_device() const;
 

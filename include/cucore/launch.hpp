@@ -6,7 +6,8 @@
 //                  3.0f, x, y, out, n);   // x, y, out: Buffers
 //
 // Arguments are packed by type: scalars and trivially copyable structs by value
-// at their C++ width, a Buffer as its device pointer, raw pointers as they are.
+// at their C++ width, a Buffer as its device pointer, raw pointers as they are,
+// texture and surface objects (texture.hpp) as their 64-bit handles.
 // The kernel's parameter layout is read once (first launch) and every launch
 // checks the count and each size against it, throwing std::invalid_argument
 // that names the kernel and the parameter ("saxpy: parameter 4 is 4 bytes, got
@@ -125,6 +126,15 @@ class KernelArgs {
       throw_closed(count_);
     return push(buffer.handle());
   }
+  // An object kernels take by its 64-bit handle (a texture::TextureObject or
+  // SurfaceObject); a closed one is ClosedError.
+  template <typename T>
+    requires requires(const T& t) {
+      { t.kernel_argument() } -> std::same_as<unsigned long long>;
+    }
+  KernelArgs& push(const T& object) {
+    return push(object.kernel_argument());
+  }
   // Raw bytes of one parameter (a struct the caller laid out itself).
   // `alignment` (a power of two) places the copy; above 16 it is taken as 16
   // (the driver copies bytes, so placement only matters to the pack itself).
@@ -169,8 +179,18 @@ struct ArgDesc {
   bool is_buffer;
 };
 
+// A Buffer, or a class over one (ManagedBuffer): passed as its device pointer.
 template <typename T>
-inline constexpr bool is_buffer_v = std::is_same_v<std::remove_cvref_t<T>, Buffer>;
+inline constexpr bool is_buffer_v = std::is_base_of_v<Buffer, std::remove_cvref_t<T>>;
+
+// Objects kernels take by a 64-bit handle (textures, surfaces): kernel_argument()
+// gives it, throwing ClosedError for a closed object.
+template <typename T>
+concept handle_argument = requires(const T& t) {
+  { t.kernel_argument() } -> std::same_as<unsigned long long>;
+};
+template <typename T>
+inline constexpr bool is_handle_argument_v = handle_argument<std::remove_cvref_t<T>>;
 
 // Argument lists that go to the type-erased overloads, not the variadic one.
 template <typename... Args>
@@ -186,8 +206,9 @@ consteval void check_argument_type() {
                 "cucore::launch: pass a pointer (or a Buffer), not an array: kernels take arrays as pointers");
   static_assert(!(std::is_pointer_v<U> && std::is_same_v<std::remove_cv_t<std::remove_pointer_t<U>>, Buffer>),
                 "cucore::launch: pass the Buffer itself (it goes as its device pointer), not a pointer to it");
-  static_assert(is_buffer_v<U> || std::is_trivially_copyable_v<U>,
-                "cucore::launch: kernel arguments are scalars, pointers, Buffers or trivially copyable structs");
+  static_assert(is_buffer_v<U> || is_handle_argument_v<U> || std::is_trivially_copyable_v<U>,
+                "cucore::launch: kernel arguments are scalars, pointers, Buffers, texture or surface objects, or "
+                "trivially copyable structs");
 }
 
 template <typename T>
@@ -195,6 +216,8 @@ constexpr ArgDesc arg_desc() {
   using U = std::remove_cvref_t<T>;
   if constexpr (is_buffer_v<U>)
     return {sizeof(CUdeviceptr), &typeid(Buffer), true};
+  else if constexpr (is_handle_argument_v<U>)
+    return {sizeof(unsigned long long), &typeid(U), false};
   else if constexpr (std::is_null_pointer_v<U>)
     return {sizeof(void*), &typeid(std::nullptr_t), false};
   else
@@ -210,6 +233,10 @@ inline void* arg_address(const Kernel& kernel, std::size_t index, const T& value
     if (value.is_closed()) [[unlikely]]
       throw_closed_buffer(kernel, index);
     slot = value.handle();
+    return &slot;
+  } else if constexpr (is_handle_argument_v<U>) {
+    static_assert(sizeof(CUdeviceptr) == sizeof(unsigned long long));
+    slot = value.kernel_argument();
     return &slot;
   } else if constexpr (std::is_null_pointer_v<U>) {
     slot = 0;
@@ -228,7 +255,9 @@ void launch_unchecked(CUstream stream, const LaunchConfig& config, const Kernel&
 
 template <typename Param, typename Arg>
 concept typed_argument =
-    (is_buffer_v<Arg> && std::is_pointer_v<Param>) || (!is_buffer_v<Arg> && std::is_convertible_v<Arg, Param>);
+    (is_buffer_v<Arg> && std::is_pointer_v<Param>) ||
+    (is_handle_argument_v<Arg> && std::is_same_v<Param, unsigned long long>) ||
+    (!is_buffer_v<Arg> && !is_handle_argument_v<Arg> && std::is_convertible_v<Arg, Param>);
 
 template <typename Param, typename Arg>
 inline Param convert_argument(const Kernel& kernel, std::size_t index, Arg&& arg) {
@@ -236,6 +265,10 @@ inline Param convert_argument(const Kernel& kernel, std::size_t index, Arg&& arg
     if (arg.is_closed()) [[unlikely]]
       throw_closed_buffer(kernel, index);
     return reinterpret_cast<Param>(arg.handle());
+  } else if constexpr (is_handle_argument_v<Arg>) {
+    (void)kernel;
+    (void)index;
+    return arg.kernel_argument();
   } else {
     return static_cast<Param>(std::forward<Arg>(arg));
   }

@@ -11,6 +11,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <span>
+#include <vector>
 
 #include <cucore/stream.hpp>
 
@@ -100,6 +102,17 @@ class DeviceMemoryResource : public MemoryResource {
   // Buffers from it are freed); no effect on a pool it does not own, as in
   // cuda.core. Idempotent.
   void close() noexcept;
+
+  // Peer access: the other devices that may use this pool's allocations, read
+  // from the driver each time (cuMemPoolGetAccess), in ordinal order.
+  std::vector<int> peer_accessible_by() const;
+  // Grants `add` and revokes `remove` in one cuMemPoolSetAccess (the owning
+  // device is ignored; a device in both is granted). A device that cannot
+  // access this one (Device::can_access_peer) or does not exist throws before
+  // anything changes.
+  void update_peer_access(std::span<const int> add, std::span<const int> remove) const;
+  // Exactly `devices` (beside the owner) get access afterwards.
+  void set_peer_accessible_by(std::span<const int> devices) const;
 
   // ---- sharing with other processes (ipc.hpp, docs/ipc.md) ----
   // A new handle (a descriptor of its own) to this IPC-enabled pool, with the

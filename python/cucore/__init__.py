@@ -40,6 +40,7 @@ from cucore._core import (
     LibraryNotFoundError,
     LimitingResourceAdaptor,
     Linker,
+    ManagedBuffer,
     ManagedMemoryResource,
     MemoryResource,
     NVRTCError,
@@ -49,6 +50,7 @@ from cucore._core import (
     SMResource,
     StatisticsResourceAdaptor,
     Stream,
+    VirtualMemoryResource,
     WorkqueueResource,
     __version__,
     default_stream,
@@ -61,11 +63,13 @@ from cucore._options import (
     EventOptions,
     LinkerOptions,
     ManagedMemoryResourceOptions,
+    VirtualMemoryResourceOptions,
     PinnedMemoryResourceOptions,
     ProgramOptions,
     StreamOptions,
 )
 from cucore._resources import ContextOptions, SMResourceOptions, WorkqueueResourceOptions
+from cucore._host import Host
 
 from cucore._core import checkpoint  # process checkpointing, as cuda.core.checkpoint
 
@@ -73,10 +77,13 @@ _sys.modules[f"{__name__}.checkpoint"] = checkpoint  # `import cucore.checkpoint
 
 from cucore import _ipc  # noqa: E402,F401  (allocation handles cached, IPC objects pickled as in cuda.core)
 
+from cucore._tensor_map import TensorMapDescriptor, TensorMapDescriptorOptions  # noqa: E402
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
 from cucore import system  # noqa: E402  (NVML monitoring, as cuda.core.system)
 from cucore import graph  # noqa: E402  (CUDA graphs, as cuda.core.graph)
 from cucore.graph import GraphMemoryResource  # noqa: E402  (top-level in cuda.core too)
+from cucore import texture  # noqa: E402  (textures and surfaces, as cuda.core.texture)
+from cucore import typing  # noqa: E402  (option enums, as cuda.core.typing)
 
 
 def __getattr__(name):  # cucore.compute (the parallel algorithms) loads on first use
@@ -121,12 +128,14 @@ __all__ = [
     "IPCAllocationHandle",
     "IPCBufferDescriptor",
     "IPCEventDescriptor",
+    "Host",
     "Kernel",
     "LaunchConfig",
     "LegacyPinnedMemoryResource",
     "LibraryNotFoundError",
     "Linker",
     "LinkerOptions",
+    "ManagedBuffer",
     "ManagedMemoryResource",
     "ManagedMemoryResourceOptions",
     "MemoryResource",
@@ -140,10 +149,16 @@ __all__ = [
     "SMResourceOptions",
     "Stream",
     "StreamOptions",
+    "VirtualMemoryResource",
+    "VirtualMemoryResourceOptions",
     "WorkqueueResource",
     "WorkqueueResourceOptions",
     "checkpoint",
     "launch",
+    "TensorMapDescriptor",
+    "TensorMapDescriptorOptions",
     "system",
+    "texture",
+    "typing",
     "utils",
 ]

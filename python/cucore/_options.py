@@ -231,3 +231,147 @@ def _object_code_from_bytes(module, code_type, name, symbol_mapping):
     from cucore._core import _object_code_from_bytes as make
 
     return make(module, code_type, name, symbol_mapping)
+
+
+# ---- textures, virtual memory, batched copies --------------------------------------
+
+def _texture_enums():
+    from cucore import typing as t
+
+    return t
+
+
+@dataclass
+class OpaqueArrayOptions:
+    """Options for Device.create_opaque_array: shape ((w,), (w, h) or (w, h, d)
+    elements), format (ArrayFormatType, its string, or a numpy dtype),
+    num_channels (1, 2 or 4), is_surface_load_store (can back a SurfaceObject)."""
+
+    shape: Tuple[int, ...]
+    format: object
+    num_channels: int
+    is_surface_load_store: bool = False
+
+    def __post_init__(self):
+        _normalize_array_fields(self)
+
+
+@dataclass
+class MipmappedArrayOptions:
+    """Options for Device.create_mipmapped_array: as OpaqueArrayOptions (shape
+    of level 0) plus num_levels (>= 1)."""
+
+    shape: Tuple[int, ...]
+    format: object
+    num_channels: int
+    num_levels: int
+    is_surface_load_store: bool = False
+
+    def __post_init__(self):
+        _normalize_array_fields(self)
+        if isinstance(self.num_levels, bool) or not isinstance(self.num_levels, int) or self.num_levels < 1:
+            raise ValueError(f"num_levels must be an int >= 1, got {self.num_levels!r}")
+
+
+def _normalize_array_fields(o) -> None:
+    t = _texture_enums()
+    o.shape = _array_shape(o.shape)
+    o.format = t.ArrayFormatType(t._array_format_name(o.format))
+    _check_channels(o.num_channels)
+
+
+def _array_shape(shape) -> Tuple[int, ...]:
+    if isinstance(shape, int):
+        shape = (shape,)
+    shape = tuple(shape)
+    if not 1 <= len(shape) <= 3:
+        raise ValueError(f"shape must have 1, 2 or 3 extents, got {shape!r}")
+    for e in shape:
+        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
+            raise ValueError(f"shape extents must be ints >= 1, got {shape!r}")
+    return shape
+
+
+def _check_channels(n) -> None:
+    if n not in (1, 2, 4) or isinstance(n, bool):
+        raise ValueError(f"num_channels must be 1, 2 or 4, got {n!r}")
+
+
+@dataclass
+class TextureObjectOptions:
+    """Sampling state for Device.create_texture_object (CUDA_TEXTURE_DESC)."""
+
+    address_mode: object = "clamp"
+    filter_mode: object = "point"
+    read_mode: object = "element_type"
+    normalized_coords: bool = False
+    srgb: bool = False
+    disable_trilinear_optimization: bool = False
+    seamless_cubemap: bool = False
+    max_anisotropy: int = 0
+    mipmap_filter_mode: object = "point"
+    mipmap_level_bias: float = 0.0
+    min_mipmap_level_clamp: float = 0.0
+    max_mipmap_level_clamp: float = 0.0
+    border_color: Optional[Tuple[float, ...]] = None
+
+    def __post_init__(self):
+        t = _texture_enums()
+        if isinstance(self.address_mode, (str, t.AddressModeType)):
+            self.address_mode = t._coerce(t.AddressModeType, self.address_mode, "address_mode")
+        else:
+            modes = tuple(t._coerce(t.AddressModeType, m, "address_mode") for m in self.address_mode)
+            if not 1 <= len(modes) <= 3:
+                raise ValueError("address_mode takes 1 to 3 entries")
+            self.address_mode = modes
+        self.filter_mode = t._coerce(t.FilterModeType, self.filter_mode, "filter_mode")
+        self.read_mode = t._coerce(t.ReadModeType, self.read_mode, "read_mode")
+        self.mipmap_filter_mode = t._coerce(t.FilterModeType, self.mipmap_filter_mode, "mipmap_filter_mode")
+        if self.border_color is not None:
+            self.border_color = tuple(float(c) for c in self.border_color)
+            if len(self.border_color) != 4:
+                raise ValueError("border_color takes 4 floats")
+
+
+@dataclass
+class VirtualMemoryResourceOptions:
+    """Configuration of a VirtualMemoryResource (cuda.core's fields)."""
+
+    allocation_type: object = "pinned"
+    location_type: object = "device"
+    handle_type: object = "posix_fd"
+    granularity: object = "recommended"
+    gpu_direct_rdma: bool = False
+    addr_hint: Optional[int] = 0
+    addr_align: Optional[int] = None
+    peers: Sequence[int] = ()
+    self_access: object = "rw"
+    peer_access: object = "rw"
+
+
+@dataclass(frozen=True)
+class CopyOptions:
+    """Per-copy hints for copy_batch: src_access_order ("stream",
+    "during_api_call", "any"), src/dst_location_hint (Device, Host or None),
+    overlap_mode ("default", "prefer_overlap_with_compute")."""
+
+    src_access_order: object = "stream"
+    src_location_hint: object = None
+    dst_location_hint: object = None
+    overlap_mode: object = "default"
+
+    def __post_init__(self):
+        from cucore.utils import MemcpyOverlapMode, MemcpySrcAccessOrder
+
+        try:
+            object.__setattr__(self, "src_access_order", MemcpySrcAccessOrder(_value(self.src_access_order)))
+        except ValueError:
+            raise ValueError(f"invalid src_access_order: {self.src_access_order!r}") from None
+        try:
+            object.__setattr__(self, "overlap_mode", MemcpyOverlapMode(_value(self.overlap_mode)))
+        except ValueError:
+            raise ValueError(f"invalid overlap_mode: {self.overlap_mode!r}") from None
+
+
+def _value(v):
+    return getattr(v, "value", v)

@@ -9,6 +9,7 @@ compares equal to the plain strings.
 from __future__ import annotations
 
 import sys
+from enum import Enum
 from typing import Literal, Protocol, Tuple, Union, runtime_checkable
 
 from cucore._core import SMResource, WorkqueueResource
@@ -149,3 +150,59 @@ class VirtualMemoryAccessType(StrEnum):
 class VirtualMemoryAllocationType(StrEnum):
     PINNED = "pinned"
     MANAGED = "managed"
+
+
+# Texture enumerations (cuda.core.texture's option types; not in cuda.core.typing.__all__).
+class ArrayFormatType(StrEnum):
+    UINT8 = "uint8"
+    UINT16 = "uint16"
+    UINT32 = "uint32"
+    INT8 = "int8"
+    INT16 = "int16"
+    INT32 = "int32"
+    FLOAT16 = "float16"
+    FLOAT32 = "float32"
+
+
+class AddressModeType(StrEnum):
+    WRAP = "wrap"
+    CLAMP = "clamp"
+    MIRROR = "mirror"
+    BORDER = "border"
+
+
+class FilterModeType(StrEnum):
+    POINT = "point"
+    LINEAR = "linear"
+
+
+class ReadModeType(StrEnum):
+    ELEMENT_TYPE = "element_type"
+    NORMALIZED_FLOAT = "normalized_float"
+
+
+def _coerce(enum_type, value, field: str):
+    try:
+        return enum_type(value.value if isinstance(value, Enum) else value)
+    except ValueError:
+        allowed = ", ".join(m.value for m in enum_type)
+        raise ValueError(f"invalid {field}: {value!r} (expected one of {allowed})") from None
+
+
+def _array_format_name(value) -> str:
+    """An ArrayFormatType, its string, or a NumPy dtype (or anything numpy.dtype
+    takes) naming one of the eight formats, as its name."""
+    if isinstance(value, ArrayFormatType):
+        return value.value
+    if isinstance(value, str) and value in ArrayFormatType._value2member_map_:
+        return value
+    try:
+        import numpy
+
+        name = numpy.dtype(value).name
+    except Exception:
+        name = None
+    if name in ArrayFormatType._value2member_map_:
+        return name
+    raise ValueError(f"invalid array format {value!r}: expected an ArrayFormatType, one of "
+                     + ", ".join(m.value for m in ArrayFormatType) + ", or the matching numpy dtype")

@@ -99,3 +99,37 @@ def args_viewable_as_strided_memory(arg_indices: Tuple[int, ...]) -> Callable[[C
         return wrapped
 
     return wrapper
+
+
+# ---- batched memory operations (cuda.core.utils' copy_batch and friends) ----------
+from enum import Enum as _Enum  # noqa: E402
+
+from cucore._core import copy_batch, discard_batch, discard_prefetch_batch, prefetch_batch  # noqa: E402
+
+
+class MemcpySrcAccessOrder(str, _Enum):
+    """When copy_batch may read a source: in stream order, during the call, or any time after it."""
+
+    STREAM = "stream"
+    DURING_API_CALL = "during_api_call"
+    ANY = "any"
+
+
+class MemcpyOverlapMode(str, _Enum):
+    """Whether a batched copy should prefer to overlap with compute."""
+
+    DEFAULT = "default"
+    PREFER_OVERLAP_WITH_COMPUTE = "prefer_overlap_with_compute"
+
+
+from cucore._options import CopyOptions  # noqa: E402
+
+__all__ += [
+    "CopyOptions",
+    "MemcpyOverlapMode",
+    "MemcpySrcAccessOrder",
+    "copy_batch",
+    "discard_batch",
+    "discard_prefetch_batch",
+    "prefetch_batch",
+]

@@ -64,6 +64,9 @@ struct Types {
   PyTypeObject* view = nullptr;
   PyTypeObject* graph_builder = nullptr;    // set by graph.cpp
   PyTypeObject* graph_condition = nullptr;  // set by graph.cpp
+  PyTypeObject* texture_object = nullptr;   // set by texture.cpp
+  PyTypeObject* surface_object = nullptr;   // set by texture.cpp
+  PyTypeObject* tensor_map = nullptr;
 };
 extern Types g_types;
 
@@ -137,6 +140,8 @@ void register_memory_resource_face(nb::handle face);
 // An instance of one of cucore's resource classes (not a Python subclass):
 // allocating from it needs no Python call.
 bool is_native_resource(nb::handle mr);
+// Marks a resource class bound elsewhere as one of cucore's own.
+void register_native_resource_type(nb::handle type);
 
 // Integer from a pointer-like argument (int, or an object with __int__ /
 // __index__, e.g. cuda.bindings' CUdeviceptr).
@@ -150,7 +155,15 @@ void bind_memory(nb::module_& m);
 void bind_program(nb::module_& m);
 void bind_launch(nb::module_& m);
 void bind_view(nb::module_& m);
+void bind_tensor_map(nb::module_& m);
 void bind_cache(nb::module_& m);
 void bind_misc(nb::module_& m);
+void bind_memory_ops(nb::module_& m);  // memory_ops.cpp
+void bind_texture(nb::module_& m);     // texture.cpp
+// Device.create_opaque_array and friends (texture.cpp).
+nb::object create_opaque_array(const cucore::Device& dev, nb::handle options);
+nb::object create_mipmapped_array(const cucore::Device& dev, nb::handle options);
+nb::object create_texture_object(const cucore::Device& dev, nb::handle resource, nb::handle options);
+nb::object create_surface_object(const cucore::Device& dev, nb::handle resource);
 
 }  // namespace cucore::python

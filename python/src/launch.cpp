@@ -9,6 +9,7 @@
 // Packing (cuda.core's rules, made exact where cuda.core guesses):
 //   Buffer                 -> its device pointer (8 bytes)
 //   StridedMemoryView      -> its ptr (cucore extra)
+//   TensorMapDescriptor    -> its 128 bytes, by value
 //   int (and bool)         -> an integer at the parameter's width (cuda.core: always
 //                             intptr_t); out of range for that width is ValueError
 //   float                  -> double;  complex -> complex<double>
@@ -19,13 +20,16 @@
 // A count or size mismatch raises ValueError naming the kernel and parameter
 // (libcucore's one argument check); a closed Buffer or Stream, ClosedError.
 #include <cucore/launch.hpp>
+#include <cucore/texture.hpp>
 
 #include <complex>
 #include <cstring>
 #include <typeinfo>
 
 #include "common.hpp"
+
 #include "launch_args.hpp"
+#include "tensor_map.hpp"
 #include "view.hpp"
 
 namespace cucore::python {
@@ -246,6 +250,19 @@ nb::tuple dim_tuple(const cucore::Dim3& d) {
 
 }  // namespace
 
+namespace {
+// A Buffer, or an instance of a subclass (ManagedBuffer), as its device pointer.
+inline void pack_buffer(const cucore::Kernel& kernel, std::size_t i, PyObject* o, Slot& s,
+                        cucore::detail::ArgDesc& desc) {
+  const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
+  if (b.is_closed()) [[unlikely]]
+    cucore::detail::throw_closed_buffer(kernel, i);
+  CUdeviceptr p = b.handle();
+  std::memcpy(s.bytes, &p, sizeof p);
+  desc = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+}
+}  // namespace
+
 void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::size_t n, PackedArgs& out) {
   if (n > kMaxKernelArgs) raise_value_error("launch: more than 64 kernel arguments");
   Slot* slots = out.slots;
@@ -265,12 +282,7 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
     Slot& s = slots[i];
     pointers[i] = s.bytes;
     if (t == g_types.buffer) {
-      const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(o);
-      if (b.is_closed()) [[unlikely]]
-        cucore::detail::throw_closed_buffer(kernel, i);
-      CUdeviceptr p = b.handle();
-      std::memcpy(s.bytes, &p, sizeof p);
-      descs[i] = {sizeof(CUdeviceptr), &typeid(cucore::Buffer), true};
+      pack_buffer(kernel, i, o, s, descs[i]);
     } else if (PyLong_CheckExact(o) || PyBool_Check(o)) {
       std::size_t width = params && i < params->size() ? (*params)[i].size : 8;
       if (width != 1 && width != 2 && width != 4 && width != 8) width = 8;  // the size check reports it
@@ -311,10 +323,23 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
       CUgraphConditionalHandle h = nb::inst_ptr<cucore::graph::GraphCondition>(o)->handle;
       std::memcpy(s.bytes, &h, sizeof h);
       descs[i] = {sizeof h, &typeid(CUgraphConditionalHandle), false};
+    } else if (t == g_types.tensor_map) {
+      // By value: the driver copies the descriptor's 128 bytes from where it lives.
+      pointers[i] = nb::inst_ptr<PyTensorMap>(o)->map.get();
+      descs[i] = {sizeof(cucore::TensorMapDescriptor), &typeid(cucore::TensorMapDescriptor), false};
     } else if (t == g_types.view) {
       std::uintptr_t p = nb::inst_ptr<PyView>(o)->ptr;
       std::memcpy(s.bytes, &p, sizeof p);
       descs[i] = {sizeof(void*), &typeid(void*), false};
+    } else if (t == g_types.texture_object || t == g_types.surface_object) {
+      // Bindless handles: 64 bits, as cudaTextureObject_t / cudaSurfaceObject_t.
+      unsigned long long h = t == g_types.texture_object
+                                 ? nb::inst_ptr<cucore::texture::TextureObject>(o)->kernel_argument()
+                                 : nb::inst_ptr<cucore::texture::SurfaceObject>(o)->kernel_argument();
+      std::memcpy(s.bytes, &h, sizeof h);
+      descs[i] = {sizeof h, &typeid(unsigned long long), false};
+    } else if (PyType_IsSubtype(t, g_types.buffer)) {  // ManagedBuffer and other Buffer subclasses
+      pack_buffer(kernel, i, o, s, descs[i]);
     } else if (is_ctypes_value(o)) {
       Py_buffer view;
       if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();

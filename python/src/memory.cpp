@@ -1,5 +1,7 @@
 // Memory resources and cucore.Buffer (with DLPack export).
 #include <cucore/adaptors.hpp>
+#include <cucore/managed.hpp>
+#include <cucore/strided_memory_view.hpp>
 
 #include <cstdio>
 #include <cstring>
@@ -10,7 +12,6 @@
 #include <vector>
 
 #include "common.hpp"
-#include "dlpack.hpp"
 #include "view.hpp"
 #include "option_fields.inc"
 
@@ -142,82 +143,32 @@ MemoryResource resource_arg(nb::handle mr) {
   return MemoryResource(std::make_shared<PyResourceImpl>(mr));
 }
 
-dlpack::DLDeviceType dlpack_device_type(const cucore::Buffer& b) {
-  bool dev = b.is_device_accessible(), host = b.is_host_accessible();
-  if (b.is_managed()) return dlpack::kDLCUDAManaged;
-  if (dev && host) return dlpack::kDLCUDAHost;
-  if (dev) return dlpack::kDLCUDA;
-  return dlpack::kDLCPU;
-}
-
-// ---- DLPack export: a 1-D uint8 tensor over the buffer's bytes --------------
-struct ExportCtx {
-  PyObject* owner;  // the Buffer (a strong reference)
-  int64_t shape[1];
-  int64_t strides[1];
-};
-
-template <typename Managed>
-void release_export(Managed* t) {
-  auto* ctx = static_cast<ExportCtx*>(t->manager_ctx);
-  // The consumer may drop the tensor on any thread, without the GIL.
-  if (python_alive()) {
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_XDECREF(ctx->owner);
-    PyGILState_Release(g);
-  }
-  delete ctx;
-  delete t;
-}
-
-template <typename Managed>
-void fill_tensor(Managed* t, ExportCtx* ctx, const cucore::Buffer& b) {
-  dlpack::DLTensor& d = t->dl_tensor;
-  d.data = b.size() ? b.data() : nullptr;
-  d.device = {dlpack_device_type(b), 0};
-  int dev_id = b.device_id();
-  d.device.device_id = d.device.device_type == dlpack::kDLCUDA && dev_id >= 0 ? dev_id : 0;
-  d.ndim = 1;
-  d.dtype = {dlpack::kDLUInt, 8, 1};
-  ctx->shape[0] = static_cast<int64_t>(b.size());
-  ctx->strides[0] = 1;
-  d.shape = ctx->shape;
-  d.strides = ctx->strides;  // DLPack 1.2 wants strides even when compact
-  d.byte_offset = 0;
-}
-
+// ---- DLPack export: a 1-D int8 tensor over the buffer's bytes (cuda.core's) -------
 template <typename Managed>
 Managed* export_buffer(nb::handle self) {
-  cucore::Buffer& b = as_buffer(self);
+  const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
-  auto ctx = std::make_unique<ExportCtx>(ExportCtx{nullptr, {0}, {0}});
-  auto t = std::make_unique<Managed>();
-  fill_tensor(t.get(), ctx.get(), b);
-  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
-    t->version = {dlpack::kMajor, dlpack::kMinor};
-    t->flags = 0;
-  }
-  ctx->owner = self.inc_ref().ptr();
-  t->manager_ctx = ctx.release();
-  t->deleter = release_export<Managed>;
-  return t.release();
+  const std::int64_t n = static_cast<std::int64_t>(b.size());
+  auto v = cucore::StridedMemoryView::from_buffer(b, {&n, 1}, {}, {dlpack::kDLInt, 8, 1});
+  // The tensor holds the Buffer (released under the GIL, from any thread).
+  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>)
+    return v.to_dlpack(py_owner(self));
+  else
+    return v.to_dlpack_unversioned(py_owner(self));
 }
 
+// __dlpack__ as cuda.core's: the stream is ignored (the buffer has no producer
+// stream: ordering is the caller's), copy=True is refused (the export is
+// zero-copy), max_version picks the tensor's form. A dl_device equal to the
+// buffer's own is taken, as the DLPack spec has it; another is BufferError.
 nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                          nb::handle copy) {
-  cucore::Buffer& b = as_buffer(self);
+  const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
-  if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
-    throw nb::buffer_error("Buffer.__dlpack__: copy=True is not supported (the export is zero-copy)");
-  if (!dl_device.is_none()) {
-    auto dev = nb::cast<std::pair<int, int>>(dl_device);
-    if (dev.first != dlpack_device_type(b)) throw nb::buffer_error("Buffer.__dlpack__: dl_device differs from the buffer's");
-  }
-  (void)stream;  // the buffer has no producer stream of its own: nothing to order
-  bool versioned = false;
-  if (!max_version.is_none()) versioned = nb::cast<int>(max_version[0]) >= 1;
-  if (versioned) return make_dlpack_capsule(export_buffer<dlpack::DLManagedTensorVersioned>(self));
-  return make_dlpack_capsule(export_buffer<dlpack::DLManagedTensor>(self));
+  (void)stream;
+  return dlpack_capsule_for(self, "Buffer", cucore::dlpack_device_of(b), max_version, dl_device, copy,
+                            export_buffer<dlpack::DLManagedTensorVersioned>,
+                            export_buffer<dlpack::DLManagedTensor>);
 }
 
 // The exchange API's export (managed_tensor_from_py_object_no_sync) for Buffers.
@@ -291,6 +242,10 @@ FillValue fill_value(nb::handle value) {
 }
 
 }  // namespace
+
+void register_native_resource_type(nb::handle type) {
+  g_native_resource_types.push_back(reinterpret_cast<PyTypeObject*>(type.ptr()));
+}
 
 bool is_native_resource(nb::handle h) {
   for (PyTypeObject* t : g_native_resource_types)
@@ -401,7 +356,16 @@ void bind_memory(nb::module_& m) {
       .def("close", &cucore::DeviceMemoryResource::close,
            "Drops this resource's share of a pool it owns (the pool goes once its Buffers are freed); no effect on "
            "a pool it does not own.")
-      .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"));
+      .def("trim_to", &cucore::DeviceMemoryResource::trim_to, nb::arg("min_bytes_to_keep"))
+      .def_prop_rw("peer_accessible_by",
+                   [](nb::handle self) {
+                     return nb::module_::import_("cucore._memory_views").attr("PeerAccessibleBySetProxy")(self);
+                   },
+                   [](nb::handle self, nb::handle devices) {
+                     nb::module_::import_("cucore._memory_views").attr("replace_peer_accessible_by")(self, devices);
+                   },
+                   "The other devices that may access this pool's allocations: a live set, read from and written "
+                   "to the driver (one cuMemPoolSetAccess per update).");
 
   resource_class<cucore::PinnedMemoryResource>(m, "PinnedMemoryResource",
       "Stream-ordered page-locked host memory from a host memory pool (device- and host-accessible).")
@@ -449,7 +413,11 @@ void bind_memory(nb::module_& m) {
                    "False: cucore's managed memory comes from cuMemAllocManaged, not a pool of its own.")
       .def_prop_ro("is_mapped", [](const cucore::ManagedMemoryResource&) { return false; })
       .def_prop_ro("handle", [](const cucore::ManagedMemoryResource&) { return nb::none(); })
-      .def_prop_ro("uuid", [](const cucore::ManagedMemoryResource&) { return nb::none(); });
+      .def_prop_ro("uuid", [](const cucore::ManagedMemoryResource&) { return nb::none(); })
+      .def("allocate", [](const cucore::ManagedMemoryResource& r, std::size_t size, nb::handle stream) {
+        return cucore::ManagedBuffer(r.allocate(size, StreamArg(stream).get()));
+      }, nb::arg("size"), nb::kw_only(), nb::arg("stream") = nb::none(),
+         "Allocates a ManagedBuffer of `size` bytes.");
 
   resource_class<cucore::LegacyPinnedMemoryResource>(m, "LegacyPinnedMemoryResource",
       "Page-locked host memory from cuMemAllocHost (synchronous).")
@@ -566,9 +534,8 @@ void bind_memory(nb::module_& m) {
            nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
       .def("__dlpack_device__", [](const cucore::Buffer& b) {
         if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
-        int t = dlpack_device_type(b);
-        int id = b.device_id();
-        return nb::make_tuple(t, t == dlpack::kDLCUDA && id >= 0 ? id : 0);
+        const dlpack::DLDevice d = cucore::dlpack_device_of(b);
+        return nb::make_tuple(static_cast<int>(d.device_type), d.device_id);
       })
       .def("__eq__", [](const cucore::Buffer& a, nb::handle b) {
         return is_buffer(b) && as_buffer(b).handle() == a.handle() && as_buffer(b).size() == a.size();

@@ -238,6 +238,8 @@ NB_MODULE(_core, m) {
   bind_device(m);
   bind_stream(m);
   bind_memory(m);
+  bind_memory_ops(m);
+  bind_texture(m);
   bind_ipc(m);  // after Stream, Event, Buffer and the resources: it adds their IPC members
   bind_checkpoint(m);
   bind_program(m);
@@ -245,6 +247,7 @@ NB_MODULE(_core, m) {
   bind_launch(m);
   bind_view(m);
   bind_graph(m);
+  bind_tensor_map(m);
   bind_compute(m);
   bind_system(m);
   bind_doctor(m);

@@ -52,6 +52,16 @@ bool dl_from_typestr(const std::string& ts, dlpack::DLDataType& dl) {
   return true;
 }
 
+// A NumPy dtype's DLPack type: by its typestr, and ml_dtypes' bfloat16 (a
+// void typestr) by name. False when DLPack has none.
+bool dl_from_numpy_dtype(nb::handle dt, dlpack::DLDataType& dl) {
+  if (nb::cast<std::string>(dt.attr("name")) == "bfloat16") {
+    dl = {dlpack::kDLBfloat, 16, 1};
+    return true;
+  }
+  return dl_from_typestr(nb::cast<std::string>(dt.attr("str")), dl);
+}
+
 std::string typestr_from_dl(const dlpack::DLDataType& dl) {
   char kind;
   switch (dl.code) {
@@ -363,24 +373,6 @@ PyView view_from_any(nb::handle obj, nb::handle stream_ptr) {
 }
 
 // ---- the DLPack C exchange API: producing ------------------------------------------
-// What an exported tensor of a view owns: a reference to the view (which keeps
-// the memory's exporter alive) and its own shape and strides.
-struct ViewExport {
-  PyObject* view;
-  std::vector<int64_t> dims;  // shape, then strides
-};
-
-void release_view_export(dlpack::DLManagedTensorVersioned* t) {
-  auto* ctx = static_cast<ViewExport*>(t->manager_ctx);
-  if (python_alive()) {  // the consumer may let go on any thread, without the GIL
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_XDECREF(ctx->view);
-    PyGILState_Release(g);
-  }
-  delete ctx;
-  delete t;
-}
-
 // Describes `v` as a DLTensor whose shape and strides point at `shape`/`strides`.
 void describe(const PyView& v, dlpack::DLTensor& d, int64_t* shape, int64_t* strides) {
   if (v.dl.lanes == 0)
@@ -394,19 +386,14 @@ void describe(const PyView& v, dlpack::DLTensor& d, int64_t* shape, int64_t* str
   d.byte_offset = 0;
 }
 
-dlpack::DLManagedTensorVersioned* export_view(nb::handle self) {
-  const PyView& v = *nb::inst_ptr<PyView>(self);
-  auto ctx = std::make_unique<ViewExport>();
-  ctx->dims.assign(v.shape(), v.shape() + v.ndim);
-  ctx->dims.insert(ctx->dims.end(), v.strides(), v.strides() + v.ndim);
-  auto t = std::make_unique<dlpack::DLManagedTensorVersioned>();
-  describe(v, t->dl_tensor, ctx->dims.data(), ctx->dims.data() + v.ndim);
-  t->version = {dlpack::kMajor, dlpack::kMinor};
-  t->flags = v.readonly ? dlpack::kDLFlagBitMaskReadOnly : 0;
-  ctx->view = self.inc_ref().ptr();
-  t->manager_ctx = ctx.release();
-  t->deleter = release_view_export;
-  return t.release();
+// An exported tensor holds the view (which holds the memory's exporter).
+template <typename Managed>
+Managed* export_view(nb::handle self) {
+  const cucore::StridedMemoryView v = cpp_view(*nb::inst_ptr<PyView>(self));
+  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>)
+    return v.to_dlpack(py_owner(self));
+  else
+    return v.to_dlpack_unversioned(py_owner(self));
 }
 
 int view_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** out) {
@@ -415,7 +402,7 @@ int view_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** out
     *out = nullptr;
     nb::handle obj(static_cast<PyObject*>(py_object));
     if (!PyObject_TypeCheck(obj.ptr(), g_types.view)) throw nb::type_error("py_object is not a StridedMemoryView");
-    *out = export_view(obj);
+    *out = export_view<dlpack::DLManagedTensorVersioned>(obj);
     return 0;
   } catch (...) {
     set_error_from_current_exception();
@@ -538,23 +525,77 @@ nb::object capsule(Managed* t, const char* name, PyCapsule_Destructor destructor
   return nb::steal(cap);
 }
 
+// ---- layouts and copies ---------------------------------------------------------------
+std::size_t view_itemsize(const PyView& v) {
+  if (v.dl.lanes) return itemsize(v);
+  return nb::cast<std::size_t>(v.dtype_obj.attr("itemsize"));
+}
+
+nb::object layout_of(const PyView& v) {
+  nb::object strides = nb::none();
+  if (v.has_strides && !cucore::is_contiguous_c({v.shape(), std::size_t(v.ndim)}, {v.strides(), std::size_t(v.ndim)}))
+    strides = to_tuple(v.strides(), v.ndim);
+  return nb::module_::import_("cucore._layout").attr("_StridedLayout")(to_tuple(v.shape(), v.ndim), strides,
+                                                                        view_itemsize(v));
+}
+
+// `out` takes the layout's shape and strides; its itemsize must be the view's.
+void apply_layout(PyView& out, nb::handle layout) {
+  nb::object cls = nb::module_::import_("cucore._layout").attr("_StridedLayout");
+  if (!nb::isinstance(layout, cls))
+    raise_type_error(std::string("StridedMemoryView.view: layout must be a _StridedLayout, got ") +
+                     Py_TYPE(layout.ptr())->tp_name);
+  const auto isz = nb::cast<std::size_t>(layout.attr("itemsize"));
+  if (isz != view_itemsize(out))
+    raise_value_error("StridedMemoryView.view: the layout's itemsize (" + std::to_string(isz) +
+                      " bytes) must match the dtype's (" + std::to_string(view_itemsize(out)) + " bytes)");
+  nb::tuple shape = nb::cast<nb::tuple>(layout.attr("shape"));
+  nb::object strides = layout.attr("strides");
+  out.set_ndim(static_cast<int>(nb::len(shape)));
+  for (int i = 0; i < out.ndim; ++i) out.shape()[i] = nb::cast<int64_t>(shape[i]);
+  out.has_strides = !strides.is_none();
+  if (out.has_strides)
+    for (int i = 0; i < out.ndim; ++i) out.strides()[i] = nb::cast<int64_t>(strides[i]);
+  else
+    fill_compact_strides(out);
+  if (out.exporting_obj.is_valid() && PyObject_TypeCheck(out.exporting_obj.ptr(), g_types.buffer)) {
+    const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(out.exporting_obj);
+    const cucore::DataType bytes{dlpack::kDLUInt, 8, static_cast<uint16_t>(isz)};  // any itemsize
+    const std::size_t n = static_cast<std::size_t>(out.ndim);
+    const std::size_t need = cucore::StridedMemoryView(reinterpret_cast<void*>(out.ptr), {out.shape(), n},
+                                                       {out.strides(), n}, bytes, {dlpack::kDLCUDA, 0})
+                                 .span_bytes();
+    if (need > b.size())
+      raise_value_error("StridedMemoryView.view: the layout reaches " + std::to_string(need) +
+                        " bytes but the buffer has " + std::to_string(b.size()));
+  }
+}
+
+// dst <- src on `stream`; blocking None blocks when either side is host-only memory (as cuda.core).
+void copy_views(nb::handle src_obj, nb::handle dst_obj, nb::handle stream, nb::handle blocking, const char* what) {
+  for (nb::handle o : {src_obj, dst_obj})
+    if (!PyObject_TypeCheck(o.ptr(), g_types.view))
+      raise_type_error(std::string("StridedMemoryView.") + what + ": other must be a StridedMemoryView, got " +
+                       Py_TYPE(o.ptr())->tp_name);
+  const PyView& src = *nb::inst_ptr<PyView>(src_obj);
+  const PyView& dst = *nb::inst_ptr<PyView>(dst_obj);
+  cucore::StreamRef s = stream_arg_or_default(stream, "StridedMemoryView copy: stream");
+  const bool host = src.dl_device == dlpack::kDLCPU || dst.dl_device == dlpack::kDLCPU;
+  const bool block = blocking.is_none() ? host : PyObject_IsTrue(blocking.ptr()) == 1;
+  const cucore::StridedMemoryView from = cpp_view(src), to = cpp_view(dst);
+  nb::gil_scoped_release unlocked;
+  to.copy_from(from, s);
+  if (block) s.sync();
+}
+
 nb::object view_dlpack(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                        nb::handle copy) {
   (void)stream;  // as Buffer.__dlpack__: no producer stream to order
-  if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
-    throw nb::buffer_error("StridedMemoryView.__dlpack__: copy=True is not supported (the export is zero-copy)");
-  if (!dl_device.is_none()) throw nb::buffer_error("StridedMemoryView.__dlpack__: dl_device is not supported");
-  if (max_version.is_none() || nb::cast<int>(max_version[0]) < 1) {
-    // A DLPack 0.x consumer: the same tensor in the legacy layout, owning the versioned one.
-    auto* v = export_view(self);
-    auto* t = new dlpack::DLManagedTensor{v->dl_tensor, v, [](dlpack::DLManagedTensor* self_) {
-      auto* inner = static_cast<dlpack::DLManagedTensorVersioned*>(self_->manager_ctx);
-      inner->deleter(inner);
-      delete self_;
-    }};
-    return make_dlpack_capsule(t);
-  }
-  return make_dlpack_capsule(export_view(self));
+  const PyView& v = *nb::inst_ptr<PyView>(self);
+  return dlpack_capsule_for(self, "StridedMemoryView",
+                            {v.dl_device, v.dl_device == dlpack::kDLCUDA ? v.device_id : 0}, max_version, dl_device,
+                            copy, export_view<dlpack::DLManagedTensorVersioned>,
+                            export_view<dlpack::DLManagedTensor>);
 }
 
 }  // namespace
@@ -567,6 +608,49 @@ nb::object make_dlpack_capsule(dlpack::DLManagedTensorVersioned* t) {
   return capsule(t, "dltensor_versioned", [](PyObject* c) {
     capsule_destructor<dlpack::DLManagedTensorVersioned>(c, "dltensor_versioned");
   });
+}
+
+nb::object dlpack_capsule_for(nb::handle self, const char* what, dlpack::DLDevice own, nb::handle max_version,
+                              nb::handle dl_device, nb::handle copy,
+                              dlpack::DLManagedTensorVersioned* (*versioned)(nb::handle),
+                              dlpack::DLManagedTensor* (*legacy)(nb::handle)) {
+  auto refuse = [&](const std::string& why) {
+    throw nb::buffer_error((std::string(what) + ".__dlpack__: " + why).c_str());
+  };
+  if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
+    refuse("copy=True is not supported (the export is zero-copy)");
+  // Pinned and managed memory is the CPU's too: asked for the CPU, they are
+  // described as CPU memory, still without a copy.
+  bool as_cpu = false;
+  if (!dl_device.is_none()) {
+    if (!PyTuple_Check(dl_device.ptr()) || PyTuple_GET_SIZE(dl_device.ptr()) != 2)
+      refuse("dl_device must be a (device_type, device_id) tuple");
+    const int type = nb::cast<int>(dl_device[0]), id = nb::cast<int>(dl_device[1]);
+    as_cpu = type == dlpack::kDLCPU && id == 0 &&
+             (own.device_type == dlpack::kDLCUDAHost || own.device_type == dlpack::kDLCUDAManaged);
+    if (!as_cpu && (type != own.device_type || id != own.device_id))
+      refuse("dl_device (" + std::to_string(type) + ", " + std::to_string(id) + ") is not where the memory is (" +
+             std::to_string(static_cast<int>(own.device_type)) + ", " + std::to_string(own.device_id) +
+             "), and the export is zero-copy");
+  }
+  auto place = [&](auto* t) {
+    if (as_cpu) t->dl_tensor.device = {dlpack::kDLCPU, 0};
+    return make_dlpack_capsule(t);
+  };
+  if (max_version.is_none()) return place(legacy(self));
+  if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
+    refuse("max_version must be a (major, minor) tuple, got " + nb::cast<std::string>(nb::repr(max_version)));
+  if (nb::cast<int>(max_version[0]) >= 1) return place(versioned(self));
+  return place(legacy(self));
+}
+
+cucore::StridedMemoryView cpp_view(const PyView& v) {
+  if (v.dl.lanes == 0)
+    throw nb::buffer_error("StridedMemoryView: its dtype has no DLPack equivalent, so it cannot be exported");
+  const std::size_t n = static_cast<std::size_t>(v.ndim);
+  return cucore::StridedMemoryView(reinterpret_cast<void*>(v.ptr), {v.shape(), n}, {v.strides(), n},
+                                   cucore::DataType::from_dlpack(v.dl),
+                                   {v.dl_device, v.dl_device == dlpack::kDLCUDA ? v.device_id : 0}, v.readonly);
 }
 
 void install_exchange_api(nb::handle type, dlpack::DLPackManagedTensorFromPyObjectNoSync from_object,
@@ -614,16 +698,11 @@ void bind_view(nb::module_& m) {
         v.ptr = b.handle();
         v.device_id = b.device_id();
         v.is_device_accessible = b.is_device_accessible();
-        const bool host = b.is_host_accessible();
-        v.dl_device = b.is_managed()                           ? dlpack::kDLCUDAManaged
-                      : v.is_device_accessible && host         ? dlpack::kDLCUDAHost
-                      : v.is_device_accessible                 ? dlpack::kDLCUDA
-                                                               : dlpack::kDLCPU;
+        v.dl_device = cucore::dlpack_device_of(b).device_type;
         v.readonly = is_readonly;
         if (!dtype.is_none()) {
           nb::object dt = nb::module_::import_("numpy").attr("dtype")(dtype);
-          std::string ts = nb::cast<std::string>(dt.attr("str"));
-          if (!dl_from_typestr(ts, v.dl)) v.dtype_obj = dt;
+          if (!dl_from_numpy_dtype(dt, v.dl)) v.dtype_obj = dt;
         } else if (!itemsize_arg.is_none()) {
           int isz = nb::cast<int>(itemsize_arg);
           v.dl = {dlpack::kDLUInt, static_cast<uint8_t>(isz * 8), 1};
@@ -679,11 +758,9 @@ void bind_view(nb::module_& m) {
         return v.dtype_obj;
       })
       .def("view", [](const PyView& v, nb::handle layout, nb::handle dtype) {
-        if (!layout.is_none())
-          throw nb::type_error("StridedMemoryView.view: layouts are not supported by cucore (it has no "
-                               "_StridedLayout); pass dtype=, or make a view of a sliced array");
-        // The same description; the memory stays alive through exporting_obj,
-        // as for any view (a consumed DLPack tensor stays with `v`).
+        // The same description (or the layout's shape and strides); the memory
+        // stays alive through exporting_obj, as for any view (a consumed DLPack
+        // tensor stays with `v`).
         PyView out;
         out.ptr = v.ptr;
         out.device_id = v.device_id;
@@ -704,16 +781,29 @@ void bind_view(nb::module_& m) {
           if (want != have)
             raise_value_error("StridedMemoryView.view: the dtype's itemsize (" + std::to_string(want) +
                               " bytes) must match the view's (" + std::to_string(have) + " bytes)");
-          std::string ts = nb::cast<std::string>(dt.attr("str"));
           out.dtype_obj = nb::object();
-          if (!dl_from_typestr(ts, out.dl)) {
+          if (!dl_from_numpy_dtype(dt, out.dl)) {
             out.dl = {0, 0, 0};
             out.dtype_obj = dt;
           }
         }
+        if (!layout.is_none()) apply_layout(out, layout);
         return out;
       }, nb::arg("layout") = nb::none(), nb::arg("dtype") = nb::none(),
-         "A new view of the same memory, with another dtype of the same itemsize.")
+         "A new view of the same memory with another layout (a _StridedLayout: shape, strides, itemsize) "
+         "and/or another dtype of the same itemsize. A view of a Buffer must stay inside it.")
+      .def_prop_ro("_layout", &layout_of, "The view's _StridedLayout (shape, strides in elements, itemsize).")
+      .def_prop_ro("layout", &layout_of, "The view's _StridedLayout (as _layout).")
+      .def("copy_from", [](nb::handle self, nb::handle other, nb::handle stream, nb::handle /*allocator: no temporaries needed*/,
+                           nb::handle blocking) { copy_views(other, self, stream, blocking, "copy_from"); },
+           nb::arg("other"), nb::arg("stream").none(), nb::arg("allocator") = nb::none(), nb::arg("blocking") = nb::none(),
+           "Copies `other` into this view on `stream` (views of the same shape and itemsize, both contiguous in "
+           "the same order). blocking=None blocks for copies to or from host-only memory.")
+      .def("copy_to", [](nb::handle self, nb::handle other, nb::handle stream, nb::handle /*allocator: no temporaries needed*/,
+                         nb::handle blocking) {
+        copy_views(self, other, stream, blocking, "copy_to");
+      }, nb::arg("other"), nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(),
+         nb::arg("blocking") = nb::none(), "Copies this view into `other`; see copy_from.")
       .def("__dlpack_device__", [](const PyView& v) {
         return nb::make_tuple(static_cast<int>(v.dl_device), v.dl_device == dlpack::kDLCUDA ? v.device_id : 0);
       })
@@ -726,6 +816,11 @@ void bind_view(nb::module_& m) {
              (v.is_device_accessible ? "True" : "False") + ", readonly=" + (v.readonly ? "True" : "False") + ")";
         return s;
       });
+  m.def("_is_contiguous", [](std::vector<int64_t> shape, std::optional<std::vector<int64_t>> strides, char order) {
+    const std::span<const int64_t> st = strides ? std::span<const int64_t>(*strides) : std::span<const int64_t>();
+    if (strides && strides->size() != shape.size()) raise_value_error("_is_contiguous: strides and shape differ in rank");
+    return order == 'F' ? cucore::is_contiguous_f(shape, st) : cucore::is_contiguous_c(shape, st);
+  }, nb::arg("shape"), nb::arg("strides").none(), nb::arg("order"));
   g_types.view = reinterpret_cast<PyTypeObject*>(vc.ptr());
   g_types.view->tp_vectorcall = view_vectorcall;
   install_exchange_api(vc, view_exchange_export, view_exchange_dltensor);

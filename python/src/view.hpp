@@ -7,8 +7,10 @@
 #include <cstdint>
 #include <vector>
 
+#include <cucore/dlpack.hpp>
+#include <cucore/strided_memory_view.hpp>
+
 #include "common.hpp"
-#include "dlpack.hpp"
 
 namespace cucore::python {
 
@@ -54,6 +56,20 @@ struct PyView {
 // unconsumed capsule calls the tensor's deleter when it goes.
 nb::object make_dlpack_capsule(dlpack::DLManagedTensor* t);
 nb::object make_dlpack_capsule(dlpack::DLManagedTensorVersioned* t);
+
+// __dlpack__ for Buffer and StridedMemoryView (`what`), whose memory is at
+// `own`: the DLPack spec's arguments as cuda.core takes them. copy=True is
+// BufferError (the export is zero-copy), as is a dl_device other than `own`
+// (but the CPU for pinned or managed memory, which the CPU reads as it is);
+// max_version None or below 1.0 gives a 0.x tensor, else a versioned one.
+nb::object dlpack_capsule_for(nb::handle self, const char* what, dlpack::DLDevice own, nb::handle max_version,
+                              nb::handle dl_device, nb::handle copy,
+                              dlpack::DLManagedTensorVersioned* (*versioned)(nb::handle),
+                              dlpack::DLManagedTensor* (*legacy)(nb::handle));
+
+// The view as libcucore's StridedMemoryView (BufferError for a dtype DLPack
+// cannot describe).
+cucore::StridedMemoryView cpp_view(const PyView& v);
 
 // Puts the DLPack C exchange API on `type` (as __dlpack_c_exchange_api__ and
 // the older __c_dlpack_exchange_api__): `from_object` makes an owning tensor

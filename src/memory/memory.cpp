@@ -192,6 +192,69 @@ void DeviceMemoryResource::trim_to(std::size_t min_bytes_to_keep) const {
   check(driver().cuMemPoolTrimTo(handle(), min_bytes_to_keep), "cuMemPoolTrimTo");
 }
 
+// ---- Peer access ----
+
+namespace {
+CUmemAccess_flags pool_access(CUmemoryPool pool, int device) {
+  CUmemLocation where{};
+  where.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  where.id = device;
+  CUmemAccess_flags flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  check(driver().cuMemPoolGetAccess(&flags, pool, &where), "cuMemPoolGetAccess");
+  return flags;
+}
+}  // namespace
+
+std::vector<int> DeviceMemoryResource::peer_accessible_by() const {
+  const int owner = device_id();
+  std::vector<int> peers;
+  for (int d = 0, n = Device::count(); d < n; ++d)
+    if (d != owner && pool_access(handle(), d) != CU_MEM_ACCESS_FLAGS_PROT_NONE) peers.push_back(d);
+  return peers;
+}
+
+void DeviceMemoryResource::update_peer_access(std::span<const int> add, std::span<const int> remove) const {
+  const Device owner(device_id());
+  std::vector<CUmemAccessDesc> descs;
+  auto push = [&](int device, CUmemAccess_flags flags) {
+    for (CUmemAccessDesc& d : descs)
+      if (d.location.id == device) {
+        if (flags == CU_MEM_ACCESS_FLAGS_PROT_READWRITE) d.flags = flags;  // granted wins
+        return;
+      }
+    CUmemAccessDesc d{};
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = device;
+    d.flags = flags;
+    descs.push_back(d);
+  };
+  for (int device : add) {
+    if (device == owner.ordinal()) continue;
+    if (!owner.can_access_peer(Device(device)))  // Device(n): std::out_of_range for no such device
+      throw std::invalid_argument("DeviceMemoryResource peer access: device " + std::to_string(device) +
+                                  " cannot access device " + std::to_string(owner.ordinal()) + "'s memory");
+    push(device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+  }
+  for (int device : remove) {
+    if (device == owner.ordinal()) continue;
+    (void)Device(device);
+    push(device, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+  }
+  if (descs.empty()) return;
+  check(driver().cuMemPoolSetAccess(handle(), descs.data(), descs.size()), "cuMemPoolSetAccess");
+}
+
+void DeviceMemoryResource::set_peer_accessible_by(std::span<const int> devices) const {
+  const std::vector<int> current = peer_accessible_by();
+  std::vector<int> remove;
+  for (int c : current)
+    if (std::find(devices.begin(), devices.end(), c) == devices.end()) remove.push_back(c);
+  std::vector<int> add;
+  for (int d : devices)
+    if (std::find(current.begin(), current.end(), d) == current.end()) add.push_back(d);
+  update_peer_access(add, remove);
+}
+
 // ---- Pinned host memory ----------------------------------------------------
 
 PinnedMemoryResource::PinnedMemoryResource(const PinnedMemoryResourceOptions& options) {

@@ -7,6 +7,7 @@
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
 #include <cucore/object_code.hpp>
+#include <cucore/tensor_map.hpp>
 
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "common/fake_driver.hpp"
+#include "common/message_of.hpp"
 
 using namespace cucore;
 using cucore::test::FakeDriver;
@@ -60,6 +62,7 @@ const std::vector<FakeKernel>& fake_kernels() {
       {"empty", 0x6003, {}},
       {"with_struct", 0x6004, {24, 8}},  // (struct of 24 bytes, double*)
       {"many", 0x6005, std::vector<std::size_t>(20, 8)},
+      {"tma", 0x6006, {128, 8}},  // (const __grid_constant__ CUtensorMap, float*)
   };
   return k;
 }
@@ -210,14 +213,7 @@ std::vector<std::byte> fake_cubin() {
 
 CUstream fake_stream() { return reinterpret_cast<CUstream>(0x7000); }
 
-std::string message_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no exception)";
-}
+using test::message_of;
 
 class LaunchArgsTest : public ::testing::Test {
  protected:
@@ -410,6 +406,23 @@ TEST_F(LaunchArgsTest, PacksScalarsBuffersPointersAndStructs) {
   EXPECT_EQ(q.a, 2.5);
   EXPECT_EQ(q.b[3], 4);
   EXPECT_EQ(as<double*>(c2.params[1]), nullptr);
+}
+
+TEST_F(LaunchArgsTest, TensorMapsGoByValue) {
+  Kernel tma = code.get_kernel("tma");
+  TensorMapDescriptor map;
+  auto* bytes = reinterpret_cast<unsigned char*>(&map.handle());
+  for (int i = 0; i < 128; ++i) bytes[i] = static_cast<unsigned char>(i * 7 + 3);
+  float* out = nullptr;
+  launch(fake_stream(), {.grid = 1, .block = 32}, tma, map, out);
+  KernelArgs args;
+  args.push(map).push(out);
+  launch(fake_stream(), {.grid = 1, .block = 32}, tma, args);
+  ASSERT_EQ(g_launches.size(), 2u);
+  for (const Captured& c : g_launches) {
+    ASSERT_EQ(c.params[0].size(), 128u);
+    EXPECT_EQ(std::memcmp(c.params[0].data(), bytes, 128), 0);
+  }
 }
 
 TEST_F(LaunchArgsTest, HotPathDoesNotAllocate) {

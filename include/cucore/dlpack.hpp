@@ -1,10 +1,14 @@
 #pragma once
 // The DLPack ABI: the definitions cucore uses from dlpack.h v1.3
 // (https://github.com/dmlc/dlpack, include/dlpack/dlpack.h), in a namespace of
-// their own: tensors (0.x DLManagedTensor, capsule "dltensor"; 1.x
-// DLManagedTensorVersioned, capsule "dltensor_versioned") and the C exchange
-// API (a type's __dlpack_c_exchange_api__, a PyCapsule "dlpack_exchange_api"
-// holding a DLPackExchangeAPI*). After the vendored part, cucore's helpers.
+// their own so that they never clash with a dlpack.h the program also includes
+// (PyTorch's ATen/dlpack.h, ...): the layouts are the same, so a
+// ::DLManagedTensor* from another library converts with reinterpret_cast (and
+// cucore::StridedMemoryView::from_dlpack takes it as it is). Tensors (0.x
+// DLManagedTensor, capsule "dltensor"; 1.x DLManagedTensorVersioned, capsule
+// "dltensor_versioned") and the C exchange API (a type's
+// __dlpack_c_exchange_api__, a PyCapsule "dlpack_exchange_api" holding a
+// DLPackExchangeAPI*).
 //
 // The vendored definitions are from dlpack.h:
 //   Copyright (c) 2017 - by Contributors
@@ -18,7 +22,7 @@
 //   under the License.
 #include <cstdint>
 
-namespace cucore::python::dlpack {
+namespace cucore::dlpack {
 
 // ---- vendored from dlpack.h v1.3 ---------------------------------------------------
 
@@ -142,4 +146,4 @@ constexpr const char* kExchangeApiCapsule = "dlpack_exchange_api";
 constexpr const char* kExchangeApiAttr = "__dlpack_c_exchange_api__";
 constexpr const char* kExchangeApiOldAttr = "__c_dlpack_exchange_api__";  // before DLPack 1.3's name
 
-}  // namespace cucore::python::dlpack
+}  // namespace cucore::dlpack

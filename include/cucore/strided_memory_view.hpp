@@ -1,0 +1,181 @@
+#pragma once
+// StridedMemoryView: a typed, non-owning description of a strided array
+// (pointer, shape, strides in elements, element type, device), as cuda.core's
+// StridedMemoryView. Made from a Buffer, from a DLPack tensor (DLPack 0.x or
+// 1.x: PyTorch's at::toDLPack, ...) or from plain values; exported as a DLPack
+// tensor, so C++ code exchanges tensors with any DLPack consumer, copies
+// between views, and describes the memory of a TMA tensor map.
+//
+//   auto v = cucore::StridedMemoryView::from_buffer(buf, {rows, cols}, {}, cucore::DataType::of<float>());
+//   DLManagedTensorVersioned* t = v.to_dlpack(owner);   // a consumer calls t->deleter
+//
+// The view never frees what it describes: the memory must outlive it, or ride
+// in its owner (a shared_ptr it keeps; adopt_dlpack puts the tensor's deleter
+// there).
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include <cucore/buffer.hpp>
+#include <cucore/dlpack.hpp>
+#include <cucore/stream.hpp>
+
+namespace cucore {
+
+// An element type as DLPack describes it (type code, bits, lanes).
+struct DataType {
+  dlpack::DLDataTypeCode code = dlpack::kDLUInt;
+  std::uint8_t bits = 8;
+  std::uint16_t lanes = 1;
+
+  // Bytes per element (bits rounded up to whole bytes, times lanes).
+  constexpr std::size_t itemsize() const noexcept { return (std::size_t(bits) + 7) / 8 * lanes; }
+  constexpr dlpack::DLDataType to_dlpack() const noexcept { return {code, bits, lanes}; }
+  static constexpr DataType from_dlpack(dlpack::DLDataType t) noexcept {
+    return {static_cast<dlpack::DLDataTypeCode>(t.code), t.bits, t.lanes};
+  }
+  friend constexpr bool operator==(const DataType&, const DataType&) = default;
+
+  // The DataType of a C++ arithmetic type (bool, integers, float, double).
+  template <typename T>
+  static constexpr DataType of() noexcept {
+    static_assert(std::is_arithmetic_v<T>, "DataType::of<T>: T must be bool, an integer or a floating-point type");
+    if constexpr (std::is_same_v<T, bool>)
+      return {dlpack::kDLBool, 8, 1};
+    else if constexpr (std::is_floating_point_v<T>)
+      return {dlpack::kDLFloat, static_cast<std::uint8_t>(sizeof(T) * 8), 1};
+    else if constexpr (std::is_signed_v<T>)
+      return {dlpack::kDLInt, static_cast<std::uint8_t>(sizeof(T) * 8), 1};
+    else
+      return {dlpack::kDLUInt, static_cast<std::uint8_t>(sizeof(T) * 8), 1};
+  }
+};
+
+// Layout facts about a shape and its strides (in elements; an empty `strides`
+// is C-contiguous). An extent of 1 may have any stride, as NumPy has it.
+bool is_contiguous_c(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept;
+bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept;
+
+// Where a Buffer's memory lives, as DLPack says it (and cuda.core reports it):
+// device memory (kDLCUDA, its device), pinned host memory (kDLCUDAHost, 0),
+// managed memory (kDLCUDAManaged, 0) or plain host memory (kDLCPU, 0).
+dlpack::DLDevice dlpack_device_of(const Buffer& buffer);
+
+namespace detail {
+// cucore::dlpack's struct with the layout of another library's DLPack managed tensor.
+template <typename T>
+using dlpack_layout_of = std::conditional_t<requires(T* t) { t->version; }, dlpack::DLManagedTensorVersioned,
+                                            dlpack::DLManagedTensor>;
+template <typename T>
+concept foreign_dlpack_tensor =
+    requires(T* t) {
+      t->dl_tensor;
+      t->deleter;
+      t->manager_ctx;
+    } && !std::is_same_v<std::remove_cv_t<T>, dlpack::DLManagedTensor> &&
+    !std::is_same_v<std::remove_cv_t<T>, dlpack::DLManagedTensorVersioned> &&
+    sizeof(T) == sizeof(dlpack_layout_of<T>);
+}  // namespace detail
+
+class StridedMemoryView {
+ public:
+  StridedMemoryView() = default;  // empty: no data, ndim 0
+  // A view of `data`. Empty `strides`: C-contiguous. Throws
+  // std::invalid_argument for a negative extent or strides of another rank.
+  StridedMemoryView(void* data, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                    DataType dtype, dlpack::DLDevice device, bool readonly = false,
+                    std::shared_ptr<const void> owner = {});
+
+  // A view of `buffer`'s memory (its device and kind: device, pinned, managed,
+  // host) with this shape and strides; every element must lie inside the
+  // buffer (std::invalid_argument). The Buffer must outlive the view.
+  static StridedMemoryView from_buffer(const Buffer& buffer, std::initializer_list<std::int64_t> shape,
+                                       std::initializer_list<std::int64_t> strides, DataType dtype,
+                                       bool readonly = false) {
+    return from_buffer(buffer, std::span<const std::int64_t>(shape.begin(), shape.size()),
+                       std::span<const std::int64_t>(strides.begin(), strides.size()), dtype, readonly);
+  }
+  static StridedMemoryView from_buffer(const Buffer& buffer, std::span<const std::int64_t> shape,
+                                       std::span<const std::int64_t> strides, DataType dtype, bool readonly = false);
+
+  // A view of a DLPack tensor, which stays its producer's: it must outlive the
+  // view and be released (its deleter) by the caller. Readonly from the
+  // versioned tensor's flag. Throws std::invalid_argument for a DLPack major
+  // version other than 1, or a device type cucore does not know.
+  static StridedMemoryView from_dlpack(const dlpack::DLManagedTensorVersioned* tensor);
+  static StridedMemoryView from_dlpack(const dlpack::DLManagedTensor* tensor);
+  static StridedMemoryView from_dltensor(const dlpack::DLTensor& tensor, bool readonly = false);
+  // The same, taking ownership: the tensor's deleter runs when the view and
+  // its last copy are gone (or at once, if the view cannot be made).
+  static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensorVersioned* tensor);
+  static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensor* tensor);
+  // Another library's DLPack structs (PyTorch's ::DLManagedTensor, ...): the
+  // same layout as cucore::dlpack's, so taken as they are.
+  template <detail::foreign_dlpack_tensor T>
+  static StridedMemoryView from_dlpack(T* tensor) {
+    return from_dlpack(reinterpret_cast<const detail::dlpack_layout_of<T>*>(tensor));
+  }
+  template <detail::foreign_dlpack_tensor T>
+  static StridedMemoryView adopt_dlpack(T* tensor) {
+    return adopt_dlpack(reinterpret_cast<detail::dlpack_layout_of<T>*>(tensor));
+  }
+
+  void* data() const noexcept { return data_; }
+  std::uintptr_t ptr() const noexcept { return reinterpret_cast<std::uintptr_t>(data_); }
+  int ndim() const noexcept { return static_cast<int>(dims_.size() / 2); }
+  std::span<const std::int64_t> shape() const noexcept { return {dims_.data(), dims_.size() / 2}; }
+  std::span<const std::int64_t> strides() const noexcept {  // in elements, always filled
+    return {dims_.data() + dims_.size() / 2, dims_.size() / 2};
+  }
+  std::int64_t size() const noexcept;  // number of elements
+  DataType dtype() const noexcept { return dtype_; }
+  std::size_t itemsize() const noexcept { return dtype_.itemsize(); }
+  dlpack::DLDevice device() const noexcept { return device_; }
+  // The CUDA device, or -1 for memory only the host reaches.
+  int device_id() const noexcept;
+  bool is_device_accessible() const noexcept;
+  bool is_host_accessible() const noexcept;
+  bool readonly() const noexcept { return readonly_; }
+  const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
+  bool is_contiguous_c() const noexcept { return cucore::is_contiguous_c(shape(), strides()); }
+  bool is_contiguous_f() const noexcept { return cucore::is_contiguous_f(shape(), strides()); }
+  // Bytes from the first element to one past the last (0 when empty): what
+  // the memory must hold. Negative strides are std::invalid_argument.
+  std::size_t span_bytes() const;
+
+  // The data as T*, checking that T is the element type (std::invalid_argument).
+  template <typename T>
+  T* data_as() const {
+    check_element_type(DataType::of<std::remove_cv_t<T>>(), sizeof(T));
+    return static_cast<T*>(data_);
+  }
+
+  // A DLPack tensor describing the view, for a consumer that calls its
+  // deleter; `owner` (and the view's own owner) stay alive until then.
+  dlpack::DLManagedTensorVersioned* to_dlpack(std::shared_ptr<const void> owner = {}) const;
+  dlpack::DLManagedTensor* to_dlpack_unversioned(std::shared_ptr<const void> owner = {}) const;
+
+  // Copies `src` into this view on `stream` (host, device, pinned or managed
+  // memory on either side). Shapes and item sizes must match and both views
+  // must be contiguous in the same order (C or F); this view must be
+  // writable. Throws std::invalid_argument naming what differs.
+  void copy_from(const StridedMemoryView& src, StreamRef stream) const;
+  void copy_to(const StridedMemoryView& dst, StreamRef stream) const { dst.copy_from(*this, stream); }
+
+ private:
+  void check_element_type(DataType want, std::size_t size) const;
+  void* data_ = nullptr;
+  std::vector<std::int64_t> dims_;  // shape, then strides
+  DataType dtype_{};
+  dlpack::DLDevice device_{dlpack::kDLCPU, 0};
+  bool readonly_ = false;
+  std::shared_ptr<const void> owner_;
+};
+
+}  // namespace cucore

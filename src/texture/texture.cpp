@@ -1,0 +1,386 @@
+#include <cucore/texture.hpp>
+
+#include <cucore/buffer.hpp>
+#include <cucore/context.hpp>
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+
+#include <stdexcept>
+#include <string>
+
+#include "handles/texture_handles.hpp"
+#include "loader/driver.hpp"
+#include "runtime/stream_context.hpp"
+
+namespace cucore::texture {
+
+using detail::check;
+using detail::driver;
+
+namespace {
+
+struct FormatInfo {
+  ArrayFormat format;
+  const char* name;
+  CUarray_format driver;
+  std::size_t bytes;
+  bool is_float;
+};
+constexpr FormatInfo kFormats[] = {
+    {ArrayFormat::uint8, "uint8", CU_AD_FORMAT_UNSIGNED_INT8, 1, false},
+    {ArrayFormat::uint16, "uint16", CU_AD_FORMAT_UNSIGNED_INT16, 2, false},
+    {ArrayFormat::uint32, "uint32", CU_AD_FORMAT_UNSIGNED_INT32, 4, false},
+    {ArrayFormat::int8, "int8", CU_AD_FORMAT_SIGNED_INT8, 1, false},
+    {ArrayFormat::int16, "int16", CU_AD_FORMAT_SIGNED_INT16, 2, false},
+    {ArrayFormat::int32, "int32", CU_AD_FORMAT_SIGNED_INT32, 4, false},
+    {ArrayFormat::float16, "float16", CU_AD_FORMAT_HALF, 2, true},
+    {ArrayFormat::float32, "float32", CU_AD_FORMAT_FLOAT, 4, true},
+};
+const FormatInfo& info(ArrayFormat f) { return kFormats[static_cast<int>(f)]; }
+
+void check_channels(const char* what, unsigned channels) {
+  if (channels != 1 && channels != 2 && channels != 4)
+    throw std::invalid_argument(std::string(what) + ": num_channels must be 1, 2 or 4, not " +
+                                std::to_string(channels));
+}
+
+void check_shape(const char* what, const std::vector<std::size_t>& shape) {
+  if (shape.empty() || shape.size() > 3)
+    throw std::invalid_argument(std::string(what) + ": shape must have 1, 2 or 3 extents (width[, height[, depth]]), not " +
+                                std::to_string(shape.size()));
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] == 0)
+      throw std::invalid_argument(std::string(what) + ": shape[" + std::to_string(i) + "] is 0; every extent must be >= 1");
+}
+
+CUDA_ARRAY3D_DESCRIPTOR array_descriptor(const std::vector<std::size_t>& shape, ArrayFormat format, unsigned channels,
+                                         bool surface) {
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  d.Width = shape[0];
+  d.Height = shape.size() > 1 ? shape[1] : 0;  // 0: the driver's way of saying 1-D / 2-D
+  d.Depth = shape.size() > 2 ? shape[2] : 0;
+  d.Format = info(format).driver;
+  d.NumChannels = channels;
+  d.Flags = surface ? CUDA_ARRAY3D_SURFACE_LDST : 0;
+  return d;
+}
+
+const detail::ArrayBox& require_array(const std::shared_ptr<const detail::ArrayBox>& box, const char* operation) {
+  if (!box) [[unlikely]]
+    detail::throw_closed("OpaqueArray", operation);
+  return *box;
+}
+const detail::MipmappedArrayBox& require_mipmap(const std::shared_ptr<const detail::MipmappedArrayBox>& box,
+                                                const char* operation) {
+  if (!box) [[unlikely]]
+    detail::throw_closed("MipmappedArray", operation);
+  return *box;
+}
+
+std::size_t element_bytes_of(const detail::ArrayShape& s) { return info(s.format).bytes * s.num_channels; }
+std::size_t size_bytes_of(const detail::ArrayShape& s) {
+  std::size_t n = element_bytes_of(s);
+  for (std::size_t e : s.shape) n *= e;
+  return n;
+}
+
+// One cuMemcpy3DAsync between the whole array and linear memory laid out densely.
+void copy_array(const detail::ArrayBox& a, bool to_array, CUmemorytype linear_type, CUdeviceptr device_ptr,
+                const void* host_ptr, std::size_t linear_size, StreamRef stream, const char* operation) {
+  const std::size_t need = size_bytes_of(a.info);
+  if (linear_size != need)
+    throw std::invalid_argument(std::string(operation) + ": size mismatch: the array holds " + std::to_string(need) +
+                                " bytes, the " + (to_array ? "source" : "destination") + " has " +
+                                std::to_string(linear_size));
+  detail::StreamContextGuard guard(stream, operation);
+  const std::size_t width_bytes = a.info.shape[0] * element_bytes_of(a.info);
+  const std::size_t height = a.info.shape.size() > 1 ? a.info.shape[1] : 1;
+  const std::size_t depth = a.info.shape.size() > 2 ? a.info.shape[2] : 1;
+  CUDA_MEMCPY3D c{};
+  if (to_array) {
+    c.srcMemoryType = linear_type;
+    c.srcDevice = device_ptr;
+    c.srcHost = host_ptr;
+    c.srcPitch = width_bytes;
+    c.srcHeight = height;
+    c.dstMemoryType = CU_MEMORYTYPE_ARRAY;
+    c.dstArray = a.array;
+  } else {
+    c.srcMemoryType = CU_MEMORYTYPE_ARRAY;
+    c.srcArray = a.array;
+    c.dstMemoryType = linear_type;
+    c.dstDevice = device_ptr;
+    c.dstHost = const_cast<void*>(host_ptr);
+    c.dstPitch = width_bytes;
+    c.dstHeight = height;
+  }
+  c.WidthInBytes = width_bytes;
+  c.Height = height;
+  c.Depth = depth;
+  check(driver().cuMemcpy3DAsync(&c, stream.handle()), "cuMemcpy3DAsync");
+}
+
+}  // namespace
+
+const char* to_string(ArrayFormat format) noexcept { return info(format).name; }
+std::size_t format_bytes(ArrayFormat format) noexcept { return info(format).bytes; }
+
+ArrayFormat parse_array_format(std::string_view name) {
+  for (const FormatInfo& f : kFormats)
+    if (name == f.name) return f.format;
+  throw std::invalid_argument("unknown array format '" + std::string(name) +
+                              "': expected uint8, uint16, uint32, int8, int16, int32, float16 or float32");
+}
+
+// ---- OpaqueArray ----
+
+CUarray OpaqueArray::handle() const noexcept { return box_ ? box_->array : nullptr; }
+const std::vector<std::size_t>& OpaqueArray::shape() const { return require_array(box_, "shape").info.shape; }
+ArrayFormat OpaqueArray::format() const { return require_array(box_, "format").info.format; }
+unsigned OpaqueArray::num_channels() const { return require_array(box_, "num_channels").info.num_channels; }
+std::size_t OpaqueArray::element_bytes() const { return element_bytes_of(require_array(box_, "element_bytes").info); }
+std::size_t OpaqueArray::size_bytes() const { return size_bytes_of(require_array(box_, "size_bytes").info); }
+int OpaqueArray::device_id() const { return require_array(box_, "device_id").info.device; }
+bool OpaqueArray::is_surface_load_store() const {
+  return require_array(box_, "is_surface_load_store").info.surface_load_store;
+}
+
+void OpaqueArray::copy_from(const Buffer& src, StreamRef stream) {
+  const auto& a = require_array(box_, "copy_from");
+  if (src.is_closed()) detail::throw_closed("Buffer", "OpaqueArray::copy_from (the source)");
+  copy_array(a, true, CU_MEMORYTYPE_UNIFIED, src.handle(), nullptr, src.size(), stream, "OpaqueArray::copy_from");
+}
+void OpaqueArray::copy_from(std::span<const std::byte> host, StreamRef stream) {
+  const auto& a = require_array(box_, "copy_from");
+  copy_array(a, true, CU_MEMORYTYPE_HOST, 0, host.data(), host.size(), stream, "OpaqueArray::copy_from");
+}
+void OpaqueArray::copy_to(Buffer& dst, StreamRef stream) const {
+  const auto& a = require_array(box_, "copy_to");
+  if (dst.is_closed()) detail::throw_closed("Buffer", "OpaqueArray::copy_to (the destination)");
+  copy_array(a, false, CU_MEMORYTYPE_UNIFIED, dst.handle(), nullptr, dst.size(), stream, "OpaqueArray::copy_to");
+}
+void OpaqueArray::copy_to(std::span<std::byte> host, StreamRef stream) const {
+  const auto& a = require_array(box_, "copy_to");
+  copy_array(a, false, CU_MEMORYTYPE_HOST, 0, host.data(), host.size(), stream, "OpaqueArray::copy_to");
+}
+
+// ---- MipmappedArray ----
+
+CUmipmappedArray MipmappedArray::handle() const noexcept { return box_ ? box_->array : nullptr; }
+const std::vector<std::size_t>& MipmappedArray::shape() const { return require_mipmap(box_, "shape").info.shape; }
+ArrayFormat MipmappedArray::format() const { return require_mipmap(box_, "format").info.format; }
+unsigned MipmappedArray::num_channels() const { return require_mipmap(box_, "num_channels").info.num_channels; }
+unsigned MipmappedArray::num_levels() const { return require_mipmap(box_, "num_levels").num_levels; }
+int MipmappedArray::device_id() const { return require_mipmap(box_, "device_id").info.device; }
+bool MipmappedArray::is_surface_load_store() const {
+  return require_mipmap(box_, "is_surface_load_store").info.surface_load_store;
+}
+
+OpaqueArray MipmappedArray::get_level(unsigned level) const {
+  const auto& m = require_mipmap(box_, "get_level");
+  if (level >= m.num_levels)
+    throw std::out_of_range("MipmappedArray::get_level: level " + std::to_string(level) + " is not in [0, " +
+                            std::to_string(m.num_levels) + ")");
+  return OpaqueArray(detail::mipmap_level(box_, level));
+}
+
+// ---- ResourceDescriptor ----
+
+ResourceDescriptor ResourceDescriptor::from_opaque_array(const OpaqueArray& array) {
+  require_array(array.box(), "ResourceDescriptor::from_opaque_array");
+  ResourceDescriptor r;
+  r.kind_ = Kind::array;
+  r.array_ = array;
+  return r;
+}
+
+ResourceDescriptor ResourceDescriptor::from_mipmapped_array(const MipmappedArray& array) {
+  require_mipmap(array.box(), "ResourceDescriptor::from_mipmapped_array");
+  ResourceDescriptor r;
+  r.kind_ = Kind::mipmapped_array;
+  r.mipmapped_ = array;
+  return r;
+}
+
+ResourceDescriptor ResourceDescriptor::from_linear(const Buffer& buffer, ArrayFormat format, unsigned num_channels,
+                                                   std::size_t size_bytes, std::shared_ptr<const void> owner) {
+  if (buffer.is_closed()) detail::throw_closed("Buffer", "ResourceDescriptor::from_linear");
+  check_channels("ResourceDescriptor::from_linear", num_channels);
+  if (size_bytes == 0) size_bytes = buffer.size();
+  if (size_bytes > buffer.size())
+    throw std::invalid_argument("ResourceDescriptor::from_linear: size_bytes " + std::to_string(size_bytes) +
+                                " exceeds the buffer's " + std::to_string(buffer.size()) + " bytes");
+  ResourceDescriptor r;
+  r.kind_ = Kind::linear;
+  r.ptr_ = buffer.handle();
+  r.format_ = format;
+  r.channels_ = num_channels;
+  r.size_bytes_ = size_bytes;
+  r.owner_ = std::move(owner);
+  return r;
+}
+
+ResourceDescriptor ResourceDescriptor::from_pitch2d(const Buffer& buffer, ArrayFormat format, unsigned num_channels,
+                                                    std::size_t width, std::size_t height, std::size_t pitch_bytes,
+                                                    std::shared_ptr<const void> owner) {
+  if (buffer.is_closed()) detail::throw_closed("Buffer", "ResourceDescriptor::from_pitch2d");
+  check_channels("ResourceDescriptor::from_pitch2d", num_channels);
+  if (width == 0 || height == 0) throw std::invalid_argument("ResourceDescriptor::from_pitch2d: width and height must be >= 1");
+  const std::size_t row = width * info(format).bytes * num_channels;
+  if (pitch_bytes < row)
+    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: pitch_bytes " + std::to_string(pitch_bytes) +
+                                " is less than a row's " + std::to_string(row) + " bytes");
+  if (pitch_bytes * (height - 1) + row > buffer.size())
+    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: " + std::to_string(height) + " rows of pitch " +
+                                std::to_string(pitch_bytes) + " do not fit the buffer's " +
+                                std::to_string(buffer.size()) + " bytes");
+  ResourceDescriptor r;
+  r.kind_ = Kind::pitch2d;
+  r.ptr_ = buffer.handle();
+  r.format_ = format;
+  r.channels_ = num_channels;
+  r.width_ = width;
+  r.height_ = height;
+  r.pitch_ = pitch_bytes;
+  r.owner_ = std::move(owner);
+  return r;
+}
+
+std::optional<ArrayFormat> ResourceDescriptor::format() const noexcept {
+  if (kind_ == Kind::linear || kind_ == Kind::pitch2d) return format_;
+  return std::nullopt;
+}
+
+ArrayFormat ResourceDescriptor::element_format() const {
+  switch (kind_) {
+    case Kind::array: return array_.format();
+    case Kind::mipmapped_array: return mipmapped_.format();
+    default: return format_;
+  }
+}
+
+CUDA_RESOURCE_DESC ResourceDescriptor::to_driver() const {
+  CUDA_RESOURCE_DESC d{};
+  switch (kind_) {
+    case Kind::array:
+      d.resType = CU_RESOURCE_TYPE_ARRAY;
+      d.res.array.hArray = require_array(array_.box(), "ResourceDescriptor (its array)").array;
+      break;
+    case Kind::mipmapped_array:
+      d.resType = CU_RESOURCE_TYPE_MIPMAPPED_ARRAY;
+      d.res.mipmap.hMipmappedArray = require_mipmap(mipmapped_.box(), "ResourceDescriptor (its array)").array;
+      break;
+    case Kind::linear:
+      d.resType = CU_RESOURCE_TYPE_LINEAR;
+      d.res.linear.devPtr = ptr_;
+      d.res.linear.format = info(format_).driver;
+      d.res.linear.numChannels = channels_;
+      d.res.linear.sizeInBytes = size_bytes_;
+      break;
+    case Kind::pitch2d:
+      d.resType = CU_RESOURCE_TYPE_PITCH2D;
+      d.res.pitch2D.devPtr = ptr_;
+      d.res.pitch2D.format = info(format_).driver;
+      d.res.pitch2D.numChannels = channels_;
+      d.res.pitch2D.width = width_;
+      d.res.pitch2D.height = height_;
+      d.res.pitch2D.pitchInBytes = pitch_;
+      break;
+  }
+  return d;
+}
+
+// ---- TextureObject, SurfaceObject ----
+
+namespace {
+template <typename Box>
+const Box& require_object(const std::shared_ptr<const Box>& box, const char* object, const char* operation) {
+  if (!box) [[unlikely]]
+    detail::throw_closed(object, operation);
+  return *box;
+}
+}  // namespace
+
+CUtexObject TextureObject::handle() const noexcept { return box_ ? box_->tex : 0; }
+const ResourceDescriptor& TextureObject::resource() const {
+  return require_object(box_, "TextureObject", "resource").resource;
+}
+const TextureObjectOptions& TextureObject::options() const {
+  return require_object(box_, "TextureObject", "options").options;
+}
+int TextureObject::device_id() const { return require_object(box_, "TextureObject", "device_id").device; }
+CUtexObject TextureObject::kernel_argument() const { return require_object(box_, "TextureObject", "launch").tex; }
+
+CUsurfObject SurfaceObject::handle() const noexcept { return box_ ? box_->surf : 0; }
+const ResourceDescriptor& SurfaceObject::resource() const {
+  return require_object(box_, "SurfaceObject", "resource").resource;
+}
+int SurfaceObject::device_id() const { return require_object(box_, "SurfaceObject", "device_id").device; }
+CUsurfObject SurfaceObject::kernel_argument() const { return require_object(box_, "SurfaceObject", "launch").surf; }
+
+}  // namespace cucore::texture
+
+namespace cucore {
+
+using namespace texture;
+
+OpaqueArray Device::create_opaque_array(const OpaqueArrayOptions& options) const {
+  check_shape("Device::create_opaque_array", options.shape);
+  check_channels("Device::create_opaque_array", options.num_channels);
+  const CUDA_ARRAY3D_DESCRIPTOR d =
+      array_descriptor(options.shape, options.format, options.num_channels, options.is_surface_load_store);
+  Context ctx = context();
+  ScopedContext scope(ctx.handle());
+  return OpaqueArray(detail::create_array(
+      d, {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()}, ctx.box()));
+}
+
+MipmappedArray Device::create_mipmapped_array(const MipmappedArrayOptions& options) const {
+  check_shape("Device::create_mipmapped_array", options.shape);
+  check_channels("Device::create_mipmapped_array", options.num_channels);
+  if (options.num_levels == 0) throw std::invalid_argument("Device::create_mipmapped_array: num_levels must be >= 1");
+  const CUDA_ARRAY3D_DESCRIPTOR d =
+      array_descriptor(options.shape, options.format, options.num_channels, options.is_surface_load_store);
+  Context ctx = context();
+  ScopedContext scope(ctx.handle());
+  return MipmappedArray(detail::create_mipmapped_array(
+      d, {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()},
+      options.num_levels, ctx.box()));
+}
+
+TextureObject Device::create_texture_object(const ResourceDescriptor& resource) const {
+  return create_texture_object(resource, TextureObjectOptions{});
+}
+
+TextureObject Device::create_texture_object(const ResourceDescriptor& resource,
+                                            const TextureObjectOptions& options) const {
+  if (options.max_anisotropy > 16)
+    throw std::invalid_argument("Device::create_texture_object: max_anisotropy must be in [0, 16], not " +
+                                std::to_string(options.max_anisotropy));
+  if (resource.kind() == ResourceDescriptor::Kind::linear &&
+      (options.normalized_coords || options.filter_mode == FilterMode::linear))
+    throw std::invalid_argument(
+        "Device::create_texture_object: a linear resource is read by a typed 1-D fetch: it takes neither "
+        "normalized_coords nor linear filtering (use an OpaqueArray or a pitch2d resource)");
+  if (options.filter_mode == FilterMode::linear && !info(resource.element_format()).is_float &&
+      options.read_mode == ReadMode::element_type)
+    throw std::invalid_argument(
+        std::string("Device::create_texture_object: linear filtering of the integer format ") +
+        to_string(resource.element_format()) + " needs read_mode normalized_float");
+  ScopedContext scope(context().handle());
+  return TextureObject(detail::create_texture_object(resource, options, ordinal()));
+}
+
+SurfaceObject Device::create_surface_object(const ResourceDescriptor& resource) const {
+  if (resource.kind() != ResourceDescriptor::Kind::array)
+    throw std::invalid_argument(
+        "Device::create_surface_object: a surface needs an OpaqueArray resource (for a mipmapped array, one of its "
+        "levels: MipmappedArray::get_level); linear and pitch2d memory cannot back a surface");
+  if (!resource.array().is_surface_load_store())
+    throw std::invalid_argument(
+        "Device::create_surface_object: the array was not created with is_surface_load_store = true");
+  ScopedContext scope(context().handle());
+  return SurfaceObject(detail::create_surface_object(resource, ordinal()));
+}
+
+}  // namespace cucore
