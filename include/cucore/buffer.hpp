@@ -18,6 +18,8 @@
 
 namespace cucore {
 
+struct IPCBufferDescriptor;
+
 class Buffer {
  public:
   Buffer() noexcept = default;  // closed
@@ -95,6 +97,20 @@ class Buffer {
   void fill(std::uint16_t value, StreamRef stream);
   void fill(std::uint32_t value, StreamRef stream);
 
+  // ---- sharing with other processes (ipc.hpp, docs/ipc.md) ----
+  // Describes this Buffer of an IPC-enabled pool (IpcError otherwise); a
+  // mapped Buffer gives the descriptor it was imported from.
+  IPCBufferDescriptor ipc_descriptor() const;
+  // Maps the described Buffer of another process through `mr`, the mapped
+  // resource of its pool; freed (unmapped) on `stream` once this and every
+  // other import of the same descriptor have closed. The descriptor is
+  // untrusted: a short payload or a size beyond the mapping is
+  // std::invalid_argument, another pool's descriptor a CudaError
+  // (CUDA_ERROR_INVALID_VALUE) naming both pools.
+  static Buffer from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDescriptor& descriptor,
+                                    const Stream& stream);
+  bool is_mapped() const noexcept { return mapped_; }  // imported from another process
+
  private:
   friend class VirtualMemoryResource;  // grows its buffers in place (modify_allocation)
   void require_open(const char* operation) const {
@@ -108,8 +124,9 @@ class Buffer {
   MemoryResource mr_;
   StreamRef stream_{CU_STREAM_LEGACY};
   std::shared_ptr<const detail::StreamBox> stream_box_;  // keeps stream_ alive when it is cucore's
-  std::shared_ptr<const void> owner_;
+  std::shared_ptr<const void> owner_;  // for a mapped Buffer: its share of the mapping (src/ipc/)
   bool open_ = false;
+  bool mapped_ = false;
 };
 
 }  // namespace cucore

@@ -2,6 +2,7 @@
 // Everything cucore offers, in one include.
 #include <cucore/adaptors.hpp>
 #include <cucore/buffer.hpp>
+#include <cucore/checkpoint.hpp>
 #include <cucore/compute.hpp>
 #include <cucore/context.hpp>
 #include <cucore/copy_batch.hpp>
@@ -10,6 +11,7 @@
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
 #include <cucore/graph.hpp>
+#include <cucore/ipc.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
 #include <cucore/linker.hpp>

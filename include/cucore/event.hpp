@@ -13,6 +13,8 @@ namespace cucore {
 
 class Device;
 
+struct IPCEventDescriptor;
+
 namespace detail {
 struct EventBox;
 struct ContextBox;
@@ -51,10 +53,18 @@ class Event {
   // Releases this Event's share (idempotent); the event is destroyed once none is left.
   void close() noexcept;
 
+  // Sharing with other processes (ipc.hpp): the descriptor of an ipc_enabled
+  // Event (IpcError otherwise), and the event another process described,
+  // opened in the current context (device 0's primary when none is current).
+  // Work recorded on it in either process orders work in the other.
+  IPCEventDescriptor ipc_descriptor() const;
+  static Event from_ipc_descriptor(const IPCEventDescriptor& descriptor);
+
   // Internal: an event in the context `ctx`'s box.
   Event(const std::shared_ptr<const detail::ContextBox>& ctx, const EventOptions& options);
 
  private:
+  explicit Event(std::shared_ptr<const detail::EventBox> box) noexcept : box_(std::move(box)) {}
   const detail::EventBox& open_box(const char* operation) const;
   std::shared_ptr<const detail::EventBox> box_;
 };

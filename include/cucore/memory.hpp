@@ -5,6 +5,7 @@
 // Adaptors (adaptors.hpp) wrap any resource.
 #include <cuda.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,7 @@
 
 namespace cucore {
 
+class AllocationHandle;
 class Buffer;
 class Device;
 class Stream;
@@ -112,6 +114,28 @@ class DeviceMemoryResource : public MemoryResource {
   // Exactly `devices` (beside the owner) get access afterwards.
   void set_peer_accessible_by(std::span<const int> devices) const;
 
+  // ---- sharing with other processes (ipc.hpp, docs/ipc.md) ----
+  // A new handle (a descriptor of its own) to this IPC-enabled pool, with the
+  // pool's UUID (IpcError when not IPC-enabled). A mapped resource passes on
+  // a copy of the descriptor it was mapped from, so a third process can map it.
+  AllocationHandle allocation_handle() const;
+  // Another process's pool mapped into this one ("mapped resource"): it
+  // imports Buffers (Buffer::from_ipc_descriptor) and never allocates. The
+  // handle's descriptor stays the caller's. A handle whose UUID is registered
+  // gives the registered resource; a new mapping is registered under it.
+  static DeviceMemoryResource from_allocation_handle(const Device& device, const AllocationHandle& handle);
+  static DeviceMemoryResource from_allocation_handle(const Device& device, int fd);  // no UUID, not registered
+  bool is_mapped() const noexcept;
+  // IPC-enabled pools: the UUID made with the pool, or the one it was mapped from / registered under.
+  std::optional<std::array<unsigned char, 16>> uuid() const;
+  // The registry (per process): registers this IPC-enabled resource under
+  // `uuid` and returns it, or returns the resource already registered there.
+  DeviceMemoryResource register_as(const std::array<unsigned char, 16>& uuid) const;
+  static DeviceMemoryResource from_registry(const std::array<unsigned char, 16>& uuid);  // IpcError when absent
+  // Closed (close() on this copy, or on any copy of an IPC-enabled pool,
+  // which every copy then refuses and the registry forgets).
+  bool is_closed() const noexcept;
+
  private:
   DeviceMemoryResource() = default;
 };
@@ -127,6 +151,8 @@ struct PinnedMemoryResourceOptions {
 
 // Stream-ordered page-locked host memory from a host-located memory pool
 // (needs a CUDA 12.6 driver), device- and host-accessible.
+// With ipc_enabled the pool is located on the current device's host NUMA node
+// (CU_MEM_LOCATION_TYPE_HOST_NUMA), which sharing needs.
 class PinnedMemoryResource : public MemoryResource {
  public:
   explicit PinnedMemoryResource(const PinnedMemoryResourceOptions& options = {});
@@ -135,6 +161,19 @@ class PinnedMemoryResource : public MemoryResource {
   bool is_ipc_enabled() const noexcept;
   int numa_id() const noexcept;  // the host NUMA node, or -1 where the OS places the memory
   void close() noexcept;         // drops this share of the pool (see DeviceMemoryResource::close)
+
+  // Sharing with other processes, as DeviceMemoryResource's.
+  AllocationHandle allocation_handle() const;
+  static PinnedMemoryResource from_allocation_handle(const AllocationHandle& handle);
+  static PinnedMemoryResource from_allocation_handle(int fd);
+  bool is_mapped() const noexcept;
+  std::optional<std::array<unsigned char, 16>> uuid() const;
+  PinnedMemoryResource register_as(const std::array<unsigned char, 16>& uuid) const;
+  static PinnedMemoryResource from_registry(const std::array<unsigned char, 16>& uuid);
+  bool is_closed() const noexcept;
+
+ private:
+  explicit PinnedMemoryResource(std::shared_ptr<Impl> impl) noexcept : MemoryResource(std::move(impl)) {}
 };
 
 // Page-locked host memory from cuMemAllocHost (synchronous, works everywhere).

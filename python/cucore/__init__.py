@@ -29,6 +29,9 @@ from cucore._core import (
     Error,
     Event,
     FeatureUnavailableError,
+    IPCAllocationHandle,
+    IPCBufferDescriptor,
+    IPCEventDescriptor,
     Kernel,
     KernelAttributes,
     KernelOccupancy,
@@ -68,10 +71,11 @@ from cucore._options import (
 from cucore._resources import ContextOptions, SMResourceOptions, WorkqueueResourceOptions
 from cucore._host import Host
 
-# Optional features appear here as libcucore gains them.
-for _name in ("checkpoint",):
-    if hasattr(_core, _name):
-        globals()[_name] = getattr(_core, _name)
+from cucore._core import checkpoint  # process checkpointing, as cuda.core.checkpoint
+
+_sys.modules[f"{__name__}.checkpoint"] = checkpoint  # `import cucore.checkpoint` works too
+
+from cucore import _ipc  # noqa: E402,F401  (allocation handles cached, IPC objects pickled as in cuda.core)
 
 from cucore._tensor_map import TensorMapDescriptor, TensorMapDescriptorOptions  # noqa: E402
 from cucore import utils  # noqa: E402  (cuda.core exposes utils as an attribute too)
@@ -121,6 +125,9 @@ __all__ = [
     "Event",
     "EventOptions",
     "FeatureUnavailableError",
+    "IPCAllocationHandle",
+    "IPCBufferDescriptor",
+    "IPCEventDescriptor",
     "Host",
     "Kernel",
     "LaunchConfig",
@@ -146,6 +153,7 @@ __all__ = [
     "VirtualMemoryResourceOptions",
     "WorkqueueResource",
     "WorkqueueResourceOptions",
+    "checkpoint",
     "launch",
     "TensorMapDescriptor",
     "TensorMapDescriptorOptions",

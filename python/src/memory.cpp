@@ -351,11 +351,8 @@ void bind_memory(nb::module_& m) {
       .def_prop_ro("is_ipc_enabled", &cucore::DeviceMemoryResource::is_ipc_enabled)
       .def_prop_ro("is_handle_owned", &cucore::DeviceMemoryResource::owns_pool,
                    "Whether the pool is this resource's own (else close() has no effect).")
-      .def_prop_ro("owns_pool", &cucore::DeviceMemoryResource::owns_pool)
-      .def_prop_ro("is_mapped", [](const cucore::DeviceMemoryResource&) { return false; },
-                   "Whether the pool was imported from another process (cucore has no IPC import yet).")
-      .def_prop_ro("uuid", [](const cucore::DeviceMemoryResource&) { return nb::none(); })
-      .def_prop_ro("is_closed", [](const cucore::DeviceMemoryResource& r) { return !r; })
+      .def_prop_ro("owns_pool", &cucore::DeviceMemoryResource::owns_pool)  // IPC members: ipc.cpp
+      .def_prop_ro("is_closed", &cucore::DeviceMemoryResource::is_closed)
       .def("close", &cucore::DeviceMemoryResource::close,
            "Drops this resource's share of a pool it owns (the pool goes once its Buffers are freed); no effect on "
            "a pool it does not own.")
@@ -387,11 +384,9 @@ void bind_memory(nb::module_& m) {
       .def_prop_ro("attributes", [](const cucore::PinnedMemoryResource& r) { return pool_attributes(r.attributes()); })
       .def_prop_ro("is_ipc_enabled", &cucore::PinnedMemoryResource::is_ipc_enabled)
       .def_prop_ro("is_handle_owned", [](const cucore::PinnedMemoryResource& r) { return static_cast<bool>(r); })
-      .def_prop_ro("is_mapped", [](const cucore::PinnedMemoryResource&) { return false; })
-      .def_prop_ro("uuid", [](const cucore::PinnedMemoryResource&) { return nb::none(); })
       .def_prop_ro("numa_id", &cucore::PinnedMemoryResource::numa_id,
                    "The host NUMA node the pool's memory lives on, or -1 where the OS places it.")
-      .def_prop_ro("is_closed", [](const cucore::PinnedMemoryResource& r) { return !r; })
+      .def_prop_ro("is_closed", &cucore::PinnedMemoryResource::is_closed)
       .def("close", &cucore::PinnedMemoryResource::close);
 
   resource_class<cucore::ManagedMemoryResource>(m, "ManagedMemoryResource",
@@ -488,8 +483,6 @@ void bind_memory(nb::module_& m) {
       .def_prop_ro("is_device_accessible", &cucore::Buffer::is_device_accessible)
       .def_prop_ro("is_host_accessible", &cucore::Buffer::is_host_accessible)
       .def_prop_ro("is_managed", &cucore::Buffer::is_managed)
-      .def_prop_ro("is_mapped", [](const cucore::Buffer&) { return false; },
-                   "Whether the memory was imported from another process (cucore has no IPC import yet).")
       .def_prop_ro("is_closed", &cucore::Buffer::is_closed)
       .def("close", [](cucore::Buffer& b, nb::handle stream) {
         if (stream.is_none()) b.close();

@@ -206,6 +206,8 @@ void bind_system(nb::module_& m);  // python/src/system.cpp
 void bind_doctor(nb::module_& m);  // python/src/doctor.cpp
 void bind_graph(nb::module_& m);   // python/src/graph.cpp
 void bind_green(nb::module_& m);   // python/src/green.cpp
+void bind_ipc(nb::module_& m);     // python/src/ipc.cpp
+void bind_checkpoint(nb::module_& m);  // python/src/checkpoint.cpp
 
 // libcucore's log hook (cucore/log.hpp) into Python: warnings become
 // UserWarning at the caller's line (an "error" filter raises from the call),
@@ -238,6 +240,8 @@ NB_MODULE(_core, m) {
   bind_memory(m);
   bind_memory_ops(m);
   bind_texture(m);
+  bind_ipc(m);  // after Stream, Event, Buffer and the resources: it adds their IPC members
+  bind_checkpoint(m);
   bind_program(m);
   bind_cache(m);
   bind_launch(m);

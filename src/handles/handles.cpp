@@ -3,6 +3,7 @@
 #include <cucore/errors.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 #include <new>
 #include <stdexcept>
@@ -233,6 +234,16 @@ EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOp
   return box;
 }
 
+EventHandle open_ipc_event(const ContextHandle& ctx, const CUipcEventHandle& handle, const EventOptions& options) {
+  auto box = make_box<EventBox>();
+  box->ctx = ctx;
+  box->options = options;
+  CUevent e = nullptr;
+  check(driver().cuIpcOpenEventHandle(&e, handle), "cuIpcOpenEventHandle");
+  box->event = e;
+  return box;
+}
+
 PoolBox::~PoolBox() {
   if (owned)
     if (const auto* t = loaded()) t->cuMemPoolDestroy(pool);
@@ -242,6 +253,18 @@ PoolHandle create_pool(const CUmemPoolProps& props) {
   auto box = std::make_shared<PoolBox>();
   CUmemoryPool pool = nullptr;
   check(driver().cuMemPoolCreate(&pool, &props), "cuMemPoolCreate");
+  box->pool = pool;
+  box->owned = true;
+  return box;
+}
+
+PoolHandle import_pool(int fd) {
+  auto box = std::make_shared<PoolBox>();
+  CUmemoryPool pool = nullptr;
+  // A POSIX descriptor travels as the handle's value, not through a pointer to it.
+  void* handle = reinterpret_cast<void*>(static_cast<std::intptr_t>(fd));
+  check(driver().cuMemPoolImportFromShareableHandle(&pool, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+        "cuMemPoolImportFromShareableHandle");
   box->pool = pool;
   box->owned = true;
   return box;

@@ -101,6 +101,9 @@ using EventHandle = std::shared_ptr<const EventBox>;
 
 // A new event in `ctx`, which must be current.
 EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOptions& options);
+// The event another process exported (cuIpcOpenEventHandle) in `ctx`, which
+// must be current; the box owns it (cuEventDestroy, as the driver requires).
+EventHandle open_ipc_event(const ContextHandle& ctx, const CUipcEventHandle& handle, const EventOptions& options);
 
 // ---- memory pools --------------------------------------------------------------
 
@@ -116,6 +119,9 @@ using PoolHandle = std::shared_ptr<const PoolBox>;
 
 PoolHandle create_pool(const CUmemPoolProps& props);
 PoolHandle adopt_pool(CUmemoryPool pool);  // a device's default pool, or one made elsewhere
+// Another process's pool from its POSIX file descriptor (which stays the
+// caller's); the box owns the imported pool (cuMemPoolDestroy).
+PoolHandle import_pool(int fd);
 
 // ---- libraries (loaded code) ------------------------------------------------------
 

@@ -38,6 +38,7 @@ inline void Buffer::reset() noexcept {
   stream_box_.reset();
   owner_.reset();
   open_ = false;
+  mapped_ = false;
 }
 
 namespace {
@@ -83,7 +84,8 @@ Buffer::Buffer(Buffer&& other) noexcept
       stream_(other.stream_),
       stream_box_(std::move(other.stream_box_)),
       owner_(std::move(other.owner_)),
-      open_(other.open_) {
+      open_(other.open_),
+      mapped_(other.mapped_) {
   other.reset();
 }
 
@@ -97,6 +99,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     stream_box_ = std::move(other.stream_box_);
     owner_ = std::move(other.owner_);
     open_ = other.open_;
+    mapped_ = other.mapped_;
     other.reset();
   }
   return *this;
@@ -105,14 +108,15 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
 void Buffer::close() {
   if (!open_) return;
   // Free first, forget after: if the free fails the buffer still owns the memory.
-  // (stream_ is never closed: allocation refused a closed stream.)
-  if (MemoryResource::Impl* impl = mr_.impl(); impl && ptr_) impl->deallocate(ptr_, size_, stream_);
+  // (stream_ is never closed: allocation refused a closed stream.) A mapped
+  // Buffer's share of its mapping (owner_) unmaps it when it is the last.
+  if (MemoryResource::Impl* impl = mr_.impl(); impl && ptr_ && !mapped_) impl->deallocate(ptr_, size_, stream_);
   reset();
 }
 
 void Buffer::close(StreamRef stream) {
   if (!open_) return;
-  if (mr_ && ptr_) mr_.deallocate(ptr_, size_, stream);
+  if (mr_ && ptr_ && !mapped_) mr_.deallocate(ptr_, size_, stream);
   reset();
 }
 

@@ -9,8 +9,11 @@
 #include <limits>
 #include <stdexcept>
 
+#include <cucore/ipc.hpp>
+
 #include "handles/handles.hpp"
 #include "loader/driver.hpp"
+#include "memory/pool_impl.hpp"
 #include "runtime/device_state.hpp"
 #include "runtime/stream_context.hpp"
 
@@ -66,35 +69,13 @@ int MemoryResource::device_id() const { return require_impl(impl_, "MemoryResour
 // ---- Pools -----------------------------------------------------------------
 
 namespace detail {
+
+void PoolImpl::refuse_allocation() const {
+  if (mapped_) throw MappedResourceError("Cannot allocate from a mapped IPC-enabled memory resource");
+  throw_closed(host_ ? "PinnedMemoryResource" : "DeviceMemoryResource", "allocate");
+}
+
 namespace {
-
-// A CUDA memory pool, device- or host-located, through its box. Allocation
-// and free are stream-ordered; the pool outlives every Buffer from it (they
-// hold this Impl, which holds the box).
-class PoolImpl final : public MemoryResource::Impl {
- public:
-  PoolImpl(PoolHandle pool, int device, bool ipc, bool host)
-      : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host) {}
-  CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
-    StreamContextGuard guard(stream, "MemoryResource::allocate");
-    CUdeviceptr p = 0;
-    check(driver().cuMemAllocFromPoolAsync(&p, size, pool_, stream.handle()), "cuMemAllocFromPoolAsync");
-    return p;
-  }
-  void deallocate(CUdeviceptr ptr, std::size_t, StreamRef stream) override {
-    StreamContextGuard guard(stream, "MemoryResource::deallocate");
-    check(driver().cuMemFreeAsync(ptr, stream.handle()), "cuMemFreeAsync");
-  }
-  bool is_device_accessible() const noexcept override { return true; }
-  bool is_host_accessible() const noexcept override { return host_; }
-  int device_id() const noexcept override { return host_ ? -1 : device_; }
-
-  PoolHandle box_;
-  CUmemoryPool pool_;  // box_->pool, kept here for the allocation path
-  int device_;
-  bool ipc_, host_;
-  int numa_ = -1;  // a host pool's NUMA node, -1 where the OS places it
-};
 
 void require_pools(const DriverTable& d) {
   require(reinterpret_cast<const void*>(d.cuMemAllocFromPoolAsync), 11020, "stream-ordered memory pools");
@@ -118,6 +99,7 @@ std::shared_ptr<PoolImpl> make_pool(CUmemLocationType location, int id, std::siz
   props.maxSize = max_size;
   auto impl = std::make_shared<PoolImpl>(create_pool(props), location == CU_MEM_LOCATION_TYPE_DEVICE ? id : -1, ipc,
                                          location != CU_MEM_LOCATION_TYPE_DEVICE);
+  if (ipc) impl->set_uuid(random_uuid());  // its identity in other processes' registries
   raise_release_threshold(impl->pool_);
   return impl;
 }
@@ -200,7 +182,9 @@ MemoryPoolAttributes DeviceMemoryResource::attributes() const {
 bool DeviceMemoryResource::is_ipc_enabled() const noexcept { return impl_ && detail::pool_of(*this).ipc_; }
 bool DeviceMemoryResource::owns_pool() const noexcept { return impl_ && detail::pool_of(*this).box_->owned; }
 void DeviceMemoryResource::close() noexcept {
-  if (owns_pool()) impl_.reset();
+  if (!owns_pool()) return;
+  if (detail::pool_of(*this).ipc_) detail::pool_of(*this).closed_.store(true, std::memory_order_release);
+  impl_.reset();
 }
 
 void DeviceMemoryResource::trim_to(std::size_t min_bytes_to_keep) const {
@@ -309,7 +293,10 @@ MemoryPoolAttributes PinnedMemoryResource::attributes() const {
 }
 bool PinnedMemoryResource::is_ipc_enabled() const noexcept { return impl_ && detail::pool_of(*this).ipc_; }
 int PinnedMemoryResource::numa_id() const noexcept { return impl_ ? detail::pool_of(*this).numa_ : -1; }
-void PinnedMemoryResource::close() noexcept { impl_.reset(); }
+void PinnedMemoryResource::close() noexcept {
+  if (impl_ && detail::pool_of(*this).ipc_) detail::pool_of(*this).closed_.store(true, std::memory_order_release);
+  impl_.reset();
+}
 
 // ---- Synchronous allocators -------------------------------------------------
 

@@ -1,0 +1,208 @@
+// IPC and checkpointing, cucore against the raw driver calls in one run:
+//  - export of a pool and a buffer (allocation_handle + ipc_descriptor) and of
+//    an event, in the exporting process;
+//  - import of the pool, mapping of the buffer and its unmapping (and the same
+//    for an event), in a child process, which times both sides alternately;
+//  - lock / checkpoint / restore / unlock of a child holding 1, 8 and 32 GiB
+//    (tests/gpu/checkpoint_worker.hpp), each step's time and GiB per second.
+// Goal: import+map within 1.05x of the raw calls.
+#include <cucore/buffer.hpp>
+#include <cucore/checkpoint.hpp>
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/event.hpp>
+#include <cucore/ipc.hpp>
+#include <cucore/memory.hpp>
+#include <cucore/stream.hpp>
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "../tests/common/child_process.hpp"
+#include "../tests/gpu/checkpoint_worker.hpp"
+#include "common.hpp"
+#include "loader/driver.hpp"
+
+using namespace cucore;
+using cucore::test::Child;
+using cucore::test::recv_value;
+using cucore::test::send_value;
+
+namespace {
+
+struct Exports {
+  std::array<std::byte, IPCBufferDescriptor::kSerializedSize> buffer{};
+  std::array<std::byte, IPCEventDescriptor::kSerializedSize> event{};
+};
+struct Result {
+  double buffer_cucore = 0, buffer_raw = 0, event_cucore = 0, event_raw = 0;
+  char error[256] = {};
+};
+
+// The importing side: times import+map+unmap of the pool and buffer, and
+// open+destroy of the event, through cucore and through the raw driver.
+CUCORE_CHILD_ROLE(bench_importer) {
+  Result r;
+  try {
+    Device dev(0);
+    dev.set_current();
+    AllocationHandle handle = ipc::recv_handle(socket);
+    Exports ex = recv_value<Exports>(socket);
+    IPCBufferDescriptor d = IPCBufferDescriptor::from_bytes(ex.buffer);
+    IPCEventDescriptor ed = IPCEventDescriptor::from_bytes(ex.event);
+    Stream s = dev.create_stream();
+    const auto& drv = detail::driver();
+    const int fd = handle.fd();
+    auto ours = [&] {
+      DeviceMemoryResource mr = DeviceMemoryResource::from_allocation_handle(dev, fd);
+      Buffer b = Buffer::from_ipc_descriptor(mr, d, s);
+      b.close();
+    };
+    auto raw = [&] {
+      CUmemoryPool pool = nullptr;
+      detail::check(drv.cuMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                    "cuMemPoolImportFromShareableHandle");
+      CUmemPoolPtrExportData data;
+      std::memcpy(data.reserved, d.payload.data(), sizeof data.reserved);
+      CUdeviceptr p = 0;
+      detail::check(drv.cuMemPoolImportPointer(&p, pool, &data), "cuMemPoolImportPointer");
+      detail::check(drv.cuMemFreeAsync(p, s.handle()), "cuMemFreeAsync");
+      detail::check(drv.cuMemPoolDestroy(pool), "cuMemPoolDestroy");
+    };
+    auto c = bench::compare("ipc import+map+unmap buffer", "raw driver", ours, raw, 21, 50, 3);
+    r.buffer_cucore = c.cucore;
+    r.buffer_raw = c.peer;
+    CUipcEventHandle eh;
+    std::memcpy(eh.reserved, ed.handle.data(), sizeof eh.reserved);
+    auto ev_ours = [&] { Event e = Event::from_ipc_descriptor(ed); };
+    auto ev_raw = [&] {
+      CUevent e = nullptr;
+      detail::check(drv.cuIpcOpenEventHandle(&e, eh), "cuIpcOpenEventHandle");
+      detail::check(drv.cuEventDestroy(e), "cuEventDestroy");
+    };
+    auto ce = bench::compare("ipc open+close event", "raw driver", ev_ours, ev_raw, 21, 200, 3);
+    r.event_cucore = ce.cucore;
+    r.event_raw = ce.peer;
+    s.sync();
+  } catch (const std::exception& e) {
+    std::snprintf(r.error, sizeof r.error, "%s", e.what());
+  }
+  send_value(socket, r);
+  return 0;
+}
+
+CUCORE_CHILD_ROLE(bench_checkpoint_worker) { return cucore::test::checkpoint_worker::run(socket, args); }
+
+void exports(DeviceMemoryResource& mr, Buffer& b, Event& e) {
+  const auto& drv = detail::driver();
+  auto ours = [&] {
+    AllocationHandle h = mr.allocation_handle();
+    (void)b.ipc_descriptor();
+  };
+  auto raw = [&] {
+    int fd = -1;
+    detail::check(drv.cuMemPoolExportToShareableHandle(&fd, mr.handle(), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
+                  "cuMemPoolExportToShareableHandle");
+    CUmemPoolPtrExportData data;
+    detail::check(drv.cuMemPoolExportPointer(&data, b.handle()), "cuMemPoolExportPointer");
+    ::close(fd);
+  };
+  bench::report(bench::compare("ipc export pool+buffer", "raw driver", ours, raw, 21, 200, 3), 1.05);
+  auto ev_ours = [&] { (void)e.ipc_descriptor(); };
+  auto ev_raw = [&] {
+    CUipcEventHandle h;
+    detail::check(drv.cuIpcGetEventHandle(&h, e.handle()), "cuIpcGetEventHandle");
+  };
+  bench::report(bench::compare("ipc export event", "raw driver", ev_ours, ev_raw, 21, 1000, 3), 1.05);
+}
+
+void imports(DeviceMemoryResource& mr, Buffer& b, Event& e) {
+  Child c("bench_importer");
+  ipc::send_handle(c.socket(), mr.allocation_handle());
+  Exports ex{b.ipc_descriptor().to_bytes(), e.ipc_descriptor().to_bytes()};
+  send_value(c.socket(), ex);
+  Result r = recv_value<Result>(c.socket());
+  c.wait(std::chrono::seconds(60));
+  if (r.error[0]) {
+    std::printf("ipc import: the child failed: %s\n", r.error);
+    return;
+  }
+  bench::report({"ipc import+map+unmap buffer", "ns", r.buffer_cucore, r.buffer_raw, "raw driver"}, 1.05);
+  bench::report({"ipc open+close event", "ns", r.event_cucore, r.event_raw, "raw driver"}, 1.05);
+}
+
+template <typename F>
+double ms(F&& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void checkpoints() {
+  namespace w = cucore::test::checkpoint_worker;
+  std::size_t free_bytes = 0, total = 0;
+  detail::check(detail::driver().cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
+  for (std::size_t gib : {1, 8, 32}) {
+    std::size_t bytes = gib << 30;
+    if (bytes + (std::size_t(2) << 30) > free_bytes) {
+      std::printf("checkpoint %zu GiB: skipped (%.1f GiB free on the device)\n", gib, free_bytes / 1073741824.0);
+      continue;
+    }
+    Child c("bench_checkpoint_worker", {std::to_string(bytes), "777"}, std::chrono::seconds(600));
+    auto ready = recv_value<w::Ready>(c.socket());
+    if (!ready.ok) {
+      std::printf("checkpoint %zu GiB: the worker failed: %s\n", gib, ready.error);
+      continue;
+    }
+    checkpoint::Process p(c.pid());
+    double lock = 0, save = 0, restore = 0, unlock = 0;
+    try {
+      lock = ms([&] { p.lock(60'000); });
+      save = ms([&] { p.checkpoint(); });
+      restore = ms([&] { p.restore(); });
+      unlock = ms([&] { p.unlock(); });
+    } catch (const std::exception& e) {
+      std::printf("checkpoint %zu GiB: refused: %s\n", gib, e.what());
+      send_value(c.socket(), char(w::quit));
+      c.wait(std::chrono::seconds(60));
+      return;  // the platform refuses it: no larger size will do better
+    }
+    send_value(c.socket(), char(w::verify));
+    auto st = recv_value<w::Status>(c.socket());
+    std::string tag = "checkpoint[" + std::to_string(gib) + " GiB] ";
+    bench::report_value(tag + "lock", lock, "ms");
+    bench::report_value(tag + "checkpoint", save, "ms");
+    bench::report_value(tag + "restore", restore, "ms");
+    bench::report_value(tag + "unlock", unlock, "ms");
+    bench::report_value(tag + "checkpoint rate", gib / (save / 1000.0), "GiB/s");
+    bench::report_value(tag + "restore rate", gib / (restore / 1000.0), "GiB/s");
+    if (st.mismatches != 0) std::printf("%sTHE DATA CHANGED: %llu words differ\n", tag.c_str(), st.mismatches);
+    send_value(c.socket(), char(w::quit));
+    c.wait(std::chrono::seconds(120));
+  }
+}
+
+}  // namespace
+
+int main() {
+  if (!bench::have_gpu("bench_ipc")) return 0;
+  Device dev(0);
+  dev.set_current();
+  DeviceMemoryResource mr(dev, DeviceMemoryResourceOptions{.ipc_enabled = true});
+  Stream s = dev.create_stream();
+  Buffer b = mr.allocate(1 << 20, s);
+  Event e = s.record({.ipc_enabled = true});
+  s.sync();
+  exports(mr, b, e);
+  imports(mr, b, e);
+  checkpoints();
+  b.close();
+  s.sync();
+  return 0;
+}

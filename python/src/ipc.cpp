@@ -1,0 +1,292 @@
+// Sharing memory and events between processes, with cuda.core's names:
+// IPCAllocationHandle, IPCBufferDescriptor, IPCEventDescriptor, and the IPC
+// members of DeviceMemoryResource / PinnedMemoryResource / Buffer / Event,
+// added to those classes here. libcucore owns every lifetime (the mapped
+// pools, the shared mappings, the registry); this layer converts arguments.
+// Pickling and multiprocessing's reducers are in cucore/_ipc.py.
+#include <cucore/ipc.hpp>
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <system_error>
+
+#include "common.hpp"
+
+namespace cucore::python {
+namespace {
+
+// A buffer descriptor as Python holds it: the payload as the peer sent it
+// (untrusted; checked when imported, as cuda.core does).
+struct PyBufferDescriptor {
+  std::string payload;
+  std::size_t size = 0;
+  std::optional<cucore::Uuid> uuid;
+};
+
+std::string type_name_of(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
+
+nb::handle uuid_class() {
+  static nb::object* cls = new nb::object(nb::module_::import_("uuid").attr("UUID"));
+  return *cls;
+}
+
+nb::object to_py_uuid(const std::optional<cucore::Uuid>& u) {
+  if (!u) return nb::none();
+  return uuid_class()(nb::arg("bytes") = nb::bytes(reinterpret_cast<const char*>(u->data()), u->size()));
+}
+
+// A uuid.UUID, its string, or its 16 bytes.
+cucore::Uuid uuid_arg(nb::handle obj, const char* what) {
+  nb::object o = nb::borrow(obj);
+  if (nb::isinstance(o, uuid_class())) o = o.attr("bytes");
+  if (nb::isinstance<nb::str>(o)) return cucore::uuid_from_string(nb::cast<std::string>(o));
+  if (nb::isinstance<nb::bytes>(o) && nb::len(o) == 16) {
+    cucore::Uuid u;
+    std::memcpy(u.data(), nb::cast<nb::bytes>(o).c_str(), 16);
+    return u;
+  }
+  raise_type_error(std::string(what) + " must be a uuid.UUID, got " + type_name_of(obj));
+}
+
+std::optional<cucore::Uuid> optional_uuid(nb::handle obj, const char* what) {
+  if (obj.is_none()) return std::nullopt;
+  return uuid_arg(obj, what);
+}
+
+[[noreturn]] void refuse_direct(const char* cls, const char* apis) {
+  throw std::runtime_error(std::string(cls) + " objects cannot be instantiated directly. Please use " + apis +
+                           " APIs.");
+}
+
+// Members added to a class bound elsewhere (memory.cpp, stream.cpp).
+template <typename F, typename... Extra>
+void add_method(nb::handle cls, const char* name, F&& f, const Extra&... extra) {
+  cls.attr(name) = nb::cpp_function(std::forward<F>(f), nb::is_method(), nb::name(name), nb::scope(cls), extra...);
+}
+template <typename F>
+void add_property(nb::handle cls, const char* name, F&& f, const char* doc) {
+  nb::object getter = nb::cpp_function(std::forward<F>(f), nb::is_method(), nb::name(name), nb::scope(cls));
+  cls.attr(name) = nb::module_::import_("builtins").attr("property")(getter, nb::none(), nb::none(), doc);
+}
+template <typename F, typename... Extra>
+void add_static(nb::handle cls, const char* name, F&& f, const Extra&... extra) {
+  nb::object fn = nb::cpp_function(std::forward<F>(f), nb::name(name), nb::scope(cls), extra...);
+  cls.attr(name) = nb::module_::import_("builtins").attr("staticmethod")(fn);
+}
+
+// The Python face of a resource the registry or a mapping gave: the object
+// already showing that resource while it lives (so `from_registry(u) is mr`,
+// as in cuda.core's registry), else a new one.
+template <typename T>
+nb::object face_of(const T& mr) {
+  nb::object fresh = nb::cast(mr);
+  register_memory_resource_face(fresh);  // a no-op when an older face lives
+  return memory_resource_face(mr);
+}
+
+// Maps an allocation handle argument: an IPCAllocationHandle (registered
+// under its UUID), or an int file descriptor that stays the caller's.
+void check_alloc_handle(nb::handle alloc_handle) {
+  if (nb::isinstance<cucore::AllocationHandle>(alloc_handle)) return;
+  if (PyBool_Check(alloc_handle.ptr()) || !PyIndex_Check(alloc_handle.ptr()))
+    raise_type_error("alloc_handle must be an IPCAllocationHandle or an int (a file descriptor), got " +
+                     type_name_of(alloc_handle));
+}
+
+template <typename R, typename Map>
+nb::object map_handle(nb::handle alloc_handle, Map&& map) {
+  check_alloc_handle(alloc_handle);
+  if (nb::isinstance<cucore::AllocationHandle>(alloc_handle))
+    return face_of<R>(map(nb::cast<const cucore::AllocationHandle&>(alloc_handle)));
+  return face_of<R>(map(nb::cast<int>(alloc_handle)));
+}
+
+int device_ordinal(nb::handle d) {
+  if (PyObject_TypeCheck(d.ptr(), g_types.device)) return nb::inst_ptr<PyDevice>(d)->dev.ordinal();
+  if (PyBool_Check(d.ptr()) || !PyIndex_Check(d.ptr()))
+    raise_type_error("device_id must be a Device or an int, got " + type_name_of(d));
+  return nb::cast<int>(d);
+}
+
+PyBufferDescriptor buffer_descriptor(const cucore::Buffer& b) {
+  cucore::IPCBufferDescriptor d = b.ipc_descriptor();
+  return PyBufferDescriptor{std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), d.size,
+                            d.pool_uuid};
+}
+
+// IPC members shared by the two pool resources.
+template <typename R>
+void add_pool_members(nb::handle cls) {
+  add_method(cls, "_export_allocation_handle", [](const R& r) { return r.allocation_handle(); },
+             "A new IPCAllocationHandle (get_allocation_handle caches one).");
+  add_property(cls, "is_mapped", [](const R& r) { return r.is_mapped(); },
+               "Whether this is a mapping of an IPC-enabled memory resource from another process. If True, "
+               "allocation is not permitted.");
+  add_property(cls, "uuid", [](const R& r) { return to_py_uuid(r.uuid()); },
+               "A universally unique identifier for this memory resource (IPC-enabled resources; None otherwise).");
+  add_method(cls, "register", [](const R& r, nb::handle uuid) { return face_of<R>(r.register_as(uuid_arg(uuid, "uuid"))); },
+             nb::arg("uuid"),
+             "Registers this mapped memory resource under `uuid`. Returns it, or the resource registered there "
+             "already.");
+  add_static(cls, "from_registry", [](nb::handle uuid) { return face_of<R>(R::from_registry(uuid_arg(uuid, "uuid"))); },
+             nb::arg("uuid"), "The registered mapped memory resource (RuntimeError when none is registered).");
+}
+
+void translate_ipc_errors() {
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const cucore::MappedResourceError& e) {
+      PyErr_SetString(PyExc_TypeError, e.what());  // cuda.core's type for allocating from a mapping
+    } catch (const std::system_error& e) {
+      // A closed or foreign descriptor (EBADF), a broken socket: OSError with its errno.
+      PyErr_SetObject(PyExc_OSError, nb::make_tuple(e.code().value(), e.what()).ptr());
+    }
+  });
+}
+
+}  // namespace
+
+void bind_ipc(nb::module_& m) {
+  translate_ipc_errors();
+
+  nb::class_<cucore::AllocationHandle>(m, "IPCAllocationHandle",
+      "Shareable handle to an IPC-enabled memory pool: an owned file descriptor and the pool's UUID.")
+      .def("__init__", [](cucore::AllocationHandle*, nb::args, nb::kwargs) {
+        refuse_direct("IPCAllocationHandle", "MemoryResource");
+      })
+      .def_static("_init", [](long long handle, nb::handle uuid) {
+        if (handle < 0 || handle > INT32_MAX)
+          raise_value_error("Invalid allocation handle (file descriptor) " + std::to_string(handle));
+        auto u = optional_uuid(uuid, "uuid");
+        return cucore::AllocationHandle(static_cast<int>(handle), u);
+      }, nb::arg("handle"), nb::arg("uuid").none(), "Adopts the file descriptor `handle` (closed with the object).")
+      .def("close", &cucore::AllocationHandle::close, "Close the handle.")
+      .def_prop_ro("is_closed", &cucore::AllocationHandle::is_closed, "Whether this allocation handle has been closed.")
+      .def("__int__", [](nb::handle self) {
+        const auto& h = nb::cast<const cucore::AllocationHandle&>(self);
+        if (h.is_closed()) {
+          char buf[128];
+          std::snprintf(buf, sizeof buf, "Cannot convert IPCAllocationHandle to int: the handle (id=%llu) is closed.",
+                        static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(self.ptr())));
+          raise_value_error(buf);
+        }
+        return h.fd();
+      })
+      .def_prop_ro("handle", &cucore::AllocationHandle::fd, "The file descriptor (-1 once closed).")
+      .def_prop_ro("uuid", [](const cucore::AllocationHandle& h) { return to_py_uuid(h.uuid()); })
+      .def("__repr__", [](const cucore::AllocationHandle& h) {
+        return "<IPCAllocationHandle fd=" + std::to_string(h.fd()) + (h.is_closed() ? " closed" : "") + ">";
+      });
+
+  nb::class_<PyBufferDescriptor>(m, "IPCBufferDescriptor",
+      "Serializable object describing a buffer that can be shared between processes. The payload and size come "
+      "from the exporting peer: receivers treat them as untrusted and import only through "
+      "Buffer.from_ipc_descriptor.")
+      .def("__init__", [](PyBufferDescriptor*, nb::args, nb::kwargs) {
+        refuse_direct("IPCBufferDescriptor", "MemoryResource");
+      })
+      .def_static("_init", [](nb::bytes reserved, std::size_t size, nb::handle uuid) {
+        return PyBufferDescriptor{std::string(reserved.c_str(), reserved.size()), size, optional_uuid(uuid, "uuid")};
+      }, nb::arg("reserved"), nb::arg("size"), nb::arg("uuid").none() = nb::none())
+      .def_prop_ro("size", [](const PyBufferDescriptor& d) { return d.size; })
+      .def_prop_ro("_payload", [](const PyBufferDescriptor& d) { return nb::bytes(d.payload.data(), d.payload.size()); })
+      .def_prop_ro("_uuid", [](const PyBufferDescriptor& d) { return to_py_uuid(d.uuid); })
+      .def("__eq__", [](const PyBufferDescriptor& a, nb::handle b) {
+        if (!nb::isinstance<PyBufferDescriptor>(b)) return false;
+        const auto& o = nb::cast<const PyBufferDescriptor&>(b);
+        return a.payload == o.payload && a.size == o.size;
+      })
+      .def("__repr__", [](const PyBufferDescriptor& d) { return "<IPCBufferDescriptor size=" + std::to_string(d.size) + ">"; });
+
+  nb::class_<cucore::IPCEventDescriptor>(m, "IPCEventDescriptor",
+      "Serializable object describing an event that can be shared between processes.")
+      .def("__init__", [](cucore::IPCEventDescriptor*, nb::args, nb::kwargs) {
+        refuse_direct("IPCEventDescriptor", "Event");
+      })
+      .def_static("_init", [](nb::bytes reserved, bool uses_blocking_sync) {
+        cucore::IPCEventDescriptor d;
+        if (reserved.size() != d.handle.size())
+          raise_value_error("IPCEventDescriptor: the payload is " + std::to_string(reserved.size()) +
+                            " bytes; an event handle is " + std::to_string(d.handle.size()));
+        std::memcpy(d.handle.data(), reserved.c_str(), d.handle.size());
+        d.blocking_sync = uses_blocking_sync;
+        return d;
+      }, nb::arg("reserved"), nb::arg("uses_blocking_sync"))
+      .def_prop_ro("_reserved", [](const cucore::IPCEventDescriptor& d) {
+        return nb::bytes(reinterpret_cast<const char*>(d.handle.data()), d.handle.size());
+      })
+      .def_prop_ro("_uses_blocking_sync", [](const cucore::IPCEventDescriptor& d) { return d.blocking_sync; })
+      .def("__eq__", [](const cucore::IPCEventDescriptor& a, nb::handle b) {
+        return nb::isinstance<cucore::IPCEventDescriptor>(b) && a == nb::cast<const cucore::IPCEventDescriptor&>(b);
+      });
+
+  // ---- pools ----
+  nb::handle dmr = nb::type<cucore::DeviceMemoryResource>();
+  add_pool_members<cucore::DeviceMemoryResource>(dmr);
+  add_static(dmr, "from_allocation_handle", [](nb::handle device_id, nb::handle alloc_handle) {
+    int ordinal = device_ordinal(device_id);
+    check_alloc_handle(alloc_handle);  // before the driver is needed
+    cucore::Device dev(ordinal);
+    return map_handle<cucore::DeviceMemoryResource>(alloc_handle, [&](const auto& h) {
+      return cucore::DeviceMemoryResource::from_allocation_handle(dev, h);
+    });
+  }, nb::arg("device_id"), nb::arg("alloc_handle"),
+     "Creates a mapped memory resource from another process's allocation handle (an IPCAllocationHandle, "
+     "registered under its UUID, or an int file descriptor, which stays the caller's to close). It imports "
+     "buffers and never allocates.");
+
+  nb::handle pmr = nb::type<cucore::PinnedMemoryResource>();
+  add_pool_members<cucore::PinnedMemoryResource>(pmr);
+  add_static(pmr, "from_allocation_handle", [](nb::handle alloc_handle) {
+    return map_handle<cucore::PinnedMemoryResource>(alloc_handle, [](const auto& h) {
+      return cucore::PinnedMemoryResource::from_allocation_handle(h);
+    });
+  }, nb::arg("alloc_handle"), "Creates a mapped pinned memory resource from another process's allocation handle.");
+
+  // ---- buffers ----
+  nb::handle buffer = reinterpret_cast<PyObject*>(g_types.buffer);
+  const char* buffer_descriptor_doc = "Descriptor for sharing this buffer with other processes.";
+  add_method(buffer, "get_ipc_descriptor", &buffer_descriptor, buffer_descriptor_doc);
+  add_property(buffer, "ipc_descriptor", &buffer_descriptor, buffer_descriptor_doc);
+  add_property(buffer, "is_mapped", [](const cucore::Buffer& b) { return b.is_mapped(); },
+               "Return True if this buffer is mapped into the process via IPC.");
+  add_static(buffer, "from_ipc_descriptor", [](nb::handle mr, nb::handle ipc_descriptor, nb::handle stream) {
+    if (!nb::isinstance<cucore::DeviceMemoryResource>(mr) && !nb::isinstance<cucore::PinnedMemoryResource>(mr))
+      raise_type_error("mr must be a DeviceMemoryResource or PinnedMemoryResource, got " + type_name_of(mr));
+    if (!nb::isinstance<PyBufferDescriptor>(ipc_descriptor))
+      raise_type_error("ipc_descriptor must be an IPCBufferDescriptor, got " + type_name_of(ipc_descriptor));
+    const auto& pd = nb::cast<const PyBufferDescriptor&>(ipc_descriptor);
+    cucore::IPCBufferDescriptor d;
+    if (pd.payload.size() != d.payload.size())
+      raise_value_error("IPCBufferDescriptor: the payload is " + std::to_string(pd.payload.size()) +
+                        " bytes; a pool pointer's export data is " + std::to_string(d.payload.size()));
+    std::memcpy(d.payload.data(), pd.payload.data(), d.payload.size());
+    d.size = pd.size;
+    d.pool_uuid = pd.uuid;
+    StreamArg s(stream);
+    const auto& r = nb::cast<const cucore::MemoryResource&>(mr);
+    nb::gil_scoped_release release;
+    return cucore::Buffer::from_ipc_descriptor(r, d, s.get());
+  }, nb::arg("mr"), nb::arg("ipc_descriptor"), nb::arg("stream") = nb::none(),
+     "Import a buffer that was exported from another process, through `mr` (the mapped memory resource of its "
+     "pool); it is freed on `stream` (default: the default stream) once every import of the descriptor has "
+     "closed. The descriptor is untrusted: its size is checked against the mapping.");
+
+  // ---- events ----
+  nb::handle event = reinterpret_cast<PyObject*>(g_types.event);
+  const char* event_descriptor_doc = "Descriptor for sharing this IPC-enabled event with other processes.";
+  auto event_descriptor = [](const cucore::Event& e) { return e.ipc_descriptor(); };
+  add_method(event, "get_ipc_descriptor", event_descriptor, event_descriptor_doc);
+  add_property(event, "ipc_descriptor", event_descriptor, event_descriptor_doc);
+  add_static(event, "from_ipc_descriptor", [](nb::handle ipc_descriptor) {
+    if (!nb::isinstance<cucore::IPCEventDescriptor>(ipc_descriptor))
+      raise_type_error("ipc_descriptor must be an IPCEventDescriptor, got " + type_name_of(ipc_descriptor));
+    cucore::IPCEventDescriptor d = nb::cast<const cucore::IPCEventDescriptor&>(ipc_descriptor);
+    nb::gil_scoped_release release;
+    return cucore::Event::from_ipc_descriptor(d);
+  }, nb::arg("ipc_descriptor"), "Import an event that was exported from another process (opened in the current context).");
+}
+
+}  // namespace cucore::python

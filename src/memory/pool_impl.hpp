@@ -1,0 +1,75 @@
+#pragma once
+// The Impl of the pool-backed resources (DeviceMemoryResource,
+// PinnedMemoryResource): a CUDA memory pool through its box. Allocation and
+// free are stream-ordered; the pool outlives every Buffer from it (they hold
+// this Impl, which holds the box). src/ipc/ shares these pools with other
+// processes: a mapped pool (imported from another process) never allocates.
+#include <cucore/errors.hpp>
+#include <cucore/ipc.hpp>
+#include <cucore/memory.hpp>
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <optional>
+
+#include "handles/handles.hpp"
+#include "loader/driver.hpp"
+#include "runtime/stream_context.hpp"
+
+namespace cucore::detail {
+
+class PoolImpl final : public MemoryResource::Impl {
+ public:
+  using Uuid = std::array<unsigned char, 16>;
+  PoolImpl(PoolHandle pool, int device, bool ipc, bool host, bool mapped = false)
+      : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host), mapped_(mapped) {}
+  CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
+    if (mapped_ || closed_.load(std::memory_order_relaxed)) [[unlikely]]
+      refuse_allocation();
+    StreamContextGuard guard(stream, "MemoryResource::allocate");
+    CUdeviceptr p = 0;
+    check(driver().cuMemAllocFromPoolAsync(&p, size, pool_, stream.handle()), "cuMemAllocFromPoolAsync");
+    return p;
+  }
+  void deallocate(CUdeviceptr ptr, std::size_t, StreamRef stream) override {
+    StreamContextGuard guard(stream, "MemoryResource::deallocate");
+    check(driver().cuMemFreeAsync(ptr, stream.handle()), "cuMemFreeAsync");
+  }
+  bool is_device_accessible() const noexcept override { return true; }
+  bool is_host_accessible() const noexcept override { return host_; }
+  int device_id() const noexcept override { return host_ ? -1 : device_; }
+
+  // Throws ClosedError naming `object` and `operation` once closed.
+  void require_open(const char* object, const char* operation) const {
+    if (closed_.load(std::memory_order_acquire)) [[unlikely]]
+      throw_closed(object, operation);
+  }
+  std::optional<Uuid> uuid() const {
+    std::lock_guard lock(uuid_mutex_);
+    return uuid_;
+  }
+  void set_uuid(const Uuid& uuid) {
+    std::lock_guard lock(uuid_mutex_);
+    uuid_ = uuid;
+  }
+
+  PoolHandle box_;
+  CUmemoryPool pool_;  // box_->pool, kept here for the allocation path
+  int device_;
+  bool ipc_, host_, mapped_;
+  int numa_ = -1;  // a host pool's NUMA node, -1 where the OS places it
+  // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
+  std::atomic<bool> closed_{false};
+  FileDescriptor mapped_from_;  // a mapped pool: its own copy of the descriptor, to export it onward
+
+ private:
+  [[noreturn]] void refuse_allocation() const;
+  mutable std::mutex uuid_mutex_;
+  std::optional<Uuid> uuid_;
+};
+
+// `mr`'s PoolImpl, or null when it is another kind of resource.
+inline PoolImpl* pool_impl(const MemoryResource& mr) noexcept { return dynamic_cast<PoolImpl*>(mr.impl()); }
+
+}  // namespace cucore::detail

@@ -1,0 +1,396 @@
+// IPC on the GPU machine, with real child processes (this executable run as a
+// child role; tests/common/child_process.hpp): a parent's random data read
+// and rewritten by a child, every element checked on both sides, each side's
+// reads ordered after the other's writes by IPC events alone (each writer
+// spins on the GPU first, so an unordered read would see old data); 8
+// children mapping one pool at once; 1000 import/close cycles that leave the
+// child's descriptor and device-mapping counts unchanged; typed errors on the
+// real driver. Children are killed after a deadline, which fails the test.
+#include <cucore/buffer.hpp>
+#include <cucore/device.hpp>
+#include <cucore/errors.hpp>
+#include <cucore/event.hpp>
+#include <cucore/ipc.hpp>
+#include <cucore/kernel.hpp>
+#include <cucore/launch.hpp>
+#include <cucore/memory.hpp>
+#include <cucore/object_code.hpp>
+#include <cucore/program.hpp>
+#include <cucore/stream.hpp>
+
+#include <gtest/gtest.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include "common/child_process.hpp"
+#include "common/gpu.hpp"
+#include "common/random.hpp"
+
+using namespace cucore;
+using cucore::test::Child;
+using cucore::test::random_floats;
+using cucore::test::recv_value;
+using cucore::test::send_value;
+
+namespace {
+
+constexpr auto kChildDeadline = std::chrono::seconds(90);
+
+// Spins the stream for `ns` of GPU time (so work queued after it is late).
+constexpr const char* kSpin = R"(
+extern "C" __global__ void spin(unsigned long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while (now - start < ns);
+}
+)";
+constexpr unsigned long long kSpinNs = 200'000'000;  // 0.2 s
+
+Kernel spin_kernel(const Device& dev) {
+  static std::optional<ObjectCode> code;
+  if (!code) code = Program(kSpin, "c++", {.arch = "sm_" + dev.arch()}).compile(CodeType::cubin);
+  return code->get_kernel("spin");
+}
+
+int open_fds() {
+  int n = 0;
+  if (DIR* d = opendir("/proc/self/fd")) {
+    while (dirent* e = readdir(d))
+      if (e->d_name[0] != '.') ++n;
+    closedir(d);
+  }
+  return n - 1;
+}
+
+// Mappings of the driver's device files in this process.
+int device_mappings() {
+  std::ifstream maps("/proc/self/maps");
+  int n = 0;
+  for (std::string line; std::getline(maps, line);)
+    if (line.find("/dev/nvidia") != std::string::npos) ++n;
+  return n;
+}
+
+// The first element that differs, as text; empty when all match.
+std::string first_mismatch(const std::vector<float>& got, const std::vector<float>& want, std::size_t from = 0) {
+  for (std::size_t i = from; i < want.size(); ++i)
+    if (got[i] != want[i])
+      return "element " + std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " + std::to_string(want[i]);
+  return {};
+}
+
+struct ChildSetup {
+  std::array<std::byte, IPCBufferDescriptor::kSerializedSize> buffer{};
+  std::array<std::byte, IPCEventDescriptor::kSerializedSize> ready{};  // the parent's data is written
+  unsigned long long n = 0;       // floats in the buffer
+  unsigned long long begin = 0, end = 0;  // the child rewrites [begin, end)
+  unsigned seed_in = 0, seed_out = 0;
+  int pinned = 0;
+};
+struct Report {
+  int ok = 0;
+  char error[256] = {};
+  std::array<std::byte, IPCEventDescriptor::kSerializedSize> done{};  // the child's writes are done
+};
+
+void set_error(Report& r, const std::string& what) { std::snprintf(r.error, sizeof r.error, "%s", what.c_str()); }
+
+// A Buffer over [begin, end) floats of `b` (a view: never freed by itself).
+Buffer range_of(const Buffer& b, std::size_t begin, std::size_t end) {
+  return Buffer::from_handle(b.handle() + begin * sizeof(float), (end - begin) * sizeof(float));
+}
+
+// Maps the parent's pool and buffer, checks every element once the parent's
+// event says they are written, rewrites its range late (after a spin), and
+// tells the parent by an event; closes once the parent has waited on it.
+CUCORE_CHILD_ROLE(ipc_import_check_write) {
+  Device dev(0);
+  dev.set_current();
+  AllocationHandle handle = ipc::recv_handle(socket);
+  ChildSetup setup = recv_value<ChildSetup>(socket);
+  Report report;
+  Stream s = dev.create_stream();
+  MemoryResource mr = setup.pinned ? MemoryResource(PinnedMemoryResource::from_allocation_handle(handle))
+                                   : MemoryResource(DeviceMemoryResource::from_allocation_handle(dev, handle));
+  std::optional<Buffer> b = Buffer::from_ipc_descriptor(mr, IPCBufferDescriptor::from_bytes(setup.buffer), s);
+  s.wait(Event::from_ipc_descriptor(IPCEventDescriptor::from_bytes(setup.ready)));
+  std::vector<float> got(setup.n);
+  b->copy_to(std::span(got), s);
+  s.sync();
+  std::string bad = first_mismatch(got, random_floats(setup.n, setup.seed_in));
+  if (!bad.empty()) set_error(report, "child read " + bad);
+  std::vector<float> out = random_floats(setup.n, setup.seed_out);
+  launch(s, {.grid = 1, .block = 1}, spin_kernel(dev), kSpinNs);
+  Buffer mine = range_of(*b, setup.begin, setup.end);
+  mine.copy_from(std::span<const float>(out.data() + setup.begin, setup.end - setup.begin), s);
+  Event done = s.record({.ipc_enabled = true});
+  report.done = done.ipc_descriptor().to_bytes();
+  report.ok = bad.empty();
+  send_value(socket, report);
+  (void)recv_value<int>(socket);  // the parent has waited on `done`: the buffer may go
+  b.reset();  // importers free before the exporter does (the driver's rule)
+  s.sync();
+  return report.ok ? 0 : 1;
+}
+
+// The parent's side: `children` children each rewrite an equal share of one
+// buffer of random floats from an IPC-enabled pool (device or pinned).
+void share_with_children(int children, bool pinned) {
+  Device dev(0);
+  dev.set_current();
+  const std::size_t n = std::size_t(1) << 20;  // 4 MiB of floats
+  std::optional<DeviceMemoryResource> dmr;
+  std::optional<PinnedMemoryResource> pmr;
+  MemoryResource mr;
+  if (pinned) {
+    pmr.emplace(PinnedMemoryResourceOptions{.ipc_enabled = true});
+    mr = *pmr;
+  } else {
+    dmr.emplace(dev, DeviceMemoryResourceOptions{.ipc_enabled = true});
+    mr = *dmr;
+  }
+  Stream s = dev.create_stream();
+  Buffer b = mr.allocate(n * sizeof(float), s);
+  std::vector<float> in = random_floats(n, 101);
+  launch(s, {.grid = 1, .block = 1}, spin_kernel(dev), kSpinNs);  // so an unordered read sees no data
+  b.copy_from(std::span<const float>(in), s);
+  Event ready = s.record({.ipc_enabled = true});
+
+  std::vector<std::unique_ptr<Child>> kids;
+  for (int i = 0; i < children; ++i) kids.push_back(std::make_unique<Child>("ipc_import_check_write"));
+  for (int i = 0; i < children; ++i) {
+    ipc::send_handle(kids[i]->socket(), pinned ? pmr->allocation_handle() : dmr->allocation_handle());
+    ChildSetup setup;
+    setup.buffer = b.ipc_descriptor().to_bytes();
+    setup.ready = ready.ipc_descriptor().to_bytes();
+    setup.n = n;
+    setup.begin = n * i / children;
+    setup.end = n * (i + 1) / children;
+    setup.seed_in = 101;
+    setup.seed_out = 200 + i;
+    setup.pinned = pinned;
+    send_value(kids[i]->socket(), setup);
+  }
+  std::vector<float> want(n);
+  for (int i = 0; i < children; ++i) {
+    Report r = recv_value<Report>(kids[i]->socket());
+    EXPECT_TRUE(r.ok) << "child " << i << ": " << r.error;
+    s.wait(Event::from_ipc_descriptor(IPCEventDescriptor::from_bytes(r.done)));
+    std::vector<float> theirs = random_floats(n, 200 + i);
+    for (std::size_t k = n * i / children; k < n * (i + 1) / children; ++k) want[k] = theirs[k];
+  }
+  std::vector<float> got(n);
+  b.copy_to(std::span(got), s);
+  s.sync();
+  std::string bad = first_mismatch(got, want);
+  EXPECT_TRUE(bad.empty()) << "the parent read " << bad << " (the children's writes were not ordered before it)";
+  for (auto& k : kids) send_value(k->socket(), 1);
+  for (int i = 0; i < children; ++i) EXPECT_EQ(kids[i]->wait(kChildDeadline), 0) << "child " << i;
+  b.close();
+  s.sync();
+}
+
+TEST(IpcGpu, AChildReadsEveryElementAndTheParentSeesItsWritesOrderedByIpcEvents) {
+  CUCORE_REQUIRE_GPU();
+  share_with_children(1, false);
+}
+
+TEST(IpcGpu, EightChildrenMapOnePoolAtOnce) {
+  CUCORE_REQUIRE_GPU();
+  share_with_children(8, false);
+}
+
+TEST(IpcGpu, APinnedPoolIsSharedToo) {
+  CUCORE_REQUIRE_GPU();
+  share_with_children(2, true);
+}
+
+// ---- 1000 cycles -----------------------------------------------------------------------
+
+struct CycleReport {
+  int fds_before = 0, fds_after = 0, maps_before = 0, maps_after = 0, bad_cycles = 0;
+  char error[256] = {};
+};
+
+// Maps the pool, imports the buffer and opens the event anew 1000 times
+// (from the raw descriptor: no registry hit), checking every element each time.
+CUCORE_CHILD_ROLE(ipc_cycles) {
+  Device dev(0);
+  dev.set_current();
+  AllocationHandle handle = ipc::recv_handle(socket);
+  ChildSetup setup = recv_value<ChildSetup>(socket);
+  CycleReport r;
+  Stream s = dev.create_stream();
+  IPCBufferDescriptor d = IPCBufferDescriptor::from_bytes(setup.buffer);
+  IPCEventDescriptor ed = IPCEventDescriptor::from_bytes(setup.ready);
+  std::vector<float> want = random_floats(setup.n, setup.seed_in), got(setup.n);
+  auto cycle = [&] {
+    DeviceMemoryResource mr = DeviceMemoryResource::from_allocation_handle(dev, handle.fd());
+    Buffer b = Buffer::from_ipc_descriptor(mr, d, s);
+    s.wait(Event::from_ipc_descriptor(ed));
+    b.copy_to(std::span(got), s);
+    s.sync();
+    if (!first_mismatch(got, want).empty()) ++r.bad_cycles;
+    b.close();
+    s.sync();
+  };
+  try {
+    for (int i = 0; i < 10; ++i) cycle();  // the driver's own first-use allocations
+    r.fds_before = open_fds();
+    r.maps_before = device_mappings();
+    for (int i = 0; i < 1000; ++i) cycle();
+    r.fds_after = open_fds();
+    r.maps_after = device_mappings();
+  } catch (const std::exception& e) {
+    std::snprintf(r.error, sizeof r.error, "%s", e.what());
+  }
+  send_value(socket, r);
+  return 0;
+}
+
+TEST(IpcGpu, AThousandImportCloseCyclesLeaveNoDescriptorOrMapping) {
+  CUCORE_REQUIRE_GPU();
+  Device dev(0);
+  dev.set_current();
+  DeviceMemoryResource mr(dev, DeviceMemoryResourceOptions{.ipc_enabled = true});
+  Stream s = dev.create_stream();
+  const std::size_t n = 16384;
+  Buffer b = mr.allocate(n * sizeof(float), s);
+  b.copy_from(std::span<const float>(random_floats(n, 7)), s);
+  Event ready = s.record({.ipc_enabled = true});
+  s.sync();
+  // The exporter's side: 1000 handles made and closed.
+  for (int i = 0; i < 10; ++i) (void)mr.allocation_handle();
+  int fds = open_fds();
+  for (int i = 0; i < 1000; ++i) {
+    AllocationHandle h = mr.allocation_handle();
+    ASSERT_GE(h.fd(), 0);
+    (void)b.ipc_descriptor();
+    (void)ready.ipc_descriptor();
+  }
+  EXPECT_EQ(open_fds(), fds) << "exporting leaked descriptors";
+
+  Child c("ipc_cycles");
+  ipc::send_handle(c.socket(), mr.allocation_handle());
+  ChildSetup setup;
+  setup.buffer = b.ipc_descriptor().to_bytes();
+  setup.ready = ready.ipc_descriptor().to_bytes();
+  setup.n = n;
+  setup.seed_in = 7;
+  send_value(c.socket(), setup);
+  CycleReport r = recv_value<CycleReport>(c.socket());
+  EXPECT_STREQ(r.error, "");
+  EXPECT_EQ(r.bad_cycles, 0);
+  EXPECT_EQ(r.fds_after, r.fds_before) << "the importer's descriptors";
+  EXPECT_EQ(r.maps_after, r.maps_before) << "the importer's mappings of /dev/nvidia*";
+  EXPECT_EQ(c.wait(kChildDeadline), 0);
+  b.close();
+  s.sync();
+}
+
+// ---- errors on the real driver ------------------------------------------------------------
+
+struct ErrorReport {
+  int checks = 0, passed = 0;
+  char failures[512] = {};
+};
+
+CUCORE_CHILD_ROLE(ipc_errors) {
+  Device dev(0);
+  dev.set_current();
+  AllocationHandle handle = ipc::recv_handle(socket);
+  ChildSetup setup = recv_value<ChildSetup>(socket);  // .buffer: a buffer of ANOTHER pool
+  ErrorReport r;
+  std::string failures;
+  auto expect = [&](bool ok, const std::string& what) {
+    ++r.checks;
+    if (ok) ++r.passed;
+    else failures += what + "; ";
+  };
+  Stream s = dev.create_stream();
+  int fds = open_fds();
+  DeviceMemoryResource mr = DeviceMemoryResource::from_allocation_handle(dev, handle);
+  IPCBufferDescriptor foreign = IPCBufferDescriptor::from_bytes(setup.buffer);
+  try {
+    (void)Buffer::from_ipc_descriptor(mr, foreign, s);
+    expect(false, "another pool's descriptor was imported");
+  } catch (const CudaError& e) {
+    expect(e.code() == CUDA_ERROR_INVALID_VALUE && std::string(e.what()).find("pool") != std::string::npos,
+           std::string("foreign descriptor: ") + e.what());
+  }
+  foreign.pool_uuid.reset();  // the driver's own check
+  try {
+    (void)Buffer::from_ipc_descriptor(mr, foreign, s);
+    expect(false, "another pool's descriptor without a UUID was imported");
+  } catch (const CudaError& e) {
+    expect(true, e.what());
+  }
+  int p[2];
+  if (pipe2(p, O_CLOEXEC) == 0) {
+    try {
+      (void)DeviceMemoryResource::from_allocation_handle(dev, p[0]);
+      expect(false, "a pipe was imported as a pool");
+    } catch (const CudaError& e) {
+      expect(true, e.what());
+    }
+    ::close(p[0]);
+    ::close(p[1]);
+    try {
+      (void)DeviceMemoryResource::from_allocation_handle(dev, p[0]);
+      expect(false, "a closed descriptor was imported");
+    } catch (const std::system_error& e) {
+      expect(e.code().value() == EBADF, e.what());
+    }
+  }
+  try {
+    (void)mr.allocate(64, s);
+    expect(false, "a mapped resource allocated");
+  } catch (const MappedResourceError&) {
+    expect(true, "");
+  }
+  expect(open_fds() == fds + 1, "descriptors after the errors: " + std::to_string(open_fds()) + ", expected " +
+                                    std::to_string(fds + 1) + " (the mapped pool's own copy)");
+  std::snprintf(r.failures, sizeof r.failures, "%s", failures.c_str());
+  send_value(socket, r);
+  return 0;
+}
+
+TEST(IpcGpu, ForeignDescriptorsStaleAndWrongDescriptorsAreTypedErrorsOnTheRealDriver) {
+  CUCORE_REQUIRE_GPU();
+  Device dev(0);
+  dev.set_current();
+  DeviceMemoryResource mr(dev, DeviceMemoryResourceOptions{.ipc_enabled = true});
+  DeviceMemoryResource other(dev, DeviceMemoryResourceOptions{.ipc_enabled = true});
+  DeviceMemoryResource plain(dev, DeviceMemoryResourceOptions{});
+  Stream s = dev.create_stream();
+  Buffer theirs = other.allocate(4096, s);
+  s.sync();
+  EXPECT_THROW(plain.allocation_handle(), IpcError);
+  EXPECT_THROW(plain.allocate(64, s).ipc_descriptor(), IpcError);
+  EXPECT_THROW(dev.create_event().ipc_descriptor(), IpcError);
+  Child c("ipc_errors");
+  ipc::send_handle(c.socket(), mr.allocation_handle());
+  ChildSetup setup;
+  setup.buffer = theirs.ipc_descriptor().to_bytes();
+  send_value(c.socket(), setup);
+  ErrorReport r = recv_value<ErrorReport>(c.socket());
+  EXPECT_EQ(r.passed, r.checks) << r.failures;
+  EXPECT_GE(r.checks, 6);
+  EXPECT_EQ(c.wait(kChildDeadline), 0);
+  theirs.close();
+  s.sync();
+}
+
+}  // namespace
