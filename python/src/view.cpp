@@ -469,13 +469,15 @@ nb::tuple to_tuple(const int64_t* p, int n) {
 }
 
 // View construction through the type call, bypassing __init__ dispatch.
-PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
-  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
-  PyObject* obj = nargs > 0 ? args[0] : nullptr;
-  PyObject* stream = nargs > 1 ? args[1] : Py_None;
+// The (obj, stream_ptr) arguments of a fast call, positional or by keyword;
+// false with a TypeError set (naming `fn`) when they do not fit.
+bool parse_obj_stream(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const char* fn, PyObject*& obj,
+                      PyObject*& stream) {
+  obj = nargs > 0 ? args[0] : nullptr;
+  stream = nargs > 1 ? args[1] : Py_None;
   if (nargs > 2) {
-    PyErr_SetString(PyExc_TypeError, "StridedMemoryView(obj=None, stream_ptr=None)");
-    return nullptr;
+    PyErr_Format(PyExc_TypeError, "%s(obj, stream_ptr=None) takes at most 2 arguments", fn);
+    return false;
   }
   if (kwnames) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
@@ -483,11 +485,17 @@ PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObj
       if (PyUnicode_CompareWithASCIIString(key, "obj") == 0) obj = args[nargs + k];
       else if (PyUnicode_CompareWithASCIIString(key, "stream_ptr") == 0) stream = args[nargs + k];
       else {
-        PyErr_Format(PyExc_TypeError, "StridedMemoryView() got an unexpected keyword argument %R", key);
-        return nullptr;
+        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fn, key);
+        return false;
       }
     }
   }
+  return true;
+}
+
+PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  PyObject *obj, *stream;
+  if (!parse_obj_stream(args, PyVectorcall_NARGS(nargsf), kwnames, "StridedMemoryView", obj, stream)) return nullptr;
   // cuda.core deprecates the constructor for the from_* class methods (which
   // the fast paths and the benchmarks use).
   if (obj && obj != Py_None &&
@@ -508,23 +516,8 @@ PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObj
 // StridedMemoryView.from_dlpack(obj, stream_ptr=None) as a METH_FASTCALL
 // function: the hot interop call skips the general binding dispatch.
 PyObject* view_from_dlpack_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
-  PyObject* obj = nargs > 0 ? args[0] : nullptr;
-  PyObject* stream = nargs > 1 ? args[1] : Py_None;
-  if (nargs > 2) {
-    PyErr_SetString(PyExc_TypeError, "from_dlpack(obj, stream_ptr=None) takes at most 2 arguments");
-    return nullptr;
-  }
-  if (kwnames) {
-    for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
-      PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-      if (PyUnicode_CompareWithASCIIString(key, "obj") == 0) obj = args[nargs + k];
-      else if (PyUnicode_CompareWithASCIIString(key, "stream_ptr") == 0) stream = args[nargs + k];
-      else {
-        PyErr_Format(PyExc_TypeError, "from_dlpack() got an unexpected keyword argument %R", key);
-        return nullptr;
-      }
-    }
-  }
+  PyObject *obj, *stream;
+  if (!parse_obj_stream(args, nargs, kwnames, "from_dlpack", obj, stream)) return nullptr;
   if (!obj) {
     PyErr_SetString(PyExc_TypeError, "from_dlpack() missing required argument 'obj'");
     return nullptr;
