@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>

@@ -15,6 +15,7 @@
 #include <cucore/program.hpp>
 #include <cucore/stream.hpp>
 
+#include <cstdint>
 #include <chrono>
 #include <cstdio>
 #include <cstring>

@@ -24,6 +24,7 @@
 #include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>

@@ -14,6 +14,7 @@
 #include <cucore/program.hpp>
 #include <cucore/stream.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -9,6 +9,7 @@
 #include <cucore/stream.hpp>
 #include <cucore/virtual_memory.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 

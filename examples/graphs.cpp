@@ -11,6 +11,7 @@
 #include <cucore/program.hpp>
 #include <cucore/stream.hpp>
 
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <exception>

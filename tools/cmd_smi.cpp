@@ -5,6 +5,7 @@
 #include <cucore/errors.hpp>
 #include <cucore/system.hpp>
 
+#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <csignal>

@@ -6,6 +6,7 @@
 #include <cucore/compute.hpp>
 
 #include "common.hpp"
+#include <cstdint>
 
 namespace cucore::python {
 

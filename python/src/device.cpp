@@ -8,6 +8,7 @@
 // dict, so they are released when the Python thread ends.
 #include <cucore/resources.hpp>
 
+#include <cstdint>
 #include <array>
 #include <cstdio>
 

@@ -9,6 +9,7 @@
 // thread once the driver lets the graph go.
 #include <cucore/graph.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>

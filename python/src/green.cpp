@@ -6,6 +6,7 @@
 // Stream.resources are bound with their classes (device.cpp, stream.cpp).
 #include <cucore/resources.hpp>
 
+#include <cstdint>
 #include <climits>
 #include <string>
 

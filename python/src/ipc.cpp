@@ -6,6 +6,7 @@
 // Pickling and multiprocessing's reducers are in cucore/_ipc.py.
 #include <cucore/ipc.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>

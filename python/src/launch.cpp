@@ -22,6 +22,7 @@
 #include <cucore/launch.hpp>
 #include <cucore/texture.hpp>
 
+#include <cstdint>
 #include <complex>
 #include <cstring>
 #include <typeinfo>

@@ -3,6 +3,7 @@
 #include <cucore/managed.hpp>
 #include <cucore/strided_memory_view.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>

@@ -3,6 +3,7 @@
 #include <cucore/pathfinder.hpp>
 #include <cucore/program.hpp>
 
+#include <cstdint>
 #include <climits>
 
 #include "common.hpp"

@@ -6,6 +6,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <climits>
 #include <cstdio>
 #include <filesystem>

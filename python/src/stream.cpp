@@ -1,6 +1,7 @@
 // cucore.Stream (speaks __cuda_stream__ both ways), cucore.Event, and the
 // default streams. Both classes are libcucore's values (cucore::Stream,
 // cucore::Event): closing, sharing and a foreign owner's lifetime are theirs.
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -7,6 +7,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "view.hpp"
+#include <cstdint>
 
 namespace cucore::python {
 namespace {

@@ -3,6 +3,7 @@
 // option dataclasses and enums live in Python (cucore._options, cucore.typing).
 #include <cucore/texture.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <span>
 #include <string>

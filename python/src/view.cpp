@@ -3,6 +3,7 @@
 // cucore's own Buffer and StridedMemoryView; a C call, no capsule), then
 // __dlpack__, the CUDA Array Interface and NumPy's array interface. And the
 // exchange API's producer side.
+#include <cstdint>
 #include <array>
 #include <cstring>
 #include <memory>

@@ -1,6 +1,7 @@
 // The entry record's encoding (see entry_record.hpp for the layout).
 #include "cache/entry_record.hpp"
 
+#include <cstdint>
 #include <cstring>
 
 #include "cache/hashing.hpp"

@@ -7,6 +7,7 @@
 #include <openssl/opensslv.h>
 #include <openssl/sha.h>
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <stdexcept>

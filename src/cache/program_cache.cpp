@@ -3,6 +3,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <atomic>
 #include <cstdlib>
 #include <functional>

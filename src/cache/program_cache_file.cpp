@@ -15,6 +15,7 @@
 
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>

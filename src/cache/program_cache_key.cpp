@@ -2,6 +2,7 @@
 // Program::compile adds to it for headers.
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 #include <optional>

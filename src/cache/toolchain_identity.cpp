@@ -19,6 +19,7 @@
 #include <cucore/linker.hpp>
 #include <cucore/pathfinder.hpp>
 
+#include <cstdint>
 #include <charconv>
 #include <cstdlib>
 #include <cstring>

@@ -7,6 +7,7 @@
 
 #include <cucore/pathfinder.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cerrno>
 #include <cstring>

@@ -12,6 +12,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>

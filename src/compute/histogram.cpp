@@ -3,6 +3,7 @@
 // (CUB 3.0), with its bin-scaling transform computed on the host.
 #include <cucore/compute/histogram.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <climits>
 #include <cstring>

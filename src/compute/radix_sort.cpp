@@ -3,6 +3,7 @@
 // does (CUB 3.0).
 #include <cucore/compute/radix_sort.hpp>
 
+#include <cstdint>
 #include <algorithm>
 
 #include "compute/common.hpp"

@@ -2,6 +2,7 @@
 // dispatched as DispatchReduce does (CUB 3.0).
 #include <cucore/compute/reduce.hpp>
 
+#include <cstdint>
 #include <algorithm>
 
 #include "compute/common.hpp"

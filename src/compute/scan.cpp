@@ -2,6 +2,7 @@
 // look-back), dispatched as DispatchScan does (CUB 3.0).
 #include <cucore/compute/scan.hpp>
 
+#include <cstdint>
 #include <algorithm>
 
 #include "compute/common.hpp"

@@ -3,6 +3,7 @@
 // sm_90 and later for contiguous inputs, else the prefetch algorithm.
 #include <cucore/compute/transform.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 

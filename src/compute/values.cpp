@@ -4,6 +4,7 @@
 #include <cucore/compute/op.hpp>
 #include <cucore/compute/types.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cctype>
 #include <cstring>

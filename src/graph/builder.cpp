@@ -5,6 +5,7 @@
 #include <cucore/errors.hpp>
 #include <cucore/graph.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>

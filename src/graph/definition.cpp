@@ -5,6 +5,7 @@
 #include <cucore/errors.hpp>
 #include <cucore/graph.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>

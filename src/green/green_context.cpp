@@ -5,6 +5,7 @@
 #include <cucore/errors.hpp>
 #include <cucore/resources.hpp>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <type_traits>

@@ -18,6 +18,7 @@
 #include <cucore/log.hpp>
 #include <cucore/resources.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <numeric>

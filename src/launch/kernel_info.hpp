@@ -5,6 +5,7 @@
 // One KernelInfo per (ObjectCode, symbol); Kernels share it.
 #include <cuda.h>
 
+#include <cstdint>
 #include <atomic>
 #include <cstddef>
 #include <map>

@@ -12,6 +12,7 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 
+#include <cstdint>
 #include <climits>
 #include <cstdio>
 #include <cstring>

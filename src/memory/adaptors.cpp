@@ -2,6 +2,7 @@
 
 #include <cucore/errors.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <mutex>
 #include <stdexcept>

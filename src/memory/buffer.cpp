@@ -3,6 +3,7 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 

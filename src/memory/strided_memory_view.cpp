@@ -2,6 +2,7 @@
 
 #include <cucore/errors.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <stdexcept>
 #include <string>

@@ -4,6 +4,7 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <stdexcept>

@@ -2,6 +2,7 @@
 // as an empty optional (nvml_call.hpp).
 #include <cucore/system.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>

@@ -2,6 +2,7 @@
 // `cucore smi`.
 #include <cucore/system.hpp>
 
+#include <cstdint>
 #include <charconv>
 #include <cstring>
 #include <exception>

@@ -1,5 +1,6 @@
 #include "common/fake_driver.hpp"
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>

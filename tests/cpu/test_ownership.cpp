@@ -19,6 +19,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <cstring>

@@ -8,6 +8,7 @@
 #include <cucore/pathfinder.hpp>
 #include <cucore/program.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 #include <filesystem>

@@ -22,6 +22,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <cstdio>

@@ -3,6 +3,7 @@
 // the normal test run (and its ASan+UBSan build): a fixed crash stays fixed.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>

@@ -13,6 +13,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>

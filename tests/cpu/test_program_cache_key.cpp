@@ -7,6 +7,7 @@
 #include <cucore/pathfinder.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <algorithm>
 #include <cstring>
 #include <random>

@@ -6,6 +6,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <cstdint>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>

@@ -1,5 +1,6 @@
 // libFuzzer entry point for cucore::fuzz::manifests (tests/fuzz/targets.hpp).
 #include "targets.hpp"
+#include <cstdint>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   return cucore::fuzz::manifests(data, size);

@@ -17,6 +17,7 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <cmath>

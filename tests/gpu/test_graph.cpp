@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -18,6 +18,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <numeric>

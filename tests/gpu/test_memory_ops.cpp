@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -20,6 +20,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
