@@ -125,6 +125,7 @@ IPCBufferDescriptor Buffer::ipc_descriptor() const {
   pool->require_open(detail::kind_name(*pool), "Buffer::ipc_descriptor");
   const auto& d = detail::driver();
   detail::require(reinterpret_cast<const void*>(d.cuMemPoolExportPointer), 11020, "sharing memory pools (IPC)");
+  pool->prepare_pointer_export();
   CUmemPoolPtrExportData data{};
   detail::check(d.cuMemPoolExportPointer(&data, ptr_), "cuMemPoolExportPointer");
   IPCBufferDescriptor out;

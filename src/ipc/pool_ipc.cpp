@@ -96,6 +96,15 @@ AllocationHandle export_pool(const PoolImpl& p) {
   return AllocationHandle(FileDescriptor(fd), p.uuid());
 }
 
+}  // namespace
+
+void PoolImpl::prepare_pointer_export() const {
+  if (mapped_) return;  // the exporting process did it
+  std::call_once(exported_once_, [this] { (void)export_pool(*this); });
+}
+
+namespace {
+
 // Maps another process's pool from `fd` (which stays the caller's).
 std::shared_ptr<PoolImpl> map_pool(int fd, int device, bool host, const std::optional<Uuid>& uuid) {
   // Refused before the driver sees it: a closed or never-open descriptor.

@@ -62,11 +62,15 @@ class PoolImpl final : public MemoryResource::Impl {
   // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
   FileDescriptor mapped_from_;  // a mapped pool: its own copy of the descriptor, to export it onward
+  // The driver refuses cuMemPoolExportPointer (CUDA_ERROR_INVALID_VALUE) on a pool that was never
+  // exported as a shareable handle; a pointer exported first exports the pool once (src/ipc/pool_ipc.cpp).
+  void prepare_pointer_export() const;
 
  private:
   [[noreturn]] void refuse_allocation() const;
   mutable std::mutex uuid_mutex_;
   std::optional<Uuid> uuid_;
+  mutable std::once_flag exported_once_;
 };
 
 // `mr`'s PoolImpl, or null when it is another kind of resource.

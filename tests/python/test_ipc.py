@@ -48,6 +48,16 @@ def _report(queue, fn, *args):
         queue.put(("error", traceback.format_exc()))
 
 
+def _reap(*procs):
+    """Joins children; one still running after a failure in the parent is killed, not waited for."""
+    failing = sys.exc_info()[0] is not None
+    for p in procs:
+        p.join(1 if failing else TIMEOUT)
+        if p.is_alive():
+            p.kill()
+            p.join()
+
+
 def _answer(queue, proc):
     try:
         status, value = queue.get(timeout=TIMEOUT)
@@ -138,7 +148,7 @@ def test_allocation_handle_travels_to_a_spawned_child():
         assert _answer(q, p) == str(pool)
         assert os.read(r, 64) == message
     finally:
-        p.join(TIMEOUT)
+        _reap(p)
         os.close(r)
         h.close()
     assert p.exitcode == 0
@@ -259,8 +269,7 @@ def _run_children(device, count):
             orders.put("release")
             assert _answer(q, p) is None
     finally:
-        for p, _, _ in children:
-            p.join(TIMEOUT)
+        _reap(*(p for p, _, _ in children))
             if p.is_alive():
                 p.terminate()
     assert [p.exitcode for p, _, _ in children] == [0] * count
@@ -318,7 +327,7 @@ def test_resource_through_a_queue_then_buffers_by_plain_pickle(device):
         q.put(s.record(options=EventOptions(ipc_enabled=True)))
         assert _answer(answers, p) == mr.uuid
     finally:
-        p.join(TIMEOUT)
+        _reap(p)
     assert p.exitcode == 0
 
 
@@ -402,7 +411,7 @@ def test_errors_leave_nothing_behind(device):
     try:
         assert _answer(q, p) is True
     finally:
-        p.join(TIMEOUT)
+        _reap(p)
     assert p.exitcode == 0
 
 
