@@ -322,46 +322,55 @@ CUCORE_CHILD_ROLE(ipc_errors) {
   Stream s = dev.create_stream();
   int fds = open_fds();
   DeviceMemoryResource mr = DeviceMemoryResource::from_allocation_handle(dev, handle);
-  IPCBufferDescriptor foreign = IPCBufferDescriptor::from_bytes(setup.buffer);
-  try {
-    (void)Buffer::from_ipc_descriptor(mr, foreign, s);
-    expect(false, "another pool's descriptor was imported");
-  } catch (const CudaError& e) {
-    expect(e.code() == CUDA_ERROR_INVALID_VALUE && std::string(e.what()).find("pool") != std::string::npos,
-           std::string("foreign descriptor: ") + e.what());
-  }
-  foreign.pool_uuid.reset();  // the driver's own check
-  try {
-    (void)Buffer::from_ipc_descriptor(mr, foreign, s);
-    expect(false, "another pool's descriptor without a UUID was imported");
-  } catch (const CudaError& e) {
-    expect(true, e.what());
-  }
-  int p[2];
-  if (pipe2(p, O_CLOEXEC) == 0) {
+  // At least the mapped pool's own copy of the descriptor (the driver may hold one of its own).
+  expect(open_fds() >= fds + 1, "descriptors after mapping: " + std::to_string(open_fds()) + ", expected at least " +
+                                    std::to_string(fds + 1));
+  // Every error path, three times: the first round may open what the driver opens once per process
+  // (its IPC import machinery); the later rounds must not open one more descriptor.
+  int after_first = 0;
+  for (int round = 0; round < 3; ++round) {
+    if (round == 1) after_first = open_fds();
+    IPCBufferDescriptor foreign = IPCBufferDescriptor::from_bytes(setup.buffer);
     try {
-      (void)DeviceMemoryResource::from_allocation_handle(dev, p[0]);
-      expect(false, "a pipe was imported as a pool");
+      (void)Buffer::from_ipc_descriptor(mr, foreign, s);
+      expect(false, "another pool's descriptor was imported");
+    } catch (const CudaError& e) {
+      expect(e.code() == CUDA_ERROR_INVALID_VALUE && std::string(e.what()).find("pool") != std::string::npos,
+             std::string("foreign descriptor: ") + e.what());
+    }
+    foreign.pool_uuid.reset();  // the driver's own check
+    try {
+      (void)Buffer::from_ipc_descriptor(mr, foreign, s);
+      expect(false, "another pool's descriptor without a UUID was imported");
     } catch (const CudaError& e) {
       expect(true, e.what());
     }
-    ::close(p[0]);
-    ::close(p[1]);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) == 0) {
+      try {
+        (void)DeviceMemoryResource::from_allocation_handle(dev, p[0]);
+        expect(false, "a pipe was imported as a pool");
+      } catch (const CudaError& e) {
+        expect(true, e.what());
+      }
+      ::close(p[0]);
+      ::close(p[1]);
+      try {
+        (void)DeviceMemoryResource::from_allocation_handle(dev, p[0]);
+        expect(false, "a closed descriptor was imported");
+      } catch (const std::system_error& e) {
+        expect(e.code().value() == EBADF, e.what());
+      }
+    }
     try {
-      (void)DeviceMemoryResource::from_allocation_handle(dev, p[0]);
-      expect(false, "a closed descriptor was imported");
-    } catch (const std::system_error& e) {
-      expect(e.code().value() == EBADF, e.what());
+      (void)mr.allocate(64, s);
+      expect(false, "a mapped resource allocated");
+    } catch (const MappedResourceError&) {
+      expect(true, "");
     }
   }
-  try {
-    (void)mr.allocate(64, s);
-    expect(false, "a mapped resource allocated");
-  } catch (const MappedResourceError&) {
-    expect(true, "");
-  }
-  expect(open_fds() == fds + 1, "descriptors after the errors: " + std::to_string(open_fds()) + ", expected " +
-                                    std::to_string(fds + 1) + " (the mapped pool's own copy)");
+  expect(open_fds() == after_first, "descriptors after two more rounds of errors: " + std::to_string(open_fds()) +
+                                        ", after the first: " + std::to_string(after_first));
   std::snprintf(r.failures, sizeof r.failures, "%s", failures.c_str());
   send_value(socket, r);
   return 0;
@@ -387,7 +396,7 @@ TEST(IpcGpu, ForeignDescriptorsStaleAndWrongDescriptorsAreTypedErrorsOnTheRealDr
   send_value(c.socket(), setup);
   ErrorReport r = recv_value<ErrorReport>(c.socket());
   EXPECT_EQ(r.passed, r.checks) << r.failures;
-  EXPECT_GE(r.checks, 6);
+  EXPECT_GE(r.checks, 3 * 5 + 2);
   EXPECT_EQ(c.wait(kChildDeadline), 0);
   theirs.close();
   s.sync();

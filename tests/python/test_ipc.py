@@ -270,8 +270,6 @@ def _run_children(device, count):
             assert _answer(q, p) is None
     finally:
         _reap(*(p for p, _, _ in children))
-            if p.is_alive():
-                p.terminate()
     assert [p.exitcode for p, _, _ in children] == [0] * count
 
 
