@@ -70,9 +70,17 @@ class FreeContext {
 }  // namespace
 
 void Buffer::destroy() noexcept {
+  // The free is tried as it is; only a refusal for want of a context pays for
+  // asking the driver which context is current (the common path makes no extra call).
   try {
-    FreeContext context(stream_.handle());
     close();
+  } catch (const CudaError& e) {
+    if (e.code() != CUDA_ERROR_INVALID_CONTEXT) return;
+    try {
+      FreeContext context(stream_.handle());
+      close();
+    } catch (...) {
+    }
   } catch (...) {
     // Destructors never throw; a failed free leaves the memory to the pool's owner.
   }

@@ -300,6 +300,34 @@ TEST(GpuOwnership, ObjectsMadeOnOneThreadAndDroppedOnAnother) {
   EXPECT_EQ(DriverCounts::allocations, allocs0) << DriverCounts::summary();
 }
 
+TEST(GpuOwnership, ABufferDroppedOnAThreadWithNoContextIsFreedInItsStreamsContext) {
+  CUCORE_REQUIRE_GPU();
+  Device d(0);
+  d.set_current();
+  DeviceMemoryResource own(d, DeviceMemoryResourceOptions{});
+  Stream s = d.create_stream();
+  const auto before = own.attributes().used_mem_current;
+  std::vector<Buffer> buffers;
+  for (int i = 0; i < 8; ++i) buffers.push_back(own.allocate(std::size_t(1) << 20, s));
+  s.sync();
+  ASSERT_GE(own.attributes().used_mem_current, before + (std::size_t(8) << 20));
+  bool had_context = true;
+  CUresult after_drop = CUDA_ERROR_UNKNOWN;
+  std::thread dropper([&] {
+    CUcontext current = nullptr;
+    detail::driver().cuCtxGetCurrent(&current);
+    had_context = current != nullptr;
+    buffers.clear();  // no context here: each free must still reach the pool
+    detail::driver().cuCtxGetCurrent(&current);
+    after_drop = current == nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;  // left as it was
+  });
+  dropper.join();
+  EXPECT_FALSE(had_context);
+  EXPECT_EQ(after_drop, CUDA_SUCCESS) << "the dropping thread was left with a context current";
+  s.sync();
+  EXPECT_EQ(own.attributes().used_mem_current, before) << "the frees on a context-less thread did not happen";
+}
+
 TEST(GpuOwnership, ClosedStreamsNeverReachTheDriver) {
   CUCORE_REQUIRE_GPU();
   Device(0).set_current();
