@@ -1,17 +1,44 @@
-// Isolation with green contexts: a latency-sensitive small kernel (8 blocks x
-// 512 threads), launched again and again and timed with events on its stream,
-// while a memory-bound big kernel keeps the GPU busy (40 launches, each
-// copying 2 GiB into 2 GiB: 4 GiB of traffic per launch).
+// Isolation with green contexts: how long a latency-sensitive small kernel
+// (8 blocks x 512 threads) takes while a long memory-bound big kernel keeps
+// the GPU busy.
 //
-// Settings: the small kernel alone; sharing the whole GPU with the big one;
-// sharing, the small one on a high-priority stream; partitioned with green
-// contexts, the small kernel on a group of 8, 16, 32 or 64 SMs and the big one
-// on the rest. Each partitioned setting is measured through cucore and through
-// the raw driver (cuGreenCtxCreate & co.) in the same run, alternating, after
-// warm-up: their ratio is what the library adds (goal <= 1.1). Reported: the
-// small kernel's p50 / p99 / p99.9 latency and the big kernel's time and
-// bandwidth, as JSON lines (bench/common.hpp) that tools/plot_green.py turns
-// into docs/img/green_isolation.png and the table in docs/green-contexts.md.
+// The method, modelled on the anchors' raw-driver run (shared/anchors/README.md:
+// one memory-bound kernel over 4 GiB of about 23 ms, the small kernel timed
+// with events while it runs): one measurement window is ONE launch of the big
+// kernel, a persistent streaming kernel with as many blocks as the SMs of its
+// context hold at once (8 per SM on sm_90), looping over two 2 GiB buffers (each pass reads one and writes the other: 4 GiB of
+// traffic) for about 18 ms; while it runs, the small kernel is launched again
+// and again on its own stream, each launch timed by events recorded around it
+// (closed loop: the next one goes when the last has finished). A window gives
+// the big kernel's time (so its bandwidth) and the small kernel's samples;
+// windows repeat until a setting has at least kMinSamples samples. Reported:
+// the small kernel's p50 / p99 / p99.9 over all of a setting's samples, their
+// count, and the big kernel's median time and bandwidth.
+//
+// Settings: the small kernel alone; sharing the whole GPU (both on
+// default-priority streams of the primary context); sharing, the small kernel
+// on a high-priority stream; partitioned with green contexts, the small kernel
+// on a group of 8, 16, 32 or 64 SMs and the big kernel on the split's
+// remainder (its grid sized to the remainder's SMs). Each partitioned setting
+// is measured through cucore and through the raw driver (cuGreenCtxCreate,
+// cuGreenCtxStreamCreate, cuLaunchKernelEx), both from the same split, in the
+// same run, alternating (ABBA ABBA) after a warm-up window each: their ratio is
+// what the library adds (goal <= 1.1). The isolation goal: partitioned p99.9 at
+// least 100x better than shared (the "vs shared" rows, goal ratio <= 0.01).
+//
+// While the big kernel runs, every SM it may use is full of its blocks and
+// none of them ends before its last pass, so a small kernel sharing the GPU
+// waits for (nearly) the whole big kernel (a high-priority stream does not
+// help: the driver's priorities order pending blocks, they never preempt
+// running ones); only while the big kernel's blocks drain at its end can a
+// few launches get through quickly. The closed loop therefore takes about one
+// slow sample per big launch, which makes the shared settings the slow part
+// of this benchmark (up to kMinSamples x 18 ms each, capped at
+// kSharedBudgetS); under 90 s in all on an H200.
+//
+// JSON lines (bench/common.hpp) go to $CUCORE_BENCH_JSON; tools/plot_green.py
+// turns them into docs/img/green_isolation.png and the table in
+// docs/green-contexts.md.
 #include <cucore/buffer.hpp>
 #include <cucore/context.hpp>
 #include <cucore/device.hpp>
@@ -26,6 +53,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <exception>
@@ -33,6 +61,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,73 +79,119 @@ extern "C" __global__ void small_kernel(float* out, int iters) {
   for (int i = 0; i < iters; ++i) v = v * 0.999f + 0.5f;
   out[blockIdx.x * blockDim.x + threadIdx.x] = v;
 }
-extern "C" __global__ void big_kernel(const float4* __restrict__ in, float4* __restrict__ out, size_t n) {
-  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  if (i < n) {
-    float4 v = in[i];
-    v.x += 1.f;
-    out[i] = v;
+// Each pass reads one buffer and writes the other, and the next pass reads what
+// this one wrote, so no pass can be left out. A thread keeps to the same
+// indices in every pass, so the passes need no barrier between blocks.
+extern "C" __global__ void big_kernel(float4* a, float4* b, size_t n, int passes) {
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (int p = 0; p < passes; ++p) {
+    const float4* src = (p & 1) ? b : a;
+    float4* dst = (p & 1) ? a : b;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += stride) {
+      float4 v = src[i];
+      v.x += 1.f;
+      dst[i] = v;
+    }
   }
 }
 )";
 
 constexpr unsigned kSmallBlocks = 8, kSmallThreads = 512;
 constexpr int kSmallIters = 256;
-constexpr std::size_t kBigHalf = std::size_t(2) << 30;  // 2 GiB in, 2 GiB out
-constexpr std::size_t kBigVectors = kBigHalf / 16;      // float4 elements
+constexpr std::size_t kBigBuffer = std::size_t(2) << 30;  // two of them: 4 GiB of device memory
+constexpr std::size_t kBigVectors = kBigBuffer / 16;      // float4 elements per buffer
 constexpr unsigned kBigThreads = 256;
-constexpr unsigned kBigLaunches = 40;
-constexpr int kRunsPerSetting = 10;  // big batches per measurement (their samples add up)
-constexpr int kAloneSamples = 6000;
+constexpr double kWindowMs = 18;        // the big kernel's length on the whole GPU (passes are calibrated to it)
+constexpr std::size_t kMinSamples = 2000;  // per setting (per path for the partitioned ones)
+constexpr std::size_t kAloneSamples = 3000;
+constexpr int kBigAloneWindows = 10;
+constexpr int kRounds = 4;                 // per partitioned path, alternating ABBA ABBA
+constexpr std::size_t kPerRound = kMinSamples / kRounds;
+constexpr double kSharedBudgetS = 40;      // caps a shared setting (kMinSamples big launches)
+constexpr double kPartitionedBudgetS = 5;  // caps one partitioned round (normally one window)
 
-struct Stats {
-  double p50 = 0, p99 = 0, p999 = 0;  // microseconds
-  double big_ms = 0;                  // median big batch time
-  std::size_t samples = 0;
-  double big_gbps() const { return big_ms > 0 ? kBigLaunches * 2.0 * kBigHalf / (big_ms * 1e6) : 0; }
-};
-
-double percentile(std::vector<double>& v, double q) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  std::size_t i = static_cast<std::size_t>(std::ceil(q * static_cast<double>(v.size()))) - 1;
-  return v[std::min(i, v.size() - 1)];
+double seconds_since(bench::clock::time_point t0) {
+  return std::chrono::duration<double>(bench::clock::now() - t0).count();
 }
+
+// The big kernel's buffers and length, shared by every lane (calibration sets passes).
+struct BigWork {
+  void* a = nullptr;
+  void* b = nullptr;
+  std::size_t n = kBigVectors;
+  int passes = 2;
+  double bytes() const { return 2.0 * static_cast<double>(n) * 16.0 * passes; }  // read + write per pass
+};
 
 // How one setting launches and times things: through cucore, or the raw driver.
 struct Lane {
-  std::function<void()> small;       // one small kernel, timed: start event, launch, end event
-  std::function<float()> small_ms;   // waits for it, returns its time
-  std::function<void()> big_batch;   // start event, kBigLaunches big kernels, end event (not waited for)
+  std::function<void()> small;      // one small kernel, timed: start event, launch, end event
+  std::function<float()> small_ms;  // waits for it, returns its time
+  std::function<void()> big;        // start event, ONE big kernel, end event (not waited for)
   std::function<bool()> big_done;
-  std::function<float()> big_ms;     // waits, returns the batch's time
+  std::function<float()> big_ms;  // waits, returns the big kernel's time
 };
 
-Stats measure(Lane& lane, bool with_big) {
-  std::vector<double> lat;
-  std::vector<double> big;
-  if (!with_big) {
-    for (int i = 0; i < kAloneSamples; ++i) {
-      lane.small();
-      lat.push_back(1000.0 * lane.small_ms());
-    }
-  } else {
-    for (int r = 0; r < kRunsPerSetting; ++r) {
-      lane.big_batch();
-      while (!lane.big_done()) {
-        lane.small();
-        lat.push_back(1000.0 * lane.small_ms());
-      }
-      big.push_back(lane.big_ms());
-    }
+struct Samples {
+  std::vector<double> small_us;
+  std::vector<double> big_ms;
+  std::size_t windows = 0;
+  bool cut_short = false;  // stopped by its time budget before kMinSamples
+};
+
+// One window: one big kernel, and the small kernel again and again until it ends.
+void window(Lane& lane, Samples& s) {
+  lane.big();
+  while (!lane.big_done()) {
+    lane.small();
+    s.small_us.push_back(1000.0 * lane.small_ms());
   }
-  Stats s;
-  s.samples = lat.size();
-  s.p50 = percentile(lat, 0.50);
-  s.p99 = percentile(lat, 0.99);
-  s.p999 = percentile(lat, 0.999);
-  s.big_ms = bench::median(big);
-  return s;
+  s.big_ms.push_back(lane.big_ms());
+  ++s.windows;
+}
+
+// Windows until `count` more samples are in (at least one window), or the budget is spent.
+void collect(Lane& lane, Samples& s, std::size_t count, double budget_s) {
+  const auto t0 = bench::clock::now();
+  const std::size_t goal = s.small_us.size() + count;
+  do {
+    window(lane, s);
+    if (s.small_us.size() < goal && seconds_since(t0) > budget_s) {
+      s.cut_short = true;
+      break;
+    }
+  } while (s.small_us.size() < goal);
+}
+
+// Nearest rank, in whole per-mille so that no rounding moves it: the smallest
+// sample with at least permille/1000 of them at or below it.
+double percentile(std::vector<double> v, std::size_t permille) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t rank = std::max<std::size_t>((v.size() * permille + 999) / 1000, 1);
+  return v[std::min(rank, v.size()) - 1];
+}
+
+struct Stats {
+  double p50 = 0, p99 = 0, p999 = 0;  // microseconds
+  double big_ms = 0;                  // median big kernel time
+  double big_bytes = 0;               // one big kernel's traffic
+  std::size_t samples = 0, windows = 0;
+  bool cut_short = false;
+  double big_gbps() const { return big_ms > 0 ? big_bytes / (big_ms * 1e6) : 0; }
+};
+
+Stats summarize(const Samples& s, const BigWork& work) {
+  Stats t;
+  t.samples = s.small_us.size();
+  t.windows = s.windows;
+  t.cut_short = s.cut_short;
+  t.p50 = percentile(s.small_us, 500);
+  t.p99 = percentile(s.small_us, 990);
+  t.p999 = percentile(s.small_us, 999);
+  t.big_ms = bench::median(s.big_ms);
+  t.big_bytes = work.bytes();
+  return t;
 }
 
 // ---- cucore -------------------------------------------------------------------------------------
@@ -128,7 +203,7 @@ struct CucoreLane {
   cucore::Event s0, s1, b0, b1;  // made in their stream's context
   Lane lane;
   CucoreLane(cucore::Stream small, cucore::Stream big, const cucore::Kernel& small_k, const cucore::Kernel& big_k,
-             const cucore::Buffer& small_out, const cucore::Buffer& in, const cucore::Buffer& out)
+             const cucore::Buffer& small_out, const BigWork& work, unsigned big_grid)
       : small_stream(std::move(small)),
         big_stream(std::move(big)),
         s0(small_stream.context().create_event(kTimed)),
@@ -136,8 +211,6 @@ struct CucoreLane {
         b0(big_stream.context().create_event(kTimed)),
         b1(big_stream.context().create_event(kTimed)) {
     void* small_ptr = reinterpret_cast<void*>(small_out.handle());
-    const void* in_ptr = reinterpret_cast<const void*>(in.handle());
-    void* out_ptr = reinterpret_cast<void*>(out.handle());
     lane.small = [=, this] {
       small_stream.record(s0);
       cucore::launch(small_stream, {.grid = kSmallBlocks, .block = kSmallThreads}, small_k, small_ptr, kSmallIters);
@@ -147,11 +220,9 @@ struct CucoreLane {
       s1.sync();
       return cucore::elapsed_time_ms(s0, s1);
     };
-    lane.big_batch = [=, this] {
+    lane.big = [=, this, &work] {
       big_stream.record(b0);
-      const unsigned grid = static_cast<unsigned>((kBigVectors + kBigThreads - 1) / kBigThreads);
-      for (unsigned i = 0; i < kBigLaunches; ++i)
-        cucore::launch(big_stream, {.grid = grid, .block = kBigThreads}, big_k, in_ptr, out_ptr, kBigVectors);
+      cucore::launch(big_stream, {.grid = big_grid, .block = kBigThreads}, big_k, work.a, work.b, work.n, work.passes);
       big_stream.record(b1);
     };
     lane.big_done = [this] { return b1.is_done(); };
@@ -172,34 +243,55 @@ struct RawGreen {
   CUlibrary library = nullptr;
   CUkernel small_k = nullptr, big_k = nullptr;
   void* small_ptr;
-  const void* in_ptr;
-  void* out_ptr;
   Lane lane;
 
-  RawGreen(CUdevice dev, unsigned sms, std::span<const std::byte> cubin, void* small_out, const void* in, void* out)
-      : small_ptr(small_out), in_ptr(in), out_ptr(out) {
+  // The split cucore makes for SMResource::split({.count = small_sms}): one
+  // cuDevSmResourceSplitByCount of the device's SMs into one group of
+  // small_sms and the remainder, which must hold big_sms as cucore's did.
+  RawGreen(CUdevice dev, unsigned small_sms, unsigned big_sms, std::span<const std::byte> cubin, void* small_out,
+           const BigWork& work, unsigned big_grid)
+      : small_ptr(small_out) {
+    try {
+      build(dev, small_sms, big_sms, cubin, work, big_grid);
+    } catch (...) {
+      release();  // a throwing constructor runs no destructor
+      throw;
+    }
+  }
+
+  void build(CUdevice dev, unsigned small_sms, unsigned big_sms, std::span<const std::byte> cubin,
+             const BigWork& work, unsigned big_grid) {
     const auto& d = driver();
     CUdevResource all{}, group{}, rest{};
     check(d.cuDeviceGetDevResource(dev, &all, CU_DEV_RESOURCE_TYPE_SM), "cuDeviceGetDevResource");
     unsigned n = 1;
-    check(d.cuDevSmResourceSplitByCount(&group, &n, &all, &rest, 0, sms), "cuDevSmResourceSplitByCount");
-    if (n != 1 || group.sm.smCount != sms) throw cucore::Error("raw split: not one group of " + std::to_string(sms));
+    check(d.cuDevSmResourceSplitByCount(&group, &n, &all, &rest, 0, small_sms), "cuDevSmResourceSplitByCount");
+    if (n != 1 || group.sm.smCount != small_sms || rest.sm.smCount != big_sms)
+      throw std::runtime_error("raw driver split of " + std::to_string(all.sm.smCount) + " SMs with minCount " +
+                               std::to_string(small_sms) + " gave " + std::to_string(n) + " group(s) of " +
+                               std::to_string(group.sm.smCount) + " SMs and a remainder of " +
+                               std::to_string(rest.sm.smCount) + "; cucore's split gave " +
+                               std::to_string(small_sms) + " + " + std::to_string(big_sms));
     small_green = make_green(dev, group, small_ctx);
     big_green = make_green(dev, rest, big_ctx);
     check(d.cuGreenCtxStreamCreate(&small_stream, small_green, CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate");
     check(d.cuGreenCtxStreamCreate(&big_stream, big_green, CU_STREAM_NON_BLOCKING, 0), "cuGreenCtxStreamCreate");
-    CUcontext previous = nullptr;
-    check(d.cuCtxGetCurrent(&previous), "cuCtxGetCurrent");
-    check(d.cuCtxSetCurrent(small_ctx), "cuCtxSetCurrent");
-    check(d.cuEventCreate(&s0, CU_EVENT_DEFAULT), "cuEventCreate");
-    check(d.cuEventCreate(&s1, CU_EVENT_DEFAULT), "cuEventCreate");
-    check(d.cuCtxSetCurrent(big_ctx), "cuCtxSetCurrent");
-    check(d.cuEventCreate(&b0, CU_EVENT_DEFAULT), "cuEventCreate");
-    check(d.cuEventCreate(&b1, CU_EVENT_DEFAULT), "cuEventCreate");
-    check(d.cuCtxSetCurrent(previous), "cuCtxSetCurrent");
+    {  // events in their stream's context, the caller's context current again after (on errors too)
+      struct Restore {
+        CUcontext previous = nullptr;
+        ~Restore() { driver().cuCtxSetCurrent(previous); }
+      } restore;
+      check(d.cuCtxGetCurrent(&restore.previous), "cuCtxGetCurrent");
+      check(d.cuCtxSetCurrent(small_ctx), "cuCtxSetCurrent");
+      check(d.cuEventCreate(&s0, CU_EVENT_DEFAULT), "cuEventCreate");
+      check(d.cuEventCreate(&s1, CU_EVENT_DEFAULT), "cuEventCreate");
+      check(d.cuCtxSetCurrent(big_ctx), "cuCtxSetCurrent");
+      check(d.cuEventCreate(&b0, CU_EVENT_DEFAULT), "cuEventCreate");
+      check(d.cuEventCreate(&b1, CU_EVENT_DEFAULT), "cuEventCreate");
+    }
     check(d.cuLibraryLoadData(&library, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
-    check(d.cuLibraryGetKernel(&small_k, library, "small_kernel"), "cuLibraryGetKernel");
-    check(d.cuLibraryGetKernel(&big_k, library, "big_kernel"), "cuLibraryGetKernel");
+    check(d.cuLibraryGetKernel(&small_k, library, "small_kernel"), "cuLibraryGetKernel(small_kernel)");
+    check(d.cuLibraryGetKernel(&big_k, library, "big_kernel"), "cuLibraryGetKernel(big_kernel)");
 
     lane.small = [this] {
       const auto& t = driver();
@@ -210,21 +302,24 @@ struct RawGreen {
       c.blockDimX = kSmallThreads, c.blockDimY = c.blockDimZ = 1;
       c.hStream = small_stream;
       check(t.cuEventRecord(s0, small_stream), "cuEventRecord");
-      check(t.cuLaunchKernelEx(&c, reinterpret_cast<CUfunction>(small_k), args, nullptr), "cuLaunchKernelEx");
+      check(t.cuLaunchKernelEx(&c, reinterpret_cast<CUfunction>(small_k), args, nullptr),
+            "cuLaunchKernelEx(small_kernel)");
       check(t.cuEventRecord(s1, small_stream), "cuEventRecord");
     };
     lane.small_ms = [this] { return elapsed(s0, s1); };
-    lane.big_batch = [this] {
+    lane.big = [this, &work, big_grid] {
       const auto& t = driver();
-      std::size_t count = kBigVectors;
-      void* args[] = {&in_ptr, &out_ptr, &count};
+      void* a = work.a;
+      void* b = work.b;
+      std::size_t count = work.n;
+      int passes = work.passes;
+      void* args[] = {&a, &b, &count, &passes};
       CUlaunchConfig c{};
-      c.gridDimX = static_cast<unsigned>((kBigVectors + kBigThreads - 1) / kBigThreads), c.gridDimY = c.gridDimZ = 1;
+      c.gridDimX = big_grid, c.gridDimY = c.gridDimZ = 1;
       c.blockDimX = kBigThreads, c.blockDimY = c.blockDimZ = 1;
       c.hStream = big_stream;
       check(t.cuEventRecord(b0, big_stream), "cuEventRecord");
-      for (unsigned i = 0; i < kBigLaunches; ++i)
-        check(t.cuLaunchKernelEx(&c, reinterpret_cast<CUfunction>(big_k), args, nullptr), "cuLaunchKernelEx");
+      check(t.cuLaunchKernelEx(&c, reinterpret_cast<CUfunction>(big_k), args, nullptr), "cuLaunchKernelEx(big_kernel)");
       check(t.cuEventRecord(b1, big_stream), "cuEventRecord");
     };
     lane.big_done = [this] {
@@ -254,8 +349,15 @@ struct RawGreen {
     return ms;
   }
 
-  ~RawGreen() {
+  RawGreen(const RawGreen&) = delete;
+  RawGreen& operator=(const RawGreen&) = delete;
+  ~RawGreen() { release(); }
+
+  void release() noexcept {
+    // Let work still queued (after an error) finish before its context goes; errors are moot here.
     const auto& d = driver();
+    for (CUstream s : {small_stream, big_stream})
+      if (s) d.cuStreamSynchronize(s);
     for (CUevent e : {s0, s1, b0, b1})
       if (e) d.cuEventDestroy(e);
     for (CUstream s : {small_stream, big_stream})
@@ -269,8 +371,9 @@ struct RawGreen {
 // ---- reporting ------------------------------------------------------------------------------------
 
 void print(const std::string& setting, const Stats& s) {
-  std::printf("  %-28s small p50 %8.1f us  p99 %9.1f us  p99.9 %10.1f us  (%zu samples)", setting.c_str(), s.p50,
-              s.p99, s.p999, s.samples);
+  std::printf("  %-30s small p50 %8.1f us  p99 %9.1f us  p99.9 %10.1f us  (%zu samples, %zu windows%s)",
+              setting.c_str(), s.p50, s.p99, s.p999, s.samples, s.windows,
+              s.cut_short ? ", stopped by its time budget" : "");
   if (s.big_ms > 0) std::printf("   big %7.2f ms  %6.0f GB/s", s.big_ms, s.big_gbps());
   std::printf("\n");
 }
@@ -281,6 +384,7 @@ void report_alone(const std::string& setting, const Stats& s) {
   bench::report_value(p + "small p50", s.p50, "us");
   bench::report_value(p + "small p99", s.p99, "us");
   bench::report_value(p + "small p99.9", s.p999, "us");
+  bench::report_value(p + "samples", static_cast<double>(s.samples), "samples");
   if (s.big_ms > 0) {
     bench::report_value(p + "big kernel", s.big_ms, "ms");
     bench::report_value(p + "big bandwidth", s.big_gbps(), "GB/s");
@@ -294,24 +398,8 @@ void report_against_raw(const std::string& setting, const Stats& ours, const Sta
   bench::report({p + "small p99.9", "us", ours.p999, raw.p999, "raw driver"}, 1.1);
   bench::report({p + "big kernel", "ms", ours.big_ms, raw.big_ms, "raw driver"}, 1.1);
   bench::report_value(p + "big bandwidth", ours.big_gbps(), "GB/s");
-}
-
-Stats merge(const std::vector<Stats>& runs) {
-  // The setting's figure is the median over its alternated rounds.
-  Stats s;
-  std::vector<double> p50, p99, p999, big;
-  for (const auto& r : runs) {
-    p50.push_back(r.p50);
-    p99.push_back(r.p99);
-    p999.push_back(r.p999);
-    big.push_back(r.big_ms);
-    s.samples += r.samples;
-  }
-  s.p50 = bench::median(p50);
-  s.p99 = bench::median(p99);
-  s.p999 = bench::median(p999);
-  s.big_ms = bench::median(big);
-  return s;
+  bench::report_value(p + "samples", static_cast<double>(ours.samples), "samples");
+  bench::report_value(p + "raw driver samples", static_cast<double>(raw.samples), "samples");
 }
 
 }  // namespace
@@ -319,83 +407,157 @@ Stats merge(const std::vector<Stats>& runs) {
 int main() {
   using namespace cucore;
   if (!bench::have_gpu("bench_green")) return 0;
+  const auto started = bench::clock::now();
   try {
     Device dev(0);
     dev.set_current();
     SMResource all = dev.resources().sm();
-    std::printf("bench_green: %s, %u SMs; small kernel %ux%u, big kernel %u x copy of %zu GiB\n", dev.name().c_str(),
-                all.sm_count(), kSmallBlocks, kSmallThreads, kBigLaunches, kBigHalf >> 30);
     ObjectCode code = Program(kSource, "c++", {.arch = "sm_" + dev.arch()}).compile(cucore::CodeType::cubin);
     Kernel small_k = code.get_kernel("small_kernel"), big_k = code.get_kernel("big_kernel");
+    // The big kernel's grid: every SM of its context full of its blocks at once.
+    const int per_sm = big_k.occupancy(dev).max_active_blocks_per_multiprocessor(kBigThreads, 0);
+    if (per_sm < 1)
+      throw std::runtime_error("big_kernel: the occupancy calculator gives " + std::to_string(per_sm) +
+                               " resident blocks of " + std::to_string(kBigThreads) + " threads per SM");
+    const auto grid_for = [&](unsigned sms) { return sms * static_cast<unsigned>(per_sm); };
 
     Stream setup = dev.create_stream();
     Buffer small_out = dev.memory_resource().allocate(kSmallBlocks * kSmallThreads * sizeof(float), setup);
-    Buffer in = dev.memory_resource().allocate(kBigHalf, setup), out = dev.memory_resource().allocate(kBigHalf, setup);
-    in.fill(std::uint32_t(0x3f800000u), setup);  // 1.0f
+    Buffer big_a = dev.memory_resource().allocate(kBigBuffer, setup);
+    Buffer big_b = dev.memory_resource().allocate(kBigBuffer, setup);
+    big_a.fill(std::uint32_t(0x3f800000u), setup);  // 1.0f
+    big_b.fill(std::uint32_t(0x3f800000u), setup);
     setup.sync();
+    BigWork work{.a = reinterpret_cast<void*>(big_a.handle()), .b = reinterpret_cast<void*>(big_b.handle())};
 
     auto shared_lane = [&](std::optional<int> priority) {
       return std::make_unique<CucoreLane>(dev.create_stream({.priority = priority}), dev.create_stream(), small_k,
-                                          big_k, small_out, in, out);
+                                          big_k, small_out, work, grid_for(all.sm_count()));
     };
-    {  // warm-up: both kernels, once
-      auto w = shared_lane(std::nullopt);
-      w->lane.big_batch();
-      w->lane.small();
-      w->lane.small_ms();
-      w->lane.big_ms();
-    }
-
     auto base = shared_lane(std::nullopt);
-    Stats alone = measure(base->lane, false);
-    print("alone", alone);
-    report_alone("alone", alone);
-    {
-      Stats big_alone;
+    {  // warm-up (both kernels), then passes for a kWindowMs big kernel on the whole GPU
+      base->lane.big();
+      base->lane.small();
+      base->lane.small_ms();
+      base->lane.big_ms();
       std::vector<double> t;
-      for (int r = 0; r < kRunsPerSetting; ++r) {
-        base->lane.big_batch();
+      for (int i = 0; i < 3; ++i) {
+        base->lane.big();
         t.push_back(base->lane.big_ms());
       }
-      big_alone.big_ms = bench::median(t);
-      std::printf("  %-28s big %7.2f ms  %6.0f GB/s\n", "big kernel alone", big_alone.big_ms, big_alone.big_gbps());
+      const double per_pass = bench::median(t) / work.passes;
+      if (!(per_pass > 0)) throw std::runtime_error("big_kernel: calibration measured no time");
+      work.passes = static_cast<int>(std::clamp(std::lround(kWindowMs / per_pass), 2L, 100000L));
+    }
+    std::printf(
+        "bench_green: %s, %u SMs; small kernel %ux%u; big kernel %d passes over 2 x %zu GiB, %d blocks of %u per "
+        "SM of its context; windows of one big launch, >= %zu small samples per setting\n",
+        dev.name().c_str(), all.sm_count(), kSmallBlocks, kSmallThreads, work.passes, kBigBuffer >> 30, per_sm,
+        kBigThreads, kMinSamples);
+
+    {
+      Samples s;
+      for (std::size_t i = 0; i < kAloneSamples; ++i) {
+        base->lane.small();
+        s.small_us.push_back(1000.0 * base->lane.small_ms());
+      }
+      const Stats alone = summarize(s, work);  // no big kernel: no big figures
+      print("alone", alone);
+      report_alone("alone", alone);
+    }
+    {
+      std::vector<double> t;
+      for (int r = 0; r < kBigAloneWindows; ++r) {
+        base->lane.big();
+        t.push_back(base->lane.big_ms());
+      }
+      Stats big_alone{.big_ms = bench::median(t), .big_bytes = work.bytes()};
+      std::printf("  %-30s big %7.2f ms  %6.0f GB/s  (%u SMs)\n", "big kernel alone", big_alone.big_ms,
+                  big_alone.big_gbps(), all.sm_count());
       bench::report_value("green[big alone] big kernel", big_alone.big_ms, "ms");
       bench::report_value("green[big alone] big bandwidth", big_alone.big_gbps(), "GB/s");
     }
-    Stats shared = measure(base->lane, true);
-    print("shared", shared);
-    report_alone("shared", shared);
-    int least = 0, greatest = 0;
-    check(driver().cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
-    auto high = shared_lane(greatest);
-    Stats prio = measure(high->lane, true);
-    print("shared, high priority", prio);
-    report_alone("shared-high-priority", prio);
+    Stats shared;
+    {
+      Samples s;
+      collect(base->lane, s, kMinSamples, kSharedBudgetS);
+      shared = summarize(s, work);
+      print("shared", shared);
+      report_alone("shared", shared);
+    }
+    {
+      int least = 0, greatest = 0;
+      check(driver().cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
+      auto high = shared_lane(greatest);
+      Samples s;
+      window(high->lane, s);  // warm-up of the new streams
+      s = {};
+      collect(high->lane, s, kMinSamples, kSharedBudgetS);
+      Stats prio = summarize(s, work);
+      print("shared, high priority", prio);
+      report_alone("shared-high-priority", prio);
+    }
 
-    for (unsigned sms : {8u, 16u, 32u, 64u}) {
-      if (sms * 2 > all.sm_count()) break;
-      auto [groups, rest] = all.split({.count = static_cast<int>(sms)});
+    std::vector<unsigned> measured;
+    for (unsigned want : {8u, 16u, 32u, 64u}) {
+      if (want * 2 > all.sm_count()) {
+        std::printf("  partitioned-%u: skipped (the device has %u SMs)\n", want, all.sm_count());
+        continue;
+      }
+      // Both paths use the same split: one group of `small_sms` and the
+      // remainder for the big kernel, whatever is left. On a 132-SM H200 the
+      // 64 row is 64 + 68 (a remainder is not rounded to the granularity of
+      // 8), the only row where the big kernel gets about half the GPU; its
+      // grid is sized to those 68 SMs, the same on both paths.
+      auto [groups, rest] = all.split({.count = static_cast<int>(want)});
+      const unsigned small_sms = groups[0].sm_count(), big_sms = rest.sm_count();
+      if (std::ranges::find(measured, small_sms) != measured.end()) continue;  // rounded onto a size done already
+      measured.push_back(small_sms);
       Context small_ctx = dev.create_context({.resources = {groups[0]}});
       Context big_ctx = dev.create_context({.resources = {rest}});
-      CucoreLane ours(small_ctx.create_stream(), big_ctx.create_stream(), small_k, big_k, small_out, in, out);
-      RawGreen raw(dev.handle(), groups[0].sm_count(), code.code(), reinterpret_cast<void*>(small_out.handle()),
-                   reinterpret_cast<const void*>(in.handle()), reinterpret_cast<void*>(out.handle()));
-      // Alternate, cucore first then the raw driver first.
-      std::vector<Stats> a, b;
-      a.push_back(measure(ours.lane, true));
-      b.push_back(measure(raw.lane, true));
-      b.push_back(measure(raw.lane, true));
-      a.push_back(measure(ours.lane, true));
-      const std::string setting = "partitioned-" + std::to_string(sms);
-      Stats mine = merge(a), theirs = merge(b);
+      CucoreLane ours(small_ctx.create_stream(), big_ctx.create_stream(), small_k, big_k, small_out, work,
+                      grid_for(big_sms));
+      RawGreen raw(dev.handle(), small_sms, big_sms, code.code(), reinterpret_cast<void*>(small_out.handle()), work,
+                   grid_for(big_sms));
+      {
+        Samples warm;
+        window(ours.lane, warm);
+        window(raw.lane, warm);
+      }
+      Samples a, b;
+      for (int r = 0; r < kRounds; ++r) {
+        if (r % 2 == 0) {
+          collect(ours.lane, a, kPerRound, kPartitionedBudgetS);
+          collect(raw.lane, b, kPerRound, kPartitionedBudgetS);
+        } else {
+          collect(raw.lane, b, kPerRound, kPartitionedBudgetS);
+          collect(ours.lane, a, kPerRound, kPartitionedBudgetS);
+        }
+      }
+      const std::string setting = "partitioned-" + std::to_string(small_sms);
+      const Stats mine = summarize(a, work), theirs = summarize(b, work);
       print(setting + " (cucore)", mine);
       print(setting + " (raw driver)", theirs);
+      std::printf("  %-30s %u SMs for the small kernel, %u for the big one (grid %u)\n", "", small_sms, big_sms,
+                  grid_for(big_sms));
+      bench::report_value("green[" + setting + "] big kernel SMs", static_cast<double>(big_sms), "SMs");
+      // p99.9 of n samples (nearest rank) is their (floor(n/1000)+1)-th
+      // slowest: with 2000 to 2999 per path, the 3rd slowest launch. The
+      // start event is recorded before the launch call, so a host thread held
+      // up between the two (scheduled out, an interrupt) shows as latency;
+      // such rare delays decide a partitioned p99.9, on either path, and move
+      // the cucore / raw ratio of it from run to run. What the library adds
+      // to every launch shifts p50 and p99 as well.
       report_against_raw(setting, mine, theirs);
       // Isolation: partitioned p99.9 against sharing the GPU (goal: 100x better).
       bench::report({"green[" + setting + "] small p99.9 vs shared", "us", mine.p999, shared.p999, "shared GPU"}, 0.01);
     }
+    std::printf("bench_green: %.1f s\n", seconds_since(started));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_green: %s\n", e.what());
+    return 1;
+  } catch (...) {
+    std::fprintf(stderr, "bench_green: an unknown exception\n");
     return 1;
   }
   return 0;

@@ -48,9 +48,13 @@ def settings_in_order(data: dict) -> list[str]:
     return [s for s in fixed if s in data] + parts
 
 
-def label(setting: str) -> str:
+def label(setting: str, data: dict | None = None) -> str:
     if setting.startswith("partitioned-"):
-        return f"green contexts, {setting.split('-')[1]} SMs for the small kernel"
+        small = setting.split("-")[1]
+        big = value((data or {}).get(setting, {}).get("big kernel SMs"))
+        if big is not None:  # the remainder the big kernel ran on (68 beside 64 on a 132-SM H200)
+            return f"green contexts, {small} SMs for the small kernel + {big:.0f} for the big one"
+        return f"green contexts, {small} SMs for the small kernel"
     return {"alone": "small kernel alone", "shared": "sharing the whole GPU",
             "shared-high-priority": "sharing, small kernel on a high-priority stream"}.get(setting, setting)
 
@@ -62,26 +66,35 @@ def value(rec: dict | None, key: str = "cucore") -> float | None:
 def fmt(v: float | None, unit: str) -> str:
     if v is None:
         return "—"
+    if unit == "samples":
+        return f"{v:.0f}"
     if unit == "us" and v >= 1000:
         return f"{v / 1000:.2f} ms"
     return f"{v:.1f} µs" if unit == "us" else f"{v:.2f} ms" if unit == "ms" else f"{v:.0f} GB/s"
 
 
 def table(data: dict) -> str:
-    rows = ["| setting | small p50 | p99 | p99.9 | big kernel | big bandwidth | cucore / raw driver (p99.9, big) |",
-            "|---|---|---|---|---|---|---|"]
+    rows = ["| setting | samples | small p50 | p99 | p99.9 | big kernel | big bandwidth "
+            "| cucore / raw driver (p99.9, big) | p99.9, sharing / this |",
+            "|---|---|---|---|---|---|---|---|---|"]
     big_alone = data.get("big alone", {})
     if big_alone:
-        rows.append(f"| big kernel alone | — | — | — | {fmt(value(big_alone.get('big kernel')), 'ms')} | "
-                    f"{fmt(value(big_alone.get('big bandwidth')), 'GB/s')} | — |")
+        rows.append(f"| big kernel alone | — | — | — | — | {fmt(value(big_alone.get('big kernel')), 'ms')} | "
+                    f"{fmt(value(big_alone.get('big bandwidth')), 'GB/s')} | — | — |")
     for s in settings_in_order(data):
         d = data[s]
         ratio = "—"
         if "ratio" in d.get("small p99.9", {}):
             ratio = f"{d['small p99.9']['ratio']:.2f}, {d.get('big kernel', {}).get('ratio', 0):.2f}"
-        rows.append(f"| {label(s)} | {fmt(value(d.get('small p50')), 'us')} | {fmt(value(d.get('small p99')), 'us')} | "
+        # The "vs shared" row's ratio is partitioned / shared (goal <= 0.01): shown as how many times better.
+        isolation = "—"
+        vs = d.get("small p99.9 vs shared", {}).get("ratio")
+        if vs:
+            isolation = f"{1 / vs:.0f}×"
+        rows.append(f"| {label(s, data)} | {fmt(value(d.get('samples')), 'samples')} | "
+                    f"{fmt(value(d.get('small p50')), 'us')} | {fmt(value(d.get('small p99')), 'us')} | "
                     f"{fmt(value(d.get('small p99.9')), 'us')} | {fmt(value(d.get('big kernel')), 'ms')} | "
-                    f"{fmt(value(d.get('big bandwidth')), 'GB/s')} | {ratio} |")
+                    f"{fmt(value(d.get('big bandwidth')), 'GB/s')} | {ratio} | {isolation} |")
     return "\n".join(rows)
 
 
@@ -120,7 +133,8 @@ def plot(data: dict, png: pathlib.Path) -> bool:
         ys = [value(d.get(m)) for m in markers]
         ax.plot([x] * 3, ys, color=colors(i), linewidth=0.8)
         for (metric, marker), y in zip(markers.items(), ys):
-            ax.scatter([x], [y], marker=marker, color=colors(i), label=label(s) if metric == "small p50" else None)
+            legend = label(s, data) if metric == "small p50" else None
+            ax.scatter([x], [y], marker=marker, color=colors(i), label=legend)
     big_alone = value(data.get("big alone", {}).get("big bandwidth"))
     if big_alone:
         ax.axvline(big_alone, color="black", linestyle="--", linewidth=0.8)
