@@ -107,6 +107,10 @@ TEST(ComputeBuild, RadixSortsCompile) {
 TEST(ComputeBuild, HistogramsCompile) {
   EXPECT_NO_THROW(HistogramEven(ptr<float>(), Type::int32(), Type::float32(), 257, sm90()));
   EXPECT_NO_THROW(HistogramEven(ptr<std::uint8_t>(), Type::uint32(), Type::int32(), 17, sm90()));
+  // Integer levels (both bin computations), 64-bit counters, and more bins
+  // than shared memory holds (privatized bins in global memory).
+  EXPECT_NO_THROW(HistogramEven(ptr<std::int64_t>(), Type::uint64(), Type::int64(), 1001, sm90()));
+  EXPECT_NO_THROW(HistogramEven(ptr<std::uint32_t>(), Type::int32(), Type::uint32(), 257, sm90()));
 }
 
 // The host half of histogram_even's integer bins: the fast form (multiply-high
