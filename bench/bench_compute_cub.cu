@@ -52,6 +52,14 @@ std::size_t histogram_even(void* temp, std::size_t bytes, const int* samples, in
   return bytes;
 }
 
+std::size_t histogram_even_u8(void* temp, std::size_t bytes, const unsigned char* samples, int* histogram,
+                              int num_levels, int lower, int upper, int n, void* stream) {
+  check(cub::DeviceHistogram::HistogramEven(temp, bytes, samples, histogram, num_levels, lower, upper, n,
+                                            static_cast<cudaStream_t>(stream)),
+        "DeviceHistogram::HistogramEven (bytes)");
+  return bytes;
+}
+
 void saxpy(const float* x, const float* y, float* out, int n, void* stream) {
   check(cub::DeviceTransform::Transform(cuda::std::make_tuple(x, y), out, n, Saxpy{}, static_cast<cudaStream_t>(stream)),
         "DeviceTransform::Transform");

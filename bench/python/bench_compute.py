@@ -1,7 +1,8 @@
 """cucore.compute against NVIDIA's cuda.compute (the cuda-cccl wheel), CuPy and
 PyTorch at 2^28 elements, in one process on one stream, alternating after
 warm-up (medians of event-timed samples): reduce, inclusive scan, radix sort
-pairs, histogram (256 even bins), SAXPY. Then build times in fresh processes:
+pairs, histogram (256 even bins: int32 samples all in range, int32 samples 3/4
+out of range, bytes; the samples bench_compute makes), SAXPY. Then build times in fresh processes:
 the first call of cucore.compute (cold, and warm from its disk cache) and of
 cuda.compute. Writes JSON lines to $CUCORE_BENCH_JSON (as the C++ benchmarks do).
 Exits 0 with a message when there is no GPU or no CuPy.
@@ -162,29 +163,58 @@ def main():
     compare("radix sort pairs u32 2^28", 2, cases)
     del k, v, ko, vo, tr
 
-    # histogram, 256 even bins
-    hsamp = cp.random.randint(0, 1 << 20, N, dtype=np.int32)
+    # histogram, 256 even bins: the samples of bench_compute (C++), made the
+    # same way (a hash of the index), so the two runs' figures compare: masked
+    # to the levels' range [0, 2^20) (every sample counted), then to [0, 2^22)
+    # (3 in 4 outside), then bytes. Both libraries' histograms must agree.
+    idx = cp.arange(N, dtype=np.uint32)
+    hashed = cp.ElementwiseKernel(
+        "uint32 i, uint32 mask, uint32 shift", "T out",
+        "unsigned h = i * 2654435761u; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; out = (T)((h >> shift) & mask)",
+        "cucore_bench_hash")
     hist = cp.empty(256, np.int32)
-    lv, lo, hi = np.array([257], np.int32), np.array([0], np.int32), np.array([1 << 20], np.int32)
-    h = cuc.make_histogram_even(d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
-                                h_upper_level=hi, num_samples=N)
-    th = temp(h(temp_storage=None, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
-                h_upper_level=hi, num_samples=N))
-    cases = {"cucore": lambda: h(temp_storage=th, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv,
-                                 h_lower_level=lo, h_upper_level=hi, num_samples=N),
-             "CuPy": lambda: cp.histogram(hsamp, bins=256, range=(0, 1 << 20))}
-    if ccc is not None:
-        hc = ccc.make_histogram_even(d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
-                                     h_upper_level=hi, num_samples=N)
-        thc = temp(hc(temp_storage=None, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv,
-                      h_lower_level=lo, h_upper_level=hi, num_samples=N))
-        cases[ccc_name] = lambda: hc(temp_storage=thc, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv,
-                                     h_lower_level=lo, h_upper_level=hi, num_samples=N)
-    if torch is not None:
-        tf = torch.as_tensor(hsamp, device="cuda").float()
-        cases["PyTorch"] = lambda: torch.histc(tf, bins=256, min=0, max=1 << 20)
-    compare("histogram even 256 bins int32 2^28", 20, cases)
+    hist_peer = cp.empty(256, np.int32)
+
+    def histogram_case(label, hsamp, lo_v, hi_v, with_cupy):
+        lv, lo, hi = np.array([257], np.int32), np.array([lo_v], np.int32), np.array([hi_v], np.int32)
+        h = cuc.make_histogram_even(d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
+                                    h_upper_level=hi, num_samples=N)
+        th = temp(h(temp_storage=None, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
+                    h_upper_level=hi, num_samples=N))
+        cases = {"cucore": lambda: h(temp_storage=th, d_samples=hsamp, d_histogram=hist, h_num_output_levels=lv,
+                                     h_lower_level=lo, h_upper_level=hi, num_samples=N)}
+        cases["cucore"]()
+        counted = int(hist.sum())
+        if ccc is not None:
+            hc = ccc.make_histogram_even(d_samples=hsamp, d_histogram=hist_peer, h_num_output_levels=lv,
+                                         h_lower_level=lo, h_upper_level=hi, num_samples=N)
+            thc = temp(hc(temp_storage=None, d_samples=hsamp, d_histogram=hist_peer, h_num_output_levels=lv,
+                          h_lower_level=lo, h_upper_level=hi, num_samples=N))
+            cases[ccc_name] = lambda: hc(temp_storage=thc, d_samples=hsamp, d_histogram=hist_peer,
+                                         h_num_output_levels=lv, h_lower_level=lo, h_upper_level=hi, num_samples=N)
+            cases[ccc_name]()
+            if not bool((hist == hist_peer).all()):
+                print(f"py compute: {label}: cucore's histogram differs from cuda.compute's; not timed")
+                return
+        print(f"py compute: {label}: {counted} of {N} samples counted"
+              + (", histograms equal" if ccc is not None else ""))
+        if with_cupy:
+            cases["CuPy"] = lambda: cp.histogram(hsamp, bins=256, range=(lo_v, hi_v))
+            if torch is not None:
+                tf = torch.as_tensor(hsamp, device="cuda").float()
+                cases["PyTorch"] = lambda: torch.histc(tf, bins=256, min=lo_v, max=hi_v)
+        compare(label, 20, cases)
+
+    hsamp = cp.empty(N, np.int32)
+    hashed(idx, np.uint32(0xfffff), np.uint32(0), hsamp)
+    histogram_case("histogram even 256 bins int32 2^28 (uniform in range)", hsamp, 0, 1 << 20, True)
+    hashed(idx, np.uint32(0x3fffff), np.uint32(0), hsamp)
+    histogram_case("histogram even 256 bins int32 2^28 (3/4 out of range)", hsamp, 0, 1 << 20, False)
     del hsamp
+    bsamp = cp.empty(N, np.uint8)
+    hashed(idx, np.uint32(0xff), np.uint32(24), bsamp)
+    histogram_case("histogram even 256 bins uint8 2^28 (uniform)", bsamp, 0, 256, False)
+    del bsamp, idx
 
     # SAXPY
     x = cp.random.random(N, dtype=np.float32)

@@ -4,6 +4,7 @@
 #include <cucore/compute/types.hpp>
 
 #include <cstdint>
+#include <cstdlib>
 #include <algorithm>
 #include <limits>
 #include <stdexcept>
@@ -73,6 +74,11 @@ struct GridEvenShare {
     big_share_items = normal_share_items + tile_items;
   }
 };
+
+// Whether an architecture name ("sm_90", "sm_90a") is at least sm_<number>.
+inline bool arch_at_least(const std::string& arch, int number) {
+  return arch.size() > 3 && std::atoi(arch.c_str() + 3) >= number;
+}
 
 inline bool needs_wide(std::uint64_t n) { return n > std::numeric_limits<std::uint32_t>::max(); }
 

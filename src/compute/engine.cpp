@@ -20,6 +20,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore::compute::detail {
@@ -305,8 +306,12 @@ void memcpy_async(void* dst, const void* src, std::size_t bytes, StreamRef strea
 }
 
 void launch_kernel(StreamRef stream, const Kernel& kernel, Dim3 grid, int block_threads, std::size_t smem,
-                   const Args& args) {
-  launch(stream, LaunchConfig{.grid = grid, .block = block_threads, .shmem_size = smem}, kernel, args.pack());
+                   const Args& args, bool programmatic) {
+  const LaunchConfig config{.grid = grid, .block = block_threads, .shmem_size = smem};
+  if (programmatic)
+    cucore::detail::launch_programmatic(stream, config, kernel, args.pack());
+  else
+    launch(stream, config, kernel, args.pack());
 }
 
 void with_temp_storage(StreamRef stream, const MemoryResource& mr,

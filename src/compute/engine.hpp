@@ -145,8 +145,11 @@ class Args {
   KernelArgs args_;
 };
 
+// `programmatic`: with programmatic stream serialization (PDL), as CUB launches
+// on compute capability 9.0+; the kernel then waits (griddepcontrol.wait)
+// before touching what earlier work in the stream writes or reads.
 void launch_kernel(StreamRef stream, const Kernel& kernel, Dim3 grid, int block_threads, std::size_t smem,
-                   const Args& args);
+                   const Args& args, bool programmatic = false);
 
 // Runs `fn` with temporary storage: the caller's (temp != nullptr), else
 // allocated from `mr` (empty: the device's pool) on `stream` after asking `fn`

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "compute/common.hpp"
+#include "compute/histogram_scale.hpp"
 #include "compute/iterator_node.hpp"
 
 namespace cucore::compute {
@@ -18,6 +19,7 @@ namespace detail {
 namespace {
 enum HistogramTuning { kBlock, kPixels, kScaleSize, kPassThruSize, kQueueSize, kCount };
 constexpr int kMaxPrivatizedBins = 256;  // DispatchHistogram::MAX_PRIVATIZED_SMEM_BINS
+constexpr int kInitTriggerMaxBins = 2048;  // CUB 3.6's init_kernel_pdl_trigger_max_bins
 
 // The C++ common type of two built-in arithmetic types (usual arithmetic conversions).
 Type common_type(const Type& a, const Type& b) {
@@ -59,33 +61,46 @@ T load(const Value& v, const Type& as) {
   }
 }
 
-// DispatchHistogram::ScaleTransform for CommonT = T: {max, min, scale}, the
-// scale being bins and range for integers, the reciprocal bin width for floats.
 template <typename T>
 std::vector<std::byte> scale_transform(int num_levels, const Value& upper, const Value& lower, std::size_t sample_size) {
-  T st[4] = {};
-  st[0] = load<T>(upper, upper.type());
-  st[1] = load<T>(lower, lower.type());
+  HistogramScale<T> st{};
+  st.max = load<T>(upper, upper.type());
+  st.min = load<T>(lower, lower.type());
   if constexpr (std::is_floating_point_v<T>) {
-    st[2] = static_cast<T>(static_cast<T>(num_levels - 1) / static_cast<T>(st[0] - st[1]));
+    st.scale0 = static_cast<T>(static_cast<T>(num_levels - 1) / static_cast<T>(st.max - st.min));
   } else {
     // MayOverflow: (max - min) * bins must fit the integer arithmetic type.
     const bool narrow = sample_size + sizeof(T) <= 4;
     const std::uint64_t limit = narrow ? 0xffffffffULL : ~0ULL;
-    const std::uint64_t diff = static_cast<std::uint64_t>(st[0]) - static_cast<std::uint64_t>(st[1]);
+    const std::uint64_t diff = static_cast<std::uint64_t>(st.max) - static_cast<std::uint64_t>(st.min);
     const std::uint64_t range = narrow ? static_cast<std::uint32_t>(diff) : diff;
-    if (range > limit / static_cast<std::uint64_t>(num_levels - 1))
+    const std::uint64_t bins = static_cast<std::uint64_t>(num_levels - 1);
+    if (range > limit / bins)
       throw std::invalid_argument("HistogramEven: (upper - lower) x " + std::to_string(num_levels - 1) +
                                   " bins overflows the " + (narrow ? "32" : "64") + "-bit arithmetic of the bin index");
-    st[2] = static_cast<T>(num_levels - 1);
-    st[3] = static_cast<T>(st[0] - st[1]);
+    st.scale0 = static_cast<T>(num_levels - 1);
+    st.scale1 = static_cast<T>(st.max - st.min);
+    // The multiply-high form is exact when every (sample - min) * bins, sample
+    // in [min, max), fits 32 bits. (range 1: the numerator is 0, any magic does.)
+    if (st.max > st.min && (range - 1) <= 0xffffffffULL / bins) {
+      st.fast = 1;
+      st.bins = static_cast<std::uint32_t>(bins);
+      st.magic = range < 2 ? 0 : ~0ULL / range + 1;  // ceil(2^64 / range)
+    }
   }
   std::vector<std::byte> out(sizeof st);
-  std::memcpy(out.data(), st, sizeof st);
+  std::memcpy(out.data(), &st, sizeof st);
   return out;
 }
 
-std::vector<std::byte> scale_transform(const Type& common, int num_levels, const Value& upper, const Value& lower,
+bool supported_sample(const Type& t) {
+  return (t.is_integral() && t.kind() != TypeKind::boolean) || t.kind() == TypeKind::float32 ||
+         t.kind() == TypeKind::float64;
+}
+
+}  // namespace
+
+std::vector<std::byte> histogram_scale(const Type& common, int num_levels, const Value& upper, const Value& lower,
                                        std::size_t sample_size) {
   switch (common.kind()) {
     case TypeKind::int32: return scale_transform<std::int32_t>(num_levels, upper, lower, sample_size);
@@ -97,12 +112,6 @@ std::vector<std::byte> scale_transform(const Type& common, int num_levels, const
     default: throw std::invalid_argument("HistogramEven: unsupported sample/level types");
   }
 }
-
-bool supported_sample(const Type& t) {
-  return (t.is_integral() && t.kind() != TypeKind::boolean) || t.kind() == TypeKind::float32 ||
-         t.kind() == TypeKind::float64;
-}
-}  // namespace
 
 struct HistogramImpl {
   Iterator samples;
@@ -140,15 +149,16 @@ struct HistogramImpl {
     TuBuilder b("histogram_even");
     // CUB 3.0 defines the histogram kernels and bin transforms in
     // dispatch_histogram.cuh, which NVRTC cannot compile (host headers). The
-    // kernels below are those kernels' bodies over CUB's AgentHistogram, and
-    // the transforms do DispatchHistogram's ScaleTransform / PassThruTransform
-    // arithmetic with the same layout.
+    // kernels below are those kernels' bodies over CUB's AgentHistogram (with
+    // CUB 3.6's programmatic dependent launch), and the transforms do
+    // DispatchHistogram's ScaleTransform / PassThruTransform arithmetic, the
+    // former with an exact fast form (histogram_scale.hpp).
     b.include("<cub/device/dispatch/tuning/tuning_histogram.cuh>");
     b.include("<cub/grid/grid_queue.cuh>");
     const std::string s = b.input_iterator(samples), c = b.type(counter), l = b.type(level), ct = b.type(common);
     b.type(samples.value_type());
     const bool integral = !common.is_floating();
-    const bool narrow = samples.value_type().size() + common.size() <= 4;
+    const std::string wide_int = samples.value_type().size() + common.size() <= 4 ? "::cuda::std::uint32_t" : "::cuda::std::uint64_t";
     b.body("using cucore_samples = " + s + ";\n" + layout_check("cucore_samples", samples, "samples") +
            "using cucore_counter = " + c + ";\nusing cucore_level = " + l + ";\nusing cucore_offset = " +
            (k.wide ? "long long" : "int") +
@@ -156,29 +166,48 @@ struct HistogramImpl {
            "using cucore_common = " + ct + ";\n"
            "static_assert(::cuda::std::is_same_v<::cuda::std::common_type_t<cucore_level, cucore_sample>, cucore_common>, "
            "\"cucore: the host's common sample/level type differs from C++'s\");\n"
+           "// The host's HistogramScale<cucore_common>.\n"
            "struct cucore_scale {\n"
            "  cucore_common max, min, scale0, scale1;  // scale0/1: bins and range, or the reciprocal bin width\n"
+           "  unsigned long long magic;  // ceil(2^64 / range)\n"
+           "  unsigned bins, fast;  // fast: every (sample - min) * bins fits 32 bits\n"
            "  template <cub::CacheLoadModifier>\n"
            "  __device__ void BinSelect(cucore_sample sample, int& bin, bool valid) {\n"
            "    const cucore_common c = static_cast<cucore_common>(sample);\n"
-           "    if (valid && c >= min && c < max) bin = " +
-           (integral ? std::string("static_cast<int>((static_cast<") + (narrow ? "::cuda::std::uint32_t" : "::cuda::std::uint64_t") +
-                           ">(c - min) * static_cast<" + (narrow ? "::cuda::std::uint32_t" : "::cuda::std::uint64_t") +
-                           ">(scale0)) / static_cast<" + (narrow ? "::cuda::std::uint32_t" : "::cuda::std::uint64_t") +
-                           ">(scale1));\n"
-                     : std::string("static_cast<int>((c - min) * scale0);\n")) +
-           "  }\n};\n"
+           "    if (valid && c >= min && c < max) {\n" +
+           (integral ? std::string(
+                           "      if (fast) {  // CUB's quotient without its 64-bit division\n"
+                           "        const unsigned n = static_cast<unsigned>(c) - static_cast<unsigned>(min);\n"
+                           "        bin = static_cast<int>(__umul64hi(magic, static_cast<unsigned long long>(n * bins)));\n"
+                           "      } else {\n"
+                           "        bin = static_cast<int>((static_cast<") + wide_int + ">(c - min) * static_cast<" + wide_int +
+                           ">(scale0)) / static_cast<" + wide_int + ">(scale1));\n      }\n"
+                     : std::string("      bin = static_cast<int>((c - min) * scale0);\n")) +
+           "    }\n  }\n};\n"
            "struct cucore_pass_thru {\n"
            "  template <cub::CacheLoadModifier, typename S>\n"
            "  __device__ void BinSelect(S sample, int& bin, bool valid) { if (valid) bin = static_cast<int>(sample); }\n"
            "};\n"
            "using cucore_policy = cub::detail::histogram::policy_hub<cucore_sample, cucore_counter, 1, 1, true>::MaxPolicy;\n"
-           "using cucore_active = cucore_policy::ActivePolicy;\n");
+           "using cucore_active = cucore_policy::ActivePolicy;\n"
+           // Programmatic dependent launch (compute capability 9.0+), as CUB 3.6
+           // does: a kernel may start before the one ahead of it in the stream
+           // ends and waits for it (and its memory) before touching global memory.
+           "#if __CUDA_ARCH__ >= 900\n"
+           "#define CUCORE_PDL_WAIT() asm volatile(\"griddepcontrol.wait;\" ::: \"memory\")\n"
+           "#define CUCORE_PDL_TRIGGER() asm volatile(\"griddepcontrol.launch_dependents;\" :::)\n"
+           "#else\n#define CUCORE_PDL_WAIT()\n#define CUCORE_PDL_TRIGGER()\n#endif\n");
     const bool byte = byte_samples();
     const std::string priv = byte ? "cucore_pass_thru" : "cucore_scale";
     const std::string out = byte ? "cucore_scale" : "cucore_pass_thru";
+    // The privatized bins in shared memory are zeroed before the wait; in
+    // global memory (temporary storage earlier work may still use), after it.
+    const std::string smem_bins = k.flavor > 0 ? "true" : "false";
     b.body("__global__ void cucore_histogram_init(::cuda::std::array<int, 1> num_output_bins,\n"
            "    ::cuda::std::array<cucore_counter*, 1> d_output_histograms, cub::GridQueue<int> tile_queue) {\n"
+           "  CUCORE_PDL_WAIT();\n"
+           "  // The sweep may start now: it waits for this kernel's end before its first global access.\n"
+           "  if (num_output_bins[0] <= " + std::to_string(kInitTriggerMaxBins) + ") CUCORE_PDL_TRIGGER();\n"
            "  if (threadIdx.x == 0 && blockIdx.x == 0) tile_queue.ResetDrain();\n"
            "  const int output_bin = blockIdx.x * blockDim.x + threadIdx.x;\n"
            "  if (output_bin < num_output_bins[0]) d_output_histograms[0][output_bin] = 0;\n"
@@ -197,8 +226,12 @@ struct HistogramImpl {
            "  agent_t agent(temp_storage, d_samples, num_output_bins.data(), num_privatized_bins.data(),\n"
            "                d_output_histograms.data(), d_privatized_histograms.data(), output_decode_op.data(),\n"
            "                privatized_decode_op.data());\n"
+           "  constexpr bool smem_bins = " + smem_bins + ";\n"
+           "  if (!smem_bins) CUCORE_PDL_WAIT();\n"
            "  agent.InitBinCounters();\n"
+           "  if (smem_bins) CUCORE_PDL_WAIT();\n"
            "  agent.ConsumeTiles(num_row_pixels, num_rows, row_stride_samples, tiles_per_row, tile_queue);\n"
+           "  CUCORE_PDL_TRIGGER();  // what follows may start; it waits for this kernel's end\n"
            "  agent.StoreOutput();\n"
            "}\n");
     b.tuning({"cucore_active::AgentHistogramPolicyT::BLOCK_THREADS",
@@ -213,10 +246,9 @@ struct HistogramImpl {
   std::size_t dispatch(const Variant& v, const DeviceFacts& dev, void* temp, std::size_t temp_bytes,
                        const Iterator& samples_, CUdeviceptr histogram, int num_levels, const Value& lower,
                        const Value& upper, std::uint64_t n, StreamRef stream) const {
-    const std::vector<std::byte> scale =
-        scale_transform(common, num_levels, upper, lower, samples.value_type().size());
+    const std::vector<std::byte> scale = histogram_scale(common, num_levels, upper, lower, samples.value_type().size());
     if (v.tuning(kScaleSize) != static_cast<long long>(scale.size()) || v.tuning(kQueueSize) != sizeof(void*))
-      throw std::logic_error("HistogramEven: CUB's ScaleTransform or GridQueue layout differs from cucore's mirror");
+      throw std::logic_error("HistogramEven: the compiled scale transform or CUB's GridQueue layout differs from the host's");
     const std::vector<std::byte> pass_thru(static_cast<std::size_t>(v.tuning(kPassThruSize)));
     const int block = v.itune(kBlock), pixels = v.itune(kPixels);
     const int occupancy = v.occupancy(dev.ordinal, 1, block, 0) * dev.sm_count;
@@ -233,17 +265,20 @@ struct HistogramImpl {
     const int num_bins = num_levels - 1, num_privatized_bins = num_privatized_levels - 1;
     Args init;
     init.add(num_bins).add(histogram).add(parts[1]);
-    launch_kernel(stream, v.kernel(0), static_cast<int>(ceil_div(num_bins, 256)), 256, 0, init);
+    // CUB launches both kernels programmatically from compute capability 9.0 on.
+    const bool pdl = arch_at_least(dev.arch, 90);
+    launch_kernel(stream, v.kernel(0), static_cast<int>(ceil_div(num_bins, 256)), 256, 0, init, pdl);
     if (blocks_per_row == 0 || blocks_per_col == 0) return temp_bytes;
     const auto& out_op = byte_samples() ? scale : pass_thru;
     const auto& priv_op = byte_samples() ? pass_thru : scale;
     Args a;
     add_iterator(a, samples_);
     a.add(num_bins).add(num_privatized_bins).add(histogram).add(parts[0]);
-    a.bytes(out_op, common.alignment()).bytes(priv_op, common.alignment());
+    constexpr std::size_t op_alignment = alignof(HistogramScale<double>);
+    a.bytes(out_op, op_alignment).bytes(priv_op, op_alignment);
     a.add(static_cast<OffsetT>(n)).add(static_cast<OffsetT>(1)).add(static_cast<OffsetT>(n)).add(tiles_per_row);
     a.add(parts[1]);
-    launch_kernel(stream, v.kernel(1), Dim3(blocks_per_row, blocks_per_col), block, 0, a);
+    launch_kernel(stream, v.kernel(1), Dim3(blocks_per_row, blocks_per_col), block, 0, a, pdl);
     return temp_bytes;
   }
 

@@ -248,7 +248,19 @@ void check_cooperative(CUstream stream, const LaunchConfig& cfg, KernelInfo& inf
   throw_closed("Stream", ("launch (kernel " + info.name + ")").c_str());
 }
 
-inline void submit(CUstream stream, const LaunchConfig& cfg, KernelInfo& info, void** args) {
+// Adds the programmatic-stream-serialization attribute to a filled config.
+[[gnu::noinline]] void allow_programmatic(NativeLaunchConfig& native) {
+  CUlaunchConfig& c = native.config;
+  CUlaunchAttribute& a = native.attrs[c.numAttrs];
+  std::memset(&a, 0, sizeof a);
+  a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  a.value.programmaticStreamSerializationAllowed = 1;
+  c.attrs = native.attrs;
+  ++c.numAttrs;
+}
+
+inline void submit(CUstream stream, const LaunchConfig& cfg, KernelInfo& info, void** args,
+                   bool programmatic = false) {
   if (stream == closed_stream()) [[unlikely]]
     throw_closed_stream(info);
   const DriverTable& d = driver();
@@ -279,6 +291,7 @@ inline void submit(CUstream stream, const LaunchConfig& cfg, KernelInfo& info, v
   } else {
     prepare_special(cfg, stream, info, native);
   }
+  if (programmatic) allow_programmatic(native);
   CUresult r = launch_fn(&c, reinterpret_cast<CUfunction>(info.handle), args, nullptr);
   if (r != CUDA_SUCCESS) [[unlikely]]
     launch_failed(r, c, cfg, info, args);
@@ -429,6 +442,16 @@ void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, 
   for (std::size_t i = 0; i < n; ++i) pointers[i] = bytes + offsets[i];
   detail::submit(stream.handle(), config, info, pointers);
 }
+
+namespace detail {
+void launch_programmatic(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, const KernelArgs& args) {
+  KernelInfo& info = kernel_info(kernel);
+  check_arguments(info, args.size(), [&args](std::size_t i) {
+    return std::pair{args.size_of(i), static_cast<const std::type_info*>(nullptr)};
+  });
+  submit(stream.handle(), config, info, const_cast<void**>(args.pointers()), true);
+}
+}  // namespace detail
 
 void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, std::span<void* const> args) {
   KernelInfo& info = detail::kernel_info(kernel);

@@ -12,7 +12,7 @@ namespace cucore::detail {
 // A CUlaunchConfig and the attributes it points at (so: filled in place, never copied).
 struct NativeLaunchConfig {
   CUlaunchConfig config;
-  CUlaunchAttribute attrs[2];
+  CUlaunchAttribute attrs[3];
   NativeLaunchConfig() = default;
   NativeLaunchConfig(const NativeLaunchConfig&) = delete;
   NativeLaunchConfig& operator=(const NativeLaunchConfig&) = delete;
@@ -27,6 +27,14 @@ void to_native(const LaunchConfig& cfg, CUstream stream, NativeLaunchConfig& out
 // and sizes against its layout): for graph kernel nodes, which launch later.
 struct KernelInfo;
 KernelInfo& checked_kernel(const Kernel& kernel, const ArgDesc* descs, std::size_t count);
+
+// launch(stream, config, kernel, args) with programmatic stream serialization
+// (compute capability 9.0+), for cucore's own kernels (cucore.compute), as CUB
+// launches its kernels there: the grid may start once the previous kernel in
+// the stream has triggered (griddepcontrol.launch_dependents) or exited, so it
+// must run griddepcontrol.wait before touching memory that earlier work writes
+// or reads. Not a LaunchConfig field: cuda.core 1.2's LaunchConfig has none.
+void launch_programmatic(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, const KernelArgs& args);
 
 std::string demangle(const char* name);
 std::string type_display_name(const std::type_info* type);  // "double", "Buffer", "float const*"

@@ -11,10 +11,12 @@
 
 #include <cstdint>
 #include <cstring>
+#include <random>
 #include <string>
 
 #include "compute/codegen.hpp"
 #include "compute/engine.hpp"
+#include "compute/histogram_scale.hpp"
 
 using namespace cucore;
 using namespace cucore::compute;
@@ -106,6 +108,77 @@ TEST(ComputeBuild, RadixSortsCompile) {
 TEST(ComputeBuild, HistogramsCompile) {
   EXPECT_NO_THROW(HistogramEven(ptr<float>(), Type::int32(), Type::float32(), 257, sm90()));
   EXPECT_NO_THROW(HistogramEven(ptr<std::uint8_t>(), Type::uint32(), Type::int32(), 17, sm90()));
+  // Integer levels (both bin computations), 64-bit counters, and more bins
+  // than shared memory holds (privatized bins in global memory).
+  EXPECT_NO_THROW(HistogramEven(ptr<std::int64_t>(), Type::uint64(), Type::int64(), 1001, sm90()));
+  EXPECT_NO_THROW(HistogramEven(ptr<std::uint32_t>(), Type::int32(), Type::uint32(), 257, sm90()));
+}
+
+// The host half of histogram_even's integer bins: the fast form (multiply-high
+// by a magic number) is offered exactly when every (sample - lower) * bins
+// fits 32 bits, and then gives CUB's quotient for every sample in range,
+// checked here with the device's formula on the host at random and extreme
+// samples, ranges and bin counts, including the boundary of the fast form.
+template <typename T>
+void check_histogram_scale(T lower, T upper, int bins, std::uint64_t seed) {
+  __extension__ using u128 = unsigned __int128;
+  SCOPED_TRACE(std::to_string(static_cast<long long>(lower)) + ".." + std::to_string(static_cast<long long>(upper)) +
+               ", " + std::to_string(bins) + " bins");
+  const auto bytes = compute::detail::histogram_scale(Type::of<T>(), bins + 1, Value(upper), Value(lower), sizeof(T));
+  compute::detail::HistogramScale<T> st;
+  ASSERT_EQ(bytes.size(), sizeof st);
+  std::memcpy(&st, bytes.data(), sizeof st);
+  EXPECT_EQ(st.max, upper);
+  EXPECT_EQ(st.min, lower);
+  EXPECT_EQ(st.scale0, static_cast<T>(bins));
+  EXPECT_EQ(st.scale1, static_cast<T>(upper - lower));
+  const std::uint64_t range = static_cast<std::uint64_t>(upper) - static_cast<std::uint64_t>(lower);
+  const bool fits = static_cast<u128>(range - 1) * static_cast<u128>(bins) <= 0xffffffffu;
+  ASSERT_EQ(st.fast, fits ? 1u : 0u);
+  if (!st.fast) return;
+  EXPECT_EQ(st.bins, static_cast<std::uint32_t>(bins));
+  std::mt19937_64 rng(seed);
+  std::vector<std::uint64_t> offsets = {0, range - 1, range / 2, range / 3};
+  for (int i = 0; i < 20000; ++i) offsets.push_back(rng() % range);
+  for (std::uint64_t k = 1; k <= static_cast<std::uint64_t>(bins) && k < 4000; ++k) {
+    // Samples at each bin edge and just below it, where a wrong quotient shows first.
+    const std::uint64_t edge = static_cast<std::uint64_t>((static_cast<u128>(k) * range + bins - 1) / bins);
+    if (edge < range) offsets.push_back(edge);
+    if (edge > 0 && edge - 1 < range) offsets.push_back(edge - 1);
+  }
+  for (std::uint64_t off : offsets) {
+    const T c = static_cast<T>(static_cast<std::uint64_t>(lower) + off);
+    // The device's arithmetic, as generated: 32-bit numerator, multiply-high.
+    const std::uint32_t n = static_cast<std::uint32_t>(c) - static_cast<std::uint32_t>(st.min);
+    const std::uint32_t p = n * st.bins;
+    const auto fast = static_cast<std::uint64_t>((static_cast<u128>(st.magic) * p) >> 64);
+    const auto exact = static_cast<std::uint64_t>(static_cast<u128>(off) * bins / range);
+    ASSERT_EQ(fast, exact) << "sample offset " << off;
+  }
+}
+
+TEST(ComputeHistogram, FastIntegerBinsMatchCubsDivision) {
+  check_histogram_scale<std::int32_t>(0, 1 << 20, 256, 1);
+  check_histogram_scale<std::int32_t>(-1000, 999983, 256, 2);
+  check_histogram_scale<std::int32_t>(-7, -6, 1, 3);
+  check_histogram_scale<std::int32_t>(-7, -5, 3, 4);
+  check_histogram_scale<std::int32_t>(INT32_MIN, INT32_MIN + 16777259, 255, 5);
+  check_histogram_scale<std::uint32_t>(5, 5 + 16843010u, 255, 6);  // (range - 1) * bins == 2^32 - 1
+  check_histogram_scale<std::uint32_t>(5, 5 + 16843011u, 255, 7);  // one more: CUB's division
+  check_histogram_scale<std::uint32_t>(0, 0xffffffffu, 1, 8);
+  check_histogram_scale<std::uint32_t>(1, 0xffffffffu, 1, 9);
+  check_histogram_scale<std::int64_t>(-3000000000ll, -2999000001ll, 97, 10);
+  check_histogram_scale<std::int64_t>(-(1ll << 40), (1ll << 40) + 12345, 1000, 11);  // too wide
+  check_histogram_scale<std::uint64_t>(1ull << 60, (1ull << 60) + 4095, 64, 12);
+  check_histogram_scale<std::uint64_t>(0, 1ull << 32, 1, 13);  // range 2^32, one bin
+  std::mt19937_64 rng(14);
+  for (int i = 0; i < 200; ++i) {
+    const int bins = 1 + static_cast<int>(rng() % 3000);
+    const std::int64_t lower = static_cast<std::int64_t>(rng() % 4000000000ull) - 2000000000ll;
+    const std::int64_t range = 1 + static_cast<std::int64_t>(rng() % (i % 2 ? 5000000ull : 0xffffffffull / bins + 2));
+    check_histogram_scale<std::int64_t>(lower, lower + range, bins, 100 + i);
+  }
+  check_histogram_scale<std::int32_t>(10, 10, 4, 15);  // an empty range: no fast form
 }
 
 TEST(ComputeBuild, LtoIrOperatorIsLinkedWithNvJitLink) {

@@ -24,6 +24,7 @@
 
 #include "common/fake_driver.hpp"
 #include "common/message_of.hpp"
+#include "launch/launch_internal.hpp"
 
 using namespace cucore;
 using cucore::test::FakeDriver;
@@ -563,6 +564,46 @@ TEST_F(LaunchArgsTest, CooperativeGridMustFitOnTheDevice) {
   launch(fake_stream(), {.grid = 4, .block = 32, .cluster = 2, .is_cooperative = true}, k);
   ASSERT_EQ(g_launches.size(), 2u);
   EXPECT_EQ(g_launches[1].attrs.size(), 2u);
+}
+
+// cucore.compute's launches with programmatic stream serialization (PDL):
+// the attribute on top of any other, the arguments exactly as launch() sends
+// them, and the same refusals before anything is launched.
+TEST_F(LaunchArgsTest, ProgrammaticLaunchAddsTheAttribute) {
+  Kernel saxpy = code.get_kernel("saxpy");
+  const float a = 2.5f;
+  const int n = 77;
+  KernelArgs args;
+  args.push(a).push(CUdeviceptr(0x1000)).push(CUdeviceptr(0x2000)).push(CUdeviceptr(0x3000)).push(n);
+  cucore::detail::launch_programmatic(fake_stream(), {.grid = 3, .block = 128}, saxpy, args);
+  ASSERT_EQ(g_launches.size(), 1u);
+  const Captured& c = g_launches[0];
+  EXPECT_EQ(c.config.gridDimX, 3u);
+  EXPECT_EQ(c.config.blockDimX, 128u);
+  ASSERT_EQ(c.attrs.size(), 1u);
+  EXPECT_EQ(c.attrs[0].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  EXPECT_EQ(c.attrs[0].value.programmaticStreamSerializationAllowed, 1);
+  ASSERT_EQ(c.params.size(), 5u);
+  EXPECT_EQ(as<float>(c.params[0]), a);
+  EXPECT_EQ(as<CUdeviceptr>(c.params[2]), CUdeviceptr(0x2000));
+  EXPECT_EQ(as<int>(c.params[4]), n);
+  // A plain launch of the same pack has no attribute.
+  launch(fake_stream(), {.grid = 3, .block = 128}, saxpy, args);
+  ASSERT_EQ(g_launches.size(), 2u);
+  EXPECT_TRUE(g_launches[1].attrs.empty());
+  // With a cluster: both attributes.
+  cucore::detail::launch_programmatic(fake_stream(), {.grid = 2, .block = 64, .cluster = 2}, saxpy, args);
+  ASSERT_EQ(g_launches.size(), 3u);
+  ASSERT_EQ(g_launches[2].attrs.size(), 2u);
+  EXPECT_EQ(g_launches[2].attrs[0].id, CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION);
+  EXPECT_EQ(g_launches[2].attrs[1].id, CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION);
+  // Wrong argument sizes are refused before the driver sees anything.
+  KernelArgs bad;
+  bad.push(1.0).push(CUdeviceptr(0)).push(CUdeviceptr(0)).push(CUdeviceptr(0)).push(n);
+  const std::string what =
+      message_of([&] { cucore::detail::launch_programmatic(fake_stream(), {.grid = 1, .block = 1}, saxpy, bad); });
+  EXPECT_EQ(what, "saxpy: parameter 0 is 4 bytes, got 8");
+  EXPECT_EQ(g_launches.size(), 3u);
 }
 
 // ---- context ----

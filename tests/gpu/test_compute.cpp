@@ -356,6 +356,85 @@ TEST_F(Compute, HistogramEvenMatchesHost) {
   EXPECT_EQ(got, fe);
 }
 
+// CUB's bin of an integer sample: (sample - lower) * bins / (upper - lower),
+// exactly (the device takes a multiply-high shortcut when the product fits 32 bits).
+template <typename T>
+std::vector<std::uint64_t> histogram_reference(const std::vector<T>& samples, int bins, T lower, T upper) {
+  __extension__ using u128 = unsigned __int128;
+  std::vector<std::uint64_t> h(static_cast<std::size_t>(bins), 0);
+  const u128 range = static_cast<u128>(static_cast<std::uint64_t>(upper) - static_cast<std::uint64_t>(lower));
+  for (T x : samples)
+    if (x >= lower && x < upper) {
+      const u128 n = static_cast<std::uint64_t>(x) - static_cast<std::uint64_t>(lower);
+      ++h[static_cast<std::size_t>(n * static_cast<u128>(bins) / range)];
+    }
+  return h;
+}
+
+// Integer levels over both of the device's bin computations (the multiply-high
+// form when (upper - lower) * bins fits 32 bits, CUB's division otherwise), at
+// their boundary, with signed, unsigned and 64-bit samples, ranges that are
+// not powers of two and samples on both sides of the range.
+TEST_F(Compute, HistogramEvenIntegerLevelsOnBothBinComputations) {
+  const std::size_t n = (1u << 20) + 7;
+  auto check = [&](auto lower, auto upper, int bins, auto lo, auto hi, unsigned seed, const char* what) {
+    using T = decltype(lower);
+    auto h = random_ints<T>(n, seed, static_cast<T>(lo), static_cast<T>(hi));
+    h[0] = lower;
+    h[1] = static_cast<T>(upper - 1);
+    h[2] = upper;
+    Buffer in = upload(h), out = alloc<std::uint64_t>(static_cast<std::size_t>(bins));
+    histogram_even(*stream_, it<T>(in), Type::uint64(), out.handle(), bins + 1, Value(lower), Value(upper), n);
+    const auto expect = histogram_reference<T>(h, bins, lower, upper);
+    const auto got = download<std::uint64_t>(out, static_cast<std::size_t>(bins));
+    std::uint64_t counted = 0;
+    for (auto c : expect) counted += c;
+    EXPECT_GT(counted, n / 8) << what;
+    EXPECT_EQ(got, expect) << what;
+  };
+  check(std::int32_t{-1000}, std::int32_t{999983}, 256, -1100000, 1100000, 1, "int32, negative lower, prime-ish range");
+  check(std::int32_t{-7}, std::int32_t{-6}, 1, -9, -5, 2, "int32, a range of 1");
+  // (upper - lower - 1) * bins == 2^32 - 1: the largest range of the fast form ...
+  check(std::uint32_t{5}, std::uint32_t{5 + 16843010u}, 255, 0u, 16843100u, 3, "uint32, largest fast range");
+  // ... and one more: CUB's 64-bit division.
+  check(std::uint32_t{5}, std::uint32_t{5 + 16843011u}, 255, 0u, 16843100u, 4, "uint32, smallest slow range");
+  check(std::int64_t{-(1ll << 40)}, std::int64_t{(1ll << 40) + 12345}, 1000, -(1ll << 41), 1ll << 41, 5,
+        "int64, range beyond 32 bits");
+  check(std::int64_t{-3000000000ll}, std::int64_t{-2999000001ll}, 97, -3000100000ll, -2998900000ll, 6,
+        "int64 levels below -2^31, fast range");
+  check(std::uint64_t{1ull << 60}, std::uint64_t{(1ull << 60) + 4095}, 64, (1ull << 60) - 500, (1ull << 60) + 5000,
+        7, "uint64 near 2^60");
+}
+
+// Calls run back to back on one stream (launched programmatically on compute
+// capability 9.0+): a histogram of samples a kernel has just written, then a
+// second one into the same counters, must each see the work before them.
+TEST_F(Compute, HistogramEvenBackToBackOnOneStream) {
+  const std::uint64_t n = (1u << 22) + 3;
+  Buffer samples = alloc<int>(n), counts = alloc<int>(256), first = alloc<int>(256);
+  HistogramEven hist(it<int>(samples), Type::int32(), Type::int32(), 257);
+  for (int round = 0; round < 3; ++round) {
+    const unsigned mul = 2654435761u + 2u * round;
+    // Samples made on the device immediately before the histogram reads them.
+    unary_transform(*stream_, Iterator::counting(Value(0u)), it<int>(samples), n,
+                    Op::source("[](unsigned i) { unsigned h = i * " + std::to_string(mul) +
+                               "u; h ^= h >> 15; return int(h % 70000u) - 3000; }"));
+    hist(it<int>(samples), first.handle(), 257, Value(0), Value(65536), n, *stream_);
+    hist(it<int>(samples), counts.handle(), 257, Value(-3000), Value(64000), n, *stream_);
+    hist(it<int>(samples), counts.handle(), 257, Value(0), Value(65536), n, *stream_);  // the same counters again
+    std::vector<int> h(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      unsigned x = static_cast<unsigned>(i) * mul;
+      x ^= x >> 15;
+      h[i] = static_cast<int>(x % 70000u) - 3000;
+    }
+    const auto r = histogram_reference<int>(h, 256, 0, 65536);
+    const std::vector<int> expect(r.begin(), r.end());
+    EXPECT_EQ(download<int>(first, 256), expect) << "round " << round << ": the histogram after the producer";
+    EXPECT_EQ(download<int>(counts, 256), expect) << "round " << round << ": the second call into the same counters";
+  }
+}
+
 TEST_F(Compute, CallerProvidedTemporaryStorage) {
   const std::uint64_t n = (1u << 20) + 1;
   auto h = random_ints<std::uint32_t>(n, 3, 0, 100);
