@@ -19,8 +19,13 @@ namespace fs = std::filesystem;
 namespace cucore::detail {
 
 fs::path cucore_cache_root() {
-  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return fs::path(x) / "cucore";
-  if (const char* home = std::getenv("HOME"); home && *home == '/') return fs::path(home) / ".cache" / "cucore";
+  // Built as one string (each path::operator/ parses again, and a warm start asks for this).
+  auto under = [](std::string base, const char* rest) {
+    while (!base.empty() && base.back() == '/') base.pop_back();
+    return fs::path(base + rest);
+  };
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x == '/') return under(x, "/cucore");
+  if (const char* home = std::getenv("HOME"); home && *home == '/') return under(home, "/.cache/cucore");
   // No home to keep a cache in: a directory of our own under the temporary
   // directory. Anyone may pre-create that name, so open_private_dir checks it.
   std::error_code ec;
@@ -142,7 +147,9 @@ std::vector<std::byte> read_buffer(std::size_t size) {
   static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
   const auto at = reinterpret_cast<std::uintptr_t>(v.data());
   const std::uintptr_t begin = (at + page - 1) & ~(page - 1), end = (at + size) & ~(page - 1);
-  if (size && end > begin + 4 * page) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
+  // Worth a system call from 64 KiB on (a few faults cost less than one call).
+  if (size && end >= begin + 16 * page)
+    (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 #endif
   v.resize(size);
   return v;

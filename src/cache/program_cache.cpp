@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <filesystem>
 #include <functional>
 #include <future>
 #include <mutex>
@@ -372,7 +371,7 @@ class Keying {
       // stored under it only when resolving found nothing to read.)
       toolkit_only_ = follows_ && p.options().include_path.empty() && p.options().pre_include.empty() &&
                       std::all_of(scan.directives.begin(), scan.directives.end(), [](const detail::IncludeDirective& d) {
-                        return d.angled && !std::filesystem::path(d.name).is_absolute();
+                        return d.angled && !d.name.starts_with('/');  // absolute (POSIX), as the resolver tells
                       });
     }
   }

@@ -130,7 +130,7 @@ std::string search_fingerprint() {
   return fp;
 }
 
-fs::path memo_dir() { return cucore_cache_root() / "toolchain"; }
+fs::path memo_dir() { return fs::path(cucore_cache_root().native() + "/toolchain"); }
 std::string memo_name() { return "nvrtc-" + to_hex(sha256(search_fingerprint())).substr(0, 32); }
 
 // The memo, if its files are unchanged since it was written.
