@@ -4,15 +4,19 @@
 // transform (goal: cucore >= 0.97x CUB's speed, i.e. time ratio <= 1.031);
 // reduce and transform also as a share of the device-to-device copy bandwidth.
 // Then build times: cold (NVRTC), warm in memory, and warm on disk in a fresh
-// process (goal <= 5 ms from the call to a runnable object).
+// process (goal <= 5 ms from the call to a runnable object), split into the
+// build and the first call, beside the raw driver's floor in a fresh process:
+// loading the same cubin, and a first launch of an empty kernel.
 //   bench_compute                   all of it
 //   bench_compute --child-disk DIR  (internal) the fresh process of the disk case
+//   bench_compute --child-raw CUBIN EMPTY_CUBIN  (internal) the raw driver's floor
 #include <cucore/buffer.hpp>
 #include <cucore/compute.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
 #include <cucore/memory.hpp>
+#include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 #include <cucore/stream.hpp>
 
@@ -94,9 +98,60 @@ int child_disk(const char* dir) {
   const auto t0 = Clock::now();
   Reduce sum(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), OpKind::plus, Type::int32(),
              {.build = {.cache = &cache}});
+  const double build_ms = ms_since(t0);
+  const auto t1 = Clock::now();
   sum(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), 16, Value(0), s);
   s.sync();
-  std::printf("%.4f %llu\n", ms_since(t0), static_cast<unsigned long long>(cache.stats().hits));
+  const double call_ms = ms_since(t1);
+  std::printf("%.4f %llu %.4f %.4f\n", ms_since(t0), static_cast<unsigned long long>(cache.stats().hits), build_ms,
+              call_ms);
+  return 0;
+}
+
+std::vector<char> file_bytes(const char* path) {
+  std::vector<char> b;
+  if (FILE* f = std::fopen(path, "rb")) {
+    char buf[65536];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) b.insert(b.end(), buf, buf + n);
+    std::fclose(f);
+  }
+  return b;
+}
+
+// The raw driver's floor in a fresh process, initialised as child_disk is:
+// reading and loading the cubin the disk cache holds for the reduce, then a
+// first launch (and sync) of an empty kernel.
+int child_raw(const char* cubin, const char* empty_cubin) {
+  Device(0).set_current();
+  Stream s;
+  DeviceMemoryResource mr(Device(0));
+  Buffer in = mr.allocate(64, s), out = mr.allocate(4, s);
+  s.sync();
+  const auto& d = cucore::detail::driver();
+  using cucore::detail::check;
+  const auto t0 = Clock::now();
+  std::vector<char> a = file_bytes(cubin);
+  CUlibrary lib = nullptr;
+  unsigned count = 0;
+  check(d.cuLibraryLoadData(&lib, a.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+  check(d.cuLibraryGetKernelCount(&count, lib), "cuLibraryGetKernelCount");
+  std::vector<CUkernel> kernels(count);
+  if (count) check(d.cuLibraryEnumerateKernels(kernels.data(), count, lib), "cuLibraryEnumerateKernels");
+  const double load_ms = ms_since(t0);
+  const auto t1 = Clock::now();
+  std::vector<char> b = file_bytes(empty_cubin);
+  CUlibrary empty = nullptr;
+  CUkernel k = nullptr;
+  check(d.cuLibraryLoadData(&empty, b.data(), nullptr, nullptr, 0, nullptr, nullptr, 0), "cuLibraryLoadData");
+  check(d.cuLibraryGetKernel(&k, empty, "cucore_bench_empty"), "cuLibraryGetKernel");
+  CUlaunchConfig c{};
+  c.gridDimX = c.gridDimY = c.gridDimZ = 1;
+  c.blockDimX = 32;
+  c.blockDimY = c.blockDimZ = 1;
+  c.hStream = s.handle();
+  check(d.cuLaunchKernelEx(&c, reinterpret_cast<CUfunction>(k), nullptr, nullptr), "cuLaunchKernelEx");
+  check(d.cuStreamSynchronize(s.handle()), "cuStreamSynchronize");
+  std::printf("%.4f %.4f %u\n", load_ms, ms_since(t1), count);
   return 0;
 }
 
@@ -104,6 +159,7 @@ int child_disk(const char* dir) {
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::string(argv[1]) == "--child-disk") return child_disk(argv[2]);
+  if (argc == 4 && std::string(argv[1]) == "--child-raw") return child_raw(argv[2], argv[3]);
   if (!bench::have_gpu("bench_compute")) return 0;
   Device dev(0);
   dev.set_current();
@@ -259,20 +315,57 @@ int main(int argc, char** argv) {
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len > 0) {
     exe[len] = 0;
-    std::vector<double> times;
-    for (int i = 0; i < 5; ++i) {
+    // The floor's inputs: the reduce's cubin as the cache holds it, and an empty kernel.
+    std::string cubin;
+    for (const auto& e : FileStreamProgramCache(dir).entries())
+      if (e.code_type == CodeType::cubin) cubin = e.file.string();
+    const auto empty = dir.string() + "-empty.cubin";
+    {
+      const ObjectCode o = Program("extern \"C\" __global__ void cucore_bench_empty() {}", "c++",
+                                   {.arch = "sm_" + dev.arch()})
+                               .compile(CodeType::cubin);
+      if (FILE* f = std::fopen(empty.c_str(), "wb")) {
+        std::fwrite(o.code().data(), 1, o.code().size(), f);
+        std::fclose(f);
+      }
+    }
+    std::vector<double> times, build, call, raw_load, raw_launch;
+    for (int i = 0; i < 7; ++i) {
       const std::string cmd = std::string("'") + exe + "' --child-disk '" + dir.string() + "'";
       if (FILE* p = popen(cmd.c_str(), "r")) {
-        double ms = 0;
+        double ms = 0, build_ms = 0, call_ms = 0;
         unsigned long long hits = 0;
-        if (std::fscanf(p, "%lf %llu", &ms, &hits) == 2 && hits > 0) times.push_back(ms);
+        if (std::fscanf(p, "%lf %llu %lf %lf", &ms, &hits, &build_ms, &call_ms) == 4 && hits > 0) {
+          times.push_back(ms);
+          build.push_back(build_ms);
+          call.push_back(call_ms);
+        }
+        pclose(p);
+      }
+      if (cubin.empty()) continue;
+      const std::string raw = std::string("'") + exe + "' --child-raw '" + cubin + "' '" + empty + "'";
+      if (FILE* p = popen(raw.c_str(), "r")) {
+        double load_ms = 0, launch_ms = 0;
+        unsigned count = 0;
+        if (std::fscanf(p, "%lf %lf %u", &load_ms, &launch_ms, &count) == 3) {
+          raw_load.push_back(load_ms);
+          raw_launch.push_back(launch_ms);
+        }
         pclose(p);
       }
     }
-    if (!times.empty())
+    if (!times.empty()) {
       bench::report_value("compute: build reduce, warm on disk (fresh process)", bench::median(times), "ms", 5.0);
-    else
+      bench::report_value("  of which the build (from the disk cache)", bench::median(build), "ms");
+      bench::report_value("  of which the first call (load, launch, sync)", bench::median(call), "ms");
+    } else {
       std::printf("compute: the fresh-process disk case did not run\n");
+    }
+    if (!raw_load.empty()) {
+      bench::report_value("  floor: raw read + cuLibraryLoadData of that cubin", bench::median(raw_load), "ms");
+      bench::report_value("  floor: raw first launch + sync, empty kernel", bench::median(raw_launch), "ms");
+    }
+    std::remove(empty.c_str());
   }
   std::filesystem::remove_all(dir);
   return 0;

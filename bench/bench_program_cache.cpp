@@ -4,8 +4,11 @@
 //   FileStreamProgramCache::get hit           goal <= 10 us   (peer: open+read+close of the same file)
 //   a fresh process, source -> kernel through a warm disk cache, goal <= 0.5 ms, against the cold
 //   compile in the same run (ratio). Loading the kernel needs a GPU; without one both stop at the
-//   ObjectCode, and the line says so.
-// The children for the last one are this program run again with CUCORE_BENCH_CACHE_CHILD set.
+//   ObjectCode, and the line says so. With a GPU, also the floor: a fresh process that reads the
+//   same cached cubin and loads it with the raw driver (cuLibraryLoadData + cuLibraryGetKernel, as
+//   cucore does; and cuModuleLoadData + cuModuleGetFunction, the context-bound way).
+// The children for the last one are this program run again with CUCORE_BENCH_CACHE_CHILD set
+// (to "1", or to "library"/"module" for the raw driver).
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -14,6 +17,7 @@
 
 #include <cucore/context.hpp>
 #include <cucore/device.hpp>
+#include <cucore/errors.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
@@ -25,11 +29,13 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "common.hpp"
+#include "loader/driver.hpp"
 
 extern char** environ;
 
@@ -83,8 +89,8 @@ int child_main() {
   cucore::FileStreamProgramCache cache(dir);
   cucore::Program program(source_2kb(), "c++", {.arch = g_arch});
   const auto t1 = bench::clock::now();
-  // The first key in a process pays one-time costs (OpenSSL set-up, the compiler
-  // identity); timed apart, then compile() computes it again (~1 us).
+  // The first key in a process pays one-time costs (the compiler identity's
+  // memo, the first SHA-256); timed apart, then compile() computes it again (~1 us).
   (void)cucore::make_program_cache_key(program.code(), "c++", program.options(), cucore::CodeType::cubin);
   const auto t2 = bench::clock::now();
   cucore::ObjectCode code = program.compile(cucore::CodeType::cubin, {}, &cache);
@@ -97,6 +103,41 @@ int child_main() {
   return 0;
 }
 
+// The raw driver's floor: the cubin the warm cache holds for the same source
+// ($CUCORE_BENCH_CACHE_FILE), read with plain calls and loaded with the driver
+// alone; prints the microseconds of the whole and of the load.
+int raw_child_main(const std::string& how) {
+  init_device();
+  if (!g_gpu) return 1;
+  const char* file = std::getenv("CUCORE_BENCH_CACHE_FILE");
+  const auto t0 = bench::clock::now();
+  const int fd = open(file, O_RDONLY | O_CLOEXEC);
+  struct stat st;
+  if (fd < 0 || fstat(fd, &st) != 0) return 1;
+  std::vector<char> bytes(static_cast<std::size_t>(st.st_size));
+  const bool read_all = read(fd, bytes.data(), bytes.size()) == st.st_size;
+  close(fd);
+  if (!read_all) return 1;
+  const auto t1 = bench::clock::now();
+  const auto& d = cucore::detail::driver();
+  if (how == "library") {
+    CUlibrary lib = nullptr;
+    CUkernel kernel = nullptr;
+    cucore::detail::check(d.cuLibraryLoadData(&lib, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
+                          "cuLibraryLoadData");
+    cucore::detail::check(d.cuLibraryGetKernel(&kernel, lib, "saxpy"), "cuLibraryGetKernel");
+  } else {
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    cucore::detail::check(d.cuModuleLoadData(&module, bytes.data()), "cuModuleLoadData");
+    cucore::detail::check(d.cuModuleGetFunction(&function, module, "saxpy"), "cuModuleGetFunction");
+  }
+  const auto t2 = bench::clock::now();
+  auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
+  std::printf("%.3f %.3f\n", us(t0, t2), us(t1, t2));
+  return 0;
+}
+
 struct ChildResult {
   double us = -1;  // source to kernel (or ObjectCode)
   bool hit = false;
@@ -105,18 +146,18 @@ struct ChildResult {
   double program_us = 0, key_us = 0, compile_us = 0, load_us = 0;
 };
 
-// Runs a child; its times in microseconds (negative on failure) and whether it hit.
-ChildResult run_child(const std::string& dir) {
+// Runs this program again with `env` added; its standard output, or nullopt
+// when it failed.
+std::optional<std::string> run_self(const std::vector<std::string>& extra_env) {
   int fds[2];
-  if (pipe(fds) != 0) return {-1, false};
+  if (pipe(fds) != 0) return std::nullopt;
   posix_spawn_file_actions_t fa;
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
   posix_spawn_file_actions_addclose(&fa, fds[0]);
   std::vector<std::string> env;
   for (char** e = environ; *e; ++e) env.emplace_back(*e);
-  env.push_back("CUCORE_BENCH_CACHE_CHILD=1");
-  env.push_back("CUCORE_BENCH_CACHE_DIR=" + dir);
+  env.insert(env.end(), extra_env.begin(), extra_env.end());
   std::vector<char*> envp;
   for (auto& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -132,7 +173,16 @@ ChildResult run_child(const std::string& dir) {
   while (rc == 0 && (n = read(fds[0], buf, sizeof buf)) > 0) out.append(buf, static_cast<std::size_t>(n));
   close(fds[0]);
   int status = 0;
-  if (rc != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return {};
+  if (rc != 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return std::nullopt;
+  return out;
+}
+
+// Runs a cucore child; its times in microseconds (negative on failure) and whether it hit.
+ChildResult run_child(const std::string& dir) {
+  auto got = run_self({"CUCORE_BENCH_CACHE_CHILD=1", "CUCORE_BENCH_CACHE_DIR=" + dir});
+  if (!got) return {};
+  const std::string& out = *got;
   ChildResult r;
   unsigned long long hits = 0;
   if (std::sscanf(out.c_str(), "%lf %llu %lf %lf %lf %lf", &r.us, &hits, &r.program_us, &r.key_us, &r.compile_us,
@@ -145,7 +195,8 @@ ChildResult run_child(const std::string& dir) {
 }  // namespace
 
 int main() {
-  if (std::getenv("CUCORE_BENCH_CACHE_CHILD")) return child_main();
+  if (const char* child = std::getenv("CUCORE_BENCH_CACHE_CHILD"))
+    return std::string(child) == "1" ? child_main() : raw_child_main(child);
   init_device();
   std::printf("program cache benchmarks (%s%s)\n", g_arch.c_str(), g_gpu ? "" : ", no GPU: kernels are not loaded");
 
@@ -259,10 +310,38 @@ int main() {
     bench::report_value(std::string(what) + " (goal 500 us)", c.cucore, "us", 500);
     // Where a warm start goes (medians of each part).
     bench::report_value("  of which the cache and Program construction", bench::median(program_us), "us");
-    bench::report_value("  of which the first key (OpenSSL set-up, identity memo)", bench::median(key_us), "us");
+    bench::report_value("  of which the first key (toolchain identity memo, first SHA-256)", bench::median(key_us),
+                        "us");
     bench::report_value("  of which compile(cubin, cache): key + disk hit", bench::median(compile_us), "us");
     if (g_gpu) bench::report_value("  of which get_kernel (module load)", bench::median(load_us), "us");
     if (!all_hit) std::printf("  warning: a warm run missed the cache or a cold run hit it\n");
+    if (g_gpu) {
+      // The floor: the same cubin read and loaded by the raw driver in a fresh process.
+      const std::string file =
+          "CUCORE_BENCH_CACHE_FILE=" + cucore::FileStreamProgramCache(warm).entry_path(key).string();
+      std::vector<double> lib_us, lib_load_us, mod_us, mod_load_us;
+      for (int i = 0; i < 11; ++i) {
+        double lib_all = 0, lib_load = 0, mod_all = 0, mod_load = 0;
+        auto l = run_self({"CUCORE_BENCH_CACHE_CHILD=library", file});
+        auto m = run_self({"CUCORE_BENCH_CACHE_CHILD=module", file});
+        if (!l || !m || std::sscanf(l->c_str(), "%lf %lf", &lib_all, &lib_load) != 2 ||
+            std::sscanf(m->c_str(), "%lf %lf", &mod_all, &mod_load) != 2) {
+          std::fprintf(stderr, "bench_program_cache: a raw-driver child failed\n");
+          return 1;
+        }
+        lib_us.push_back(lib_all);
+        lib_load_us.push_back(lib_load);
+        mod_us.push_back(mod_all);
+        mod_load_us.push_back(mod_load);
+      }
+      bench::report({"fresh process: warm disk -> loaded kernel vs raw read+load", "us", c.cucore,
+                     bench::median(lib_us), "raw driver: read + cuLibraryLoadData + GetKernel"});
+      bench::report({"fresh process: kernel load alone vs raw load", "us", bench::median(load_us),
+                     bench::median(lib_load_us), "raw cuLibraryLoadData + cuLibraryGetKernel"});
+      bench::report_value("  raw cuModuleLoadData + cuModuleGetFunction, same cubin", bench::median(mod_load_us),
+                          "us");
+      bench::report_value("  raw read + cuModuleLoadData + cuModuleGetFunction", bench::median(mod_us), "us");
+    }
   }
   std::error_code ec;
   fs::remove_all(root, ec);

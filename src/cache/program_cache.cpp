@@ -4,6 +4,7 @@
 #include <cucore/program_cache.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <functional>
@@ -362,6 +363,17 @@ class Keying {
       const detail::IncludeScan& scan = detail::code_includes(p.code());
       unfollowable_ = scan.unfollowable.empty() ? std::string() : p.options().name + ": " + scan.unfollowable;
       follows_ = !scan.directives.empty() || !p.options().pre_include.empty();
+      // <name> is looked for along the include_path, then in the toolkit's
+      // directories, which the compiler identity covers: with no include_path
+      // (nor pre_include), angled includes of relative names find nothing to
+      // read, so there is nothing to stat or remember either. Generated code
+      // that includes only CCCL (cucore.compute's) keys without touching the disk.
+      // (Were this ever misjudged, the quick key would only miss: an entry is
+      // stored under it only when resolving found nothing to read.)
+      toolkit_only_ = follows_ && p.options().include_path.empty() && p.options().pre_include.empty() &&
+                      std::all_of(scan.directives.begin(), scan.directives.end(), [](const detail::IncludeDirective& d) {
+                        return d.angled && !d.name.starts_with('/');  // absolute (POSIX), as the resolver tells
+                      });
     }
   }
 
@@ -372,6 +384,7 @@ class Keying {
   std::optional<std::string> quick_key() {
     fields();
     if (!follows_) return key_from(nullptr);
+    if (toolkit_only_) return key_from(&kNoProbes);
     auto probes = detail::load_include_manifest(manifest_key());
     if (!probes || !detail::probes_hold(*probes)) return std::nullopt;
     return key_from(&*probes);
@@ -392,7 +405,7 @@ class Keying {
       return k;
     }
     k.key = key_from(&k.includes->probes);
-    detail::store_include_manifest(manifest_key(), k.includes->probes);
+    if (!toolkit_only_) detail::store_include_manifest(manifest_key(), k.includes->probes);
     return k;
   }
 
@@ -402,7 +415,7 @@ class Keying {
     if (program_.code_type() != "c++" || !detail::refresh_nvrtc_identity()) return std::nullopt;
     fields_.clear();
     fields();
-    if (k.includes) detail::store_include_manifest(manifest_key(), k.includes->probes);
+    if (k.includes && !toolkit_only_) detail::store_include_manifest(manifest_key(), k.includes->probes);
     return key_from(k.includes ? &k.includes->probes : nullptr);
   }
 
@@ -428,14 +441,18 @@ class Keying {
     return detail::sha256(buf);
   }
   const detail::IncludeSearch& search() {
-    if (!search_) search_ = detail::IncludeSearch::of(program_.options());
+    // Toolkit-only: the key's search field lists the include_path alone, empty
+    // here; finding the working directory and the toolkit would cost a warm hit.
+    if (!search_) search_ = toolkit_only_ ? detail::IncludeSearch{} : detail::IncludeSearch::of(program_.options());
     return *search_;
   }
+  static inline const std::vector<detail::IncludeProbe> kNoProbes{};
 
   const Program& program_;
   CodeType target_;
   const std::vector<std::string>& names_;
   bool follows_ = false;
+  bool toolkit_only_ = false;
   std::string unfollowable_;
   std::string fields_;
   std::optional<detail::IncludeSearch> search_;

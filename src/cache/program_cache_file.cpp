@@ -369,7 +369,7 @@ struct FileStreamProgramCache::Impl {
     // Sized by the file itself: a record cannot make the reader allocate more.
     if (rec->size != static_cast<std::uint64_t>(st.st_size)) return Outcome::damaged;
     try {
-      std::vector<std::byte> data(static_cast<std::size_t>(rec->size));
+      std::vector<std::byte> data = detail::read_buffer(static_cast<std::size_t>(rec->size));
       if (!read_all(fd.fd, data.data(), data.size()) ||
           detail::checksum64(data.data(), data.size()) != rec->checksum ||
           (!rec->opaque && !detail::structurally_valid(rec->code_type, data)))

@@ -13,6 +13,7 @@
 
 #include <fcntl.h>
 #include <link.h>
+#include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -113,14 +114,24 @@ std::string search_fingerprint() {
   if (auto s = stamp_of("/etc/ld.so.cache"))
     fp += "ld.so.cache=" + std::to_string(s->ino) + "," + std::to_string(s->size) + "," + std::to_string(s->mtime_ns) +
           "\n";
-  // The executable's RPATH steers the OS loader too.
-  char exe[4096];
-  ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe);
-  fp += "exe=" + std::string(exe, n > 0 ? static_cast<std::size_t>(n) : 0) + "\n";
+  // The executable's RPATH steers the OS loader too. The path it was started
+  // by, from the auxiliary vector (no system call: a fresh process's readlink
+  // of /proc/self/exe costs more than the rest of this), when that names one
+  // file (absolute, not a /proc or /dev alias such as /proc/self/exe); else
+  // the kernel's.
+  const char* execfn = reinterpret_cast<const char*>(::getauxval(AT_EXECFN));
+  const std::string_view fn = execfn ? execfn : "";
+  if (fn.starts_with('/') && !fn.starts_with("/proc/") && !fn.starts_with("/dev/")) {
+    fp += "exe=" + std::string(fn) + "\n";
+  } else {
+    char exe[4096];
+    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe);
+    fp += "exe=" + std::string(exe, n > 0 ? static_cast<std::size_t>(n) : 0) + "\n";
+  }
   return fp;
 }
 
-fs::path memo_dir() { return cucore_cache_root() / "toolchain"; }
+fs::path memo_dir() { return fs::path(cucore_cache_root().native() + "/toolchain"); }
 std::string memo_name() { return "nvrtc-" + to_hex(sha256(search_fingerprint())).substr(0, 32); }
 
 // The memo, if its files are unchanged since it was written.

@@ -3,6 +3,8 @@
 #include "compile/include_scan.hpp"
 
 #include <algorithm>
+#include <iterator>
+#include <utility>
 
 namespace cucore::detail {
 namespace {
@@ -14,38 +16,57 @@ bool ident_char(char c) { return ident_start(c) || (c >= '0' && c <= '9'); }
 bool digit(char c) { return c >= '0' && c <= '9'; }
 bool hspace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
 
+// The length of a line splice (backslash, then \n or \r\n) at text[k], or 0.
+std::size_t splice_at(std::string_view text, std::size_t k) {
+  if (text[k] != '\\') return 0;
+  if (k + 1 < text.size() && text[k + 1] == '\n') return 2;
+  if (k + 2 < text.size() && text[k + 1] == '\r' && text[k + 2] == '\n') return 3;
+  return 0;
+}
+
 struct Lexer {
-  std::string s;                  // the text with line splices removed
-  std::vector<std::size_t> from;  // for each char of s, its offset in the original
-  std::string_view original;
+  // The text lexed: the original itself, or (when it has line splices) a copy
+  // with them removed, copied run by run between the splices. A char per
+  // push_back with a per-char offset map cost a warm cache hit more than the
+  // rest of its key.
+  std::string spliced;
+  // For each splice, the logical offset where the text after it starts and
+  // how many original chars were removed up to there (ascending).
+  std::vector<std::pair<std::size_t, std::size_t>> jumps;
+  std::string_view s, original;
   std::size_t i = 0;
   IncludeScan out;
   // Original line numbers, counted as the scan moves forward.
   std::size_t line_at = 0, line_no = 1;
 
-  explicit Lexer(std::string_view text) : original(text) {
-    s.reserve(text.size());
-    from.reserve(text.size());
-    for (std::size_t k = 0; k < text.size(); ++k) {
-      if (text[k] == '\\') {
-        if (k + 1 < text.size() && text[k + 1] == '\n') {
-          ++k;
-          continue;
-        }
-        if (k + 2 < text.size() && text[k + 1] == '\r' && text[k + 2] == '\n') {
-          k += 2;
-          continue;
-        }
-      }
-      s.push_back(text[k]);
-      from.push_back(k);
+  explicit Lexer(std::string_view text) : s(text), original(text) {
+    std::size_t copied = 0, removed = 0;
+    for (auto k = text.find('\\'); k != std::string_view::npos; k = text.find('\\', k + 1)) {
+      const std::size_t n = splice_at(text, k);
+      if (!n) continue;
+      if (jumps.empty()) spliced.reserve(text.size());
+      spliced.append(text.substr(copied, k - copied));
+      removed += n;
+      copied = k + n;
+      jumps.emplace_back(copied - removed, removed);
+      k = copied - 1;
     }
+    if (jumps.empty()) return;
+    spliced.append(text.substr(copied));
+    s = spliced;
+  }
+
+  // The offset in the original of the lexed char at `logical`.
+  std::size_t origin(std::size_t logical) const {
+    auto after = std::upper_bound(jumps.begin(), jumps.end(), logical,
+                                  [](std::size_t l, const auto& j) { return l < j.first; });
+    return after == jumps.begin() ? logical : logical + std::prev(after)->second;
   }
 
   char at(std::size_t k) const { return k < s.size() ? s[k] : '\0'; }
 
   std::size_t line_of(std::size_t logical) {
-    const std::size_t target = logical < from.size() ? from[logical] : original.size();
+    const std::size_t target = logical < s.size() ? origin(logical) : original.size();
     if (target < line_at) {  // never needed by the forward scan; kept correct anyway
       line_at = 0;
       line_no = 1;
@@ -67,7 +88,7 @@ struct Lexer {
         ++i;
       } else if (s[i] == '/' && at(i + 1) == '*') {
         const auto end = s.find("*/", i + 2);
-        i = end == std::string::npos ? s.size() : end + 2;
+        i = end == std::string_view::npos ? s.size() : end + 2;
       } else {
         return;
       }
@@ -77,7 +98,7 @@ struct Lexer {
   std::string_view identifier() {
     const std::size_t b = i;
     while (i < s.size() && ident_char(s[i])) ++i;
-    return std::string_view(s).substr(b, i - b);
+    return s.substr(b, i - b);
   }
 
   // A quoted or angled header name at i, up to its closing delimiter on this
@@ -89,12 +110,12 @@ struct Lexer {
     std::size_t k = i + 1;
     while (k < s.size() && s[k] != close && s[k] != '\n') ++k;
     if (k >= s.size() || s[k] != close) return false;
-    d.name = s.substr(i + 1, k - i - 1);
+    d.name.assign(s.substr(i + 1, k - i - 1));
     d.angled = open == '<';
     d.line = line_of(i);
     if (!d.has_include) {
-      d.begin = from[i];
-      d.end = from[k] + 1;
+      d.begin = origin(i);
+      d.end = origin(k) + 1;
       if (d.end - d.begin != k + 1 - i) {
         unfollowable("a header name broken across lines by a backslash", i);
         return true;
@@ -155,14 +176,14 @@ struct Lexer {
   // R"delim( ... )delim", i at the opening quote. False if malformed.
   bool skip_raw_string() {
     const std::size_t open = s.find('(', i + 1);
-    if (open == std::string::npos || open - i - 1 > 16) return false;
-    const std::string_view delim = std::string_view(s).substr(i + 1, open - i - 1);
+    if (open == std::string_view::npos || open - i - 1 > 16) return false;
+    const std::string_view delim = s.substr(i + 1, open - i - 1);
     if (delim.find_first_of(" \t\n\\)\"") != std::string_view::npos) return false;
     std::string closing(1, ')');  // appended piecewise: GCC 12 reports a false -Wrestrict otherwise
     closing.append(delim);
     closing.push_back('"');
     const auto end = s.find(closing, open + 1);
-    i = end == std::string::npos ? s.size() : end + closing.size();
+    i = end == std::string_view::npos ? s.size() : end + closing.size();
     return true;
   }
 
@@ -179,7 +200,7 @@ struct Lexer {
         while (i < s.size() && s[i] != '\n') ++i;
       } else if (c == '/' && at(i + 1) == '*') {
         const auto end = s.find("*/", i + 2);
-        i = end == std::string::npos ? s.size() : end + 2;
+        i = end == std::string_view::npos ? s.size() : end + 2;
       } else if (line_start && (c == '#' || (c == '%' && at(i + 1) == ':'))) {
         line_start = false;
         i += c == '#' ? 1 : 2;

@@ -153,17 +153,18 @@ std::vector<long long> read_tuning(std::span<const std::byte> b, std::size_t exp
 // ---------------------------------------------------------------- variants
 
 Variant::Variant(CompiledCode code, std::vector<std::string> kernel_names)
-    : code_(std::move(code.code)), names_(std::move(kernel_names)), tuning_(std::move(code.tuning)) {}
+    : code_(std::move(code.code)),
+      names_(std::move(kernel_names)),
+      tuning_(std::move(code.tuning)),
+      loaded_(new std::once_flag[names_.size()]),
+      kernels_(names_.size()) {}
 
 const Kernel& Variant::kernel(std::size_t i) const {
+  if (i >= names_.size())
+    throw std::out_of_range("cucore.compute: kernel " + std::to_string(i) + " of " + std::to_string(names_.size()));
   // call_once: a failed load (no device) throws and leaves the flag unset for a retry.
-  std::call_once(loaded_, [this] {
-    std::vector<Kernel> k;
-    k.reserve(names_.size());
-    for (const auto& n : names_) k.push_back(code_.get_kernel(n));
-    kernels_ = std::move(k);
-  });
-  return kernels_.at(i);
+  std::call_once(loaded_[i], [&] { kernels_[i] = code_.get_kernel(names_[i]); });
+  return kernels_[i];
 }
 
 int Variant::occupancy(int device, std::size_t kernel, int block_threads, std::size_t smem) const {

@@ -44,9 +44,10 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
 // The `cucore_tuning` table of a cubin (std::runtime_error when absent).
 std::vector<long long> read_tuning(std::span<const std::byte> cubin, std::size_t expected_count);
 
-// A compiled variant: kernels in the TU's order (loaded on first use, so a
-// build for another architecture needs no device) plus the tuning table, with
-// the occupancy figures the dispatch asks for cached per device.
+// A compiled variant: kernels in the TU's order (each looked up on its first
+// use, so a build for another architecture needs no device and a call that
+// runs one kernel asks the driver for that one only) plus the tuning table,
+// with the occupancy figures the dispatch asks for cached per device.
 class Variant {
  public:
   Variant(CompiledCode code, std::vector<std::string> kernel_names);
@@ -61,8 +62,8 @@ class Variant {
   ObjectCode code_;
   std::vector<std::string> names_;
   std::vector<long long> tuning_;
-  mutable std::once_flag loaded_;
-  mutable std::vector<Kernel> kernels_;
+  mutable std::unique_ptr<std::once_flag[]> loaded_;  // one per kernel
+  mutable std::vector<Kernel> kernels_;               // each set under its flag
   mutable std::mutex mutex_;
   mutable std::map<std::tuple<int, std::size_t, int, std::size_t>, int> occupancy_;
 };

@@ -11,6 +11,9 @@
 
 #include <cstdint>
 #include <cstring>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -73,6 +76,36 @@ TEST(ComputeBuild, ReduceKeysDifferByOperatorTypeIteratorAndArch) {
             }),
             1u)
       << "another architecture";
+}
+
+TEST(ComputeBuild, ReduceKeysFollowTheOperatorsSourceAndItsHeaders) {
+  // A source operator is keyed by its text and by the headers it includes
+  // (the generated code's own includes are the toolkit's; a user's are read).
+  char tmpl[] = "/tmp/cucore-compute-op-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::filesystem::path header = std::filesystem::path(tmpl) / "op.h";
+  auto write_op = [&](int k) {
+    std::ofstream(header, std::ios::trunc) << "__device__ int cucore_test_op(int a, int b) { return a + b + " << k
+                                           << "; }\n";
+  };
+  auto build = [&](const std::string& callable, const std::string& preamble) {
+    return added([&] {
+      Reduce(ptr<int>(), ptr<int>(), Op::source(callable, preamble), Type::int32(), {.build = sm90()});
+    });
+  };
+  const int k = static_cast<int>(std::random_device{}() % 100000);
+  const std::string lambda = "[](int a, int b) { return a + b + " + std::to_string(k) + "; }";
+  EXPECT_EQ(build(lambda, ""), 1u);
+  EXPECT_EQ(build(lambda, ""), 0u) << "the same operator source must hit";
+  EXPECT_EQ(build("[](int a, int b) { return a * b + " + std::to_string(k) + "; }", ""), 1u)
+      << "another operator source";
+  const std::string include = "#include \"" + header.string() + "\"";
+  write_op(k);
+  EXPECT_EQ(build("cucore_test_op", include), 1u);
+  EXPECT_EQ(build("cucore_test_op", include), 0u) << "an unchanged header must hit";
+  write_op(k + 1);
+  EXPECT_EQ(build("cucore_test_op", include), 1u) << "an edited header the operator includes must miss";
+  std::filesystem::remove_all(tmpl);
 }
 
 TEST(ComputeBuild, ReduceUserStructWithSourceOperatorAndGpuToGpuDeterminism) {

@@ -23,6 +23,7 @@
 #include <cucore/program_cache.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -39,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "cache/cache_dir.hpp"
 #include "cache/entry_record.hpp"
 #include "cache/hashing.hpp"
 #include "cache/toolchain_identity.hpp"
@@ -977,6 +979,24 @@ TEST_F(FileCache, OpaqueBytesRoundTripUntypedAndNeverAsCode) {
   }
   EXPECT_FALSE(cache.get("opaque"));
   EXPECT_EQ(cache.stats().errors, 1u);
+}
+
+TEST_F(FileCache, LargeEntriesRoundTripByteForByte) {
+  // Large entries are read into buffers whose pages are made present first
+  // (read_buffer): every byte must still be the file's, whatever the size's
+  // alignment to pages.
+  for (std::size_t size : {std::size_t(20 * 4096 + 1), std::size_t(300001), std::size_t((1 << 20) + 4093)}) {
+    const ObjectCode o = make_payload(7, 1, static_cast<int>(size % 1000), size, false);
+    FileStreamProgramCache(dir_).put("large", o);
+    auto got = FileStreamProgramCache(dir_).get("large");  // a fresh reader
+    ASSERT_TRUE(got) << size;
+    expect_same(*got, o);
+  }
+  for (std::size_t size : {std::size_t(0), std::size_t(1), std::size_t(5 * 4096 + 7), std::size_t(1 << 20)}) {
+    const std::vector<std::byte> b = detail::read_buffer(size);
+    ASSERT_EQ(b.size(), size);
+    EXPECT_TRUE(std::all_of(b.begin(), b.end(), [](std::byte x) { return x == std::byte{0}; })) << size;
+  }
 }
 
 TEST_F(FileCache, LargeRecordsLiveInASidecarAndRoundTrip) {

@@ -24,7 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "cache/hashing.hpp"
 #include "cache/include_manifest.hpp"
+#include "cache/program_key.hpp"
 #include "common/compile_helpers.hpp"
 #include "compile/include_resolver.hpp"
 #include "compile/include_scan.hpp"
@@ -309,6 +311,64 @@ TEST_F(Includes, ToolkitHeadersAreLeftToNvrtcAndCachedAlike) {
   EXPECT_EQ(r.source, src);  // nothing rewritten
 }
 
+TEST_F(Includes, ToolkitOnlyIncludesKeyWithoutTouchingTheDisk) {
+  // Angled includes of relative names with no include_path reach only the
+  // toolkit (the compiler identity covers it): nothing is read, stat'ed or
+  // remembered for them, and the key is the one a full resolution gives.
+  const std::string src = "#include <cuda/std/cstdint>\n#if __has_include(<cuda/std/cstddef>)\n#endif\n"
+                          "extern \"C\" __global__ void k(cuda::std::uint64_t* p) { p[0] = " +
+                          std::to_string(value()) + "; }\n";
+  Program prog(src, "c++", test::sm90());
+  FileStreamProgramCache cache(root_ / "cache");
+  prog.compile(CodeType::cubin, {}, &cache);
+  prog.compile(CodeType::cubin, {}, &cache);
+  EXPECT_EQ(cache.stats().hits, 1u);
+  // The first compile looks up twice (its quick key, then after resolving);
+  // the second hits on its first lookup, with no manifest to consult (had it
+  // needed one, it would have looked up once; had its quick key differed from
+  // the resolved one, three times).
+  EXPECT_EQ(cache.stats().misses, 2u);
+  EXPECT_FALSE(fs::exists(root_ / "xdg" / "cucore" / "includes")) << "a manifest was written for toolkit headers";
+  // A second cache, keyed through make_program_cache_key's fields alone, names the same entry.
+  const auto entries = cache.entries();
+  ASSERT_EQ(entries.size(), 1u);
+  std::string probe_key;
+  {
+    std::string buf;
+    detail::write_key_fields(buf, src, "c++", prog.options(), CodeType::cubin, {}, {}, &prog.nvrtc_flags());
+    detail::append_search_field(buf, detail::IncludeSearch{}, false);
+    detail::append_includes_field(buf, {});
+    probe_key = detail::sha256(buf);
+  }
+  EXPECT_TRUE(cache.get(probe_key, CodeType::cubin).has_value()) << "the key differs from a full resolution's";
+}
+
+TEST_F(Includes, AngledIncludesStillFollowIncludePathsAndAbsoluteNames) {
+  SCOPED_TRACE("seed " + std::to_string(seed_));
+  long lib = value(), abs = value();
+  write("inc/lib.h", define("LIB", lib));
+  const fs::path abs_header = write("abs/v.h", define("ABS", abs));
+  // An absolute name: found without any include_path, so read and keyed.
+  const std::string src_abs = "#include <" + abs_header.string() +
+                              ">\nextern \"C\" __global__ void k(long* p) { p[0] = ABS; }\n";
+  Program prog_abs(src_abs, "c++", test::sm90());
+  // A relative name along an include_path (and no pre_include).
+  const std::string src_lib = "#include <lib.h>\nextern \"C\" __global__ void k(long* p) { p[0] = LIB; }\n";
+  ProgramOptions o = test::sm90();
+  o.include_path = {(root_ / "inc").string()};
+  Program prog_lib(src_lib, "c++", o);
+  InMemoryProgramCache cache;
+  EXPECT_TRUE(ptx_has(prog_abs.compile(CodeType::ptx, {}, &cache), abs));
+  EXPECT_TRUE(ptx_has(prog_lib.compile(CodeType::ptx, {}, &cache), lib));
+  abs = value();
+  write("abs/v.h", define("ABS", abs));
+  lib = value();
+  write("inc/lib.h", define("LIB", lib));
+  EXPECT_TRUE(ptx_has(prog_abs.compile(CodeType::ptx, {}, &cache), abs)) << "an edited absolute <header> hit";
+  EXPECT_TRUE(ptx_has(prog_lib.compile(CodeType::ptx, {}, &cache), lib)) << "an edited -I <header> hit";
+  EXPECT_EQ(cache.stats().hits, 0u);
+}
+
 // ---------------------------------------------------------------- the scanner
 
 TEST(IncludeScan, FindsDirectivesOutsideCommentsAndLiterals) {
@@ -347,6 +407,47 @@ TEST(IncludeScan, FindsDirectivesOutsideCommentsAndLiterals) {
   EXPECT_NE(out.find("#in\\\nclude \"/z/spliced.h\""), std::string::npos);
   EXPECT_NE(out.find("R\"x(\n#include \"raw.h\"\n)x\""), std::string::npos);  // literals untouched
   EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), std::count(text.begin(), text.end(), '\n'));
+}
+
+TEST(IncludeScan, SplicesAnywhereOutsideNamesMapBackToTheOriginal) {
+  // Directives with line splices (\\\n, \\\r\n, several in a row) in random
+  // places outside their header names: each name's position, line and rewrite
+  // must be the original text's.
+  std::mt19937 rng(5);
+  const char* splices[] = {"\\\n", "\\\r\n", "\\\n\\\n", "\\\r\n\\\n"};
+  for (int t = 0; t < 300; ++t) {
+    std::string text;
+    std::vector<std::pair<std::string, std::size_t>> expected;  // quoted name, line
+    const int n = 1 + static_cast<int>(rng() % 6);
+    for (int k = 0; k < n; ++k) {
+      if (rng() % 2) text += "int filler_" + std::to_string(k) + " = 1;\n";
+      const std::string head = "#include ";
+      for (char c : head) {
+        text += c;
+        if (rng() % 3 == 0) text += splices[rng() % 4];
+      }
+      const bool angled = rng() % 2;
+      const std::string name = std::string(angled ? "<" : "\"") + "dir" + std::to_string(k) + "/h" +
+                               std::to_string(rng() % 1000) + ".h" + (angled ? ">" : "\"");
+      expected.emplace_back(name, static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n') + 1));
+      text += name;
+      if (rng() % 2) text += splices[rng() % 4];
+      text += "\n";
+    }
+    detail::IncludeScan scan = detail::scan_includes(text);
+    ASSERT_EQ(scan.unfollowable, "") << text;
+    ASSERT_EQ(scan.directives.size(), expected.size()) << text;
+    std::vector<std::optional<std::string>> repl;
+    std::string want = text;
+    for (std::size_t k = scan.directives.size(); k-- > 0;) {
+      const auto& d = scan.directives[k];
+      ASSERT_EQ(text.substr(d.begin, d.end - d.begin), expected[k].first) << text;
+      EXPECT_EQ(d.line, expected[k].second) << text;
+      want.replace(d.begin + 1, d.end - d.begin - 2, "/r" + std::to_string(k));
+    }
+    for (std::size_t k = 0; k < scan.directives.size(); ++k) repl.push_back("/r" + std::to_string(k));
+    EXPECT_EQ(detail::rewrite_includes(text, scan.directives, repl), want);
+  }
 }
 
 TEST(IncludeScan, WhatCannotBeFollowedIsSaid) {
