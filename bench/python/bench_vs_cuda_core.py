@@ -240,6 +240,36 @@ def main() -> int:
                 f(b)
 
         rows.append(compare("torch.from_dlpack(Buffer)", torch_ours, torch_cc, 20000, "<= 0.5x"))
+
+        # What torch.from_dlpack asks of the producer (the part a library controls):
+        # __dlpack_device__, then __dlpack__ with torch's keywords, the capsule dropped
+        # unconsumed (its deleter runs as after a consumer).
+        kw = {"max_version": (1, 0), "stream": 1}
+
+        def producer_ours(k):
+            b = bo[0]
+            for _ in range(k):
+                b.__dlpack_device__()
+                b.__dlpack__(**kw)
+
+        def producer_cc(k):
+            b = bc[0]
+            for _ in range(k):
+                b.__dlpack_device__()
+                b.__dlpack__(**kw)
+
+        rows.append(compare("Buffer.__dlpack_device__ + __dlpack__ (torch's calls)", producer_ours, producer_cc,
+                            20000))
+
+        # torch's own floor: the same conversion of one of its own tensors (its producer side
+        # is C++). cucore / this ratio near 1 means torch's consumer cost dominates.
+        def torch_self(k):
+            f = torch.from_dlpack
+            for _ in range(k):
+                f(t)
+
+        rows.append(compare("torch.from_dlpack(Buffer) [peer: torch.from_dlpack(torch tensor)]", torch_ours, torch_self,
+                            20000))
     except ImportError:
         print("(PyTorch not installed: no StridedMemoryView case)")
 

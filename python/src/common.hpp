@@ -38,6 +38,10 @@ namespace cucore::python {
 // and not finalizing); releases from C++ destructors check it first.
 bool python_alive() noexcept;
 
+// Drops a strong reference from any thread (taking the GIL first); nothing
+// once the interpreter is going away.
+void release_py_object(PyObject* obj) noexcept;
+
 // A share that keeps `obj` alive (empty for None).
 std::shared_ptr<const void> py_owner(nb::handle obj);
 // The Python object behind an owner made by py_owner, else null (borrowed).

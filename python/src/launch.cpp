@@ -14,8 +14,7 @@
 //                             intptr_t); out of range for that width is ValueError
 //   float                  -> double;  complex -> complex<double>
 //   numpy scalars          -> at their own width (numpy.float32 -> 4 bytes, ...),
-//                             read through the number protocol (float16 and
-//                             complex through the buffer protocol)
+//                             read through the buffer protocol
 //   ctypes scalars/structs -> their bytes (ctypes.c_int -> 4 bytes, Structure -> by value)
 // A count or size mismatch raises ValueError naming the kernel and parameter
 // (libcucore's one argument check); a closed Buffer or Stream, ClosedError.
@@ -43,7 +42,6 @@ struct ScalarType {
   PyTypeObject* type;
   std::size_t size;             // 0: not a scalar we pack
   const std::type_info* ctype;  // its C++ equivalent, for messages
-  char kind;                    // numpy's dtype kind: 'b', 'i', 'u', 'f', 'c'
 };
 const std::type_info& int_type(std::size_t size, bool is_signed) {
   switch (size) {
@@ -88,9 +86,9 @@ const std::type_info* ctype_of(char kind, std::size_t size) {
 const ScalarType& numpy_scalar(PyTypeObject* t) {
   for (const auto& s : g_numpy_types)
     if (s.type == t) return s;
-  static const ScalarType none{nullptr, 0, nullptr, 0};
+  static const ScalarType none{nullptr, 0, nullptr};
   if (!numpy_loaded() || !g_numpy_generic) return none;
-  ScalarType st{t, 0, nullptr, 0};
+  ScalarType st{t, 0, nullptr};
   if (PyType_IsSubtype(t, reinterpret_cast<PyTypeObject*>(g_numpy_generic))) {
     nb::object dtype = nb::steal(PyObject_CallMethod(g_numpy_module, "dtype", "O", (PyObject*)t));
     if (dtype.is_valid()) {
@@ -99,7 +97,6 @@ const ScalarType& numpy_scalar(PyTypeObject* t) {
       if (kind.size() == 1 && std::strchr("biufc", kind[0]) && size <= 16) {
         st.size = size;
         st.ctype = ctype_of(kind[0], size);
-        st.kind = kind[0];
       }
     } else {
       PyErr_Clear();
@@ -108,48 +105,6 @@ const ScalarType& numpy_scalar(PyTypeObject* t) {
   Py_INCREF(t);  // keep the cached type alive
   g_numpy_types.push_back(st);
   return g_numpy_types.back();
-}
-
-// Packs a numpy bool, integer, float32 or float64 scalar `o` of type `st` into
-// `out` (little-endian, st.size bytes) through the number protocol; false for
-// the kinds it leaves to the buffer protocol. Throws on a Python error.
-bool pack_numpy_number(PyObject* o, const ScalarType& st, Slot& out) {
-  switch (st.kind) {
-    case 'f': {
-      if (st.size != 4 && st.size != 8) return false;
-      const double d = PyFloat_AsDouble(o);  // exact: float32 widens to double without rounding
-      if (d == -1.0 && PyErr_Occurred()) throw nb::python_error();
-      if (st.size == 4) {
-        const float f = static_cast<float>(d);
-        std::memcpy(out.bytes, &f, 4);
-      } else {
-        std::memcpy(out.bytes, &d, 8);
-      }
-      return true;
-    }
-    case 'i': {
-      const long long v = PyLong_AsLongLong(o);  // through __index__; in range by the scalar's type
-      if (v == -1 && PyErr_Occurred()) throw nb::python_error();
-      std::memcpy(out.bytes, &v, st.size);  // little-endian: the low st.size bytes
-      return true;
-    }
-    case 'u': {
-      nb::object idx = nb::steal(PyNumber_Index(o));
-      if (!idx.is_valid()) throw nb::python_error();
-      const unsigned long long v = PyLong_AsUnsignedLongLong(idx.ptr());
-      if (v == static_cast<unsigned long long>(-1) && PyErr_Occurred()) throw nb::python_error();
-      std::memcpy(out.bytes, &v, st.size);
-      return true;
-    }
-    case 'b': {
-      const int truth = PyObject_IsTrue(o);
-      if (truth < 0) throw nb::python_error();
-      out.bytes[0] = static_cast<unsigned char>(truth);
-      return true;
-    }
-    default:
-      return false;
-  }
 }
 
 bool is_ctypes_value(PyObject* o) {
@@ -172,6 +127,18 @@ bool is_ctypes_value(PyObject* o) {
   std::string msg = (k ? k.name() : std::string("kernel")) + ": argument " + std::to_string(i) + " " + what;
   PyErr_SetString(exc, msg.c_str());
   throw nb::python_error();
+}
+
+// A numpy scalar's value: its bytes through the buffer protocol (numpy's
+// scalars export their value in place, in native byte order at the scalar's
+// own width), with no Python object made on the way.
+void pack_numpy_scalar(const cucore::Kernel& kernel, std::size_t i, PyObject* o, const ScalarType& st, Slot& out) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+  const bool ok = static_cast<std::size_t>(view.len) == st.size;
+  if (ok) std::memcpy(out.bytes, view.buf, st.size);
+  PyBuffer_Release(&view);
+  if (!ok) arg_error(PyExc_ValueError, kernel, i, "(a numpy scalar) has an unexpected size");
 }
 
 // Packs a Python int into `slot` at `width` bytes (range-checked).
@@ -293,17 +260,7 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
       std::memcpy(s.bytes, &d, 8);
       descs[i] = {8, &typeid(double), false};
     } else if (const ScalarType& st = numpy_scalar(t); st.size) {
-      // A numpy scalar's value through Python's number protocol (float(x),
-      // operator.index(x): exact for every integer and for float32/float64),
-      // else through the buffer protocol (float16, complex). Both are public.
-      if (!pack_numpy_number(o, st, s)) {
-        Py_buffer view;
-        if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
-        const bool ok = static_cast<std::size_t>(view.len) == st.size;
-        if (ok) std::memcpy(s.bytes, view.buf, st.size);
-        PyBuffer_Release(&view);
-        if (!ok) arg_error(PyExc_ValueError, kernel, i, "(a numpy scalar) has an unexpected size");
-      }
+      pack_numpy_scalar(kernel, i, o, st, s);
       descs[i] = {st.size, st.ctype, false};
     } else if (PyLong_Check(o) || PyFloat_Check(o)) {
       // int/float subclasses (e.g. IntEnum, numpy.float64 handled above)

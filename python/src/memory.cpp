@@ -4,11 +4,13 @@
 #include <cucore/strided_memory_view.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -145,17 +147,62 @@ MemoryResource resource_arg(nb::handle mr) {
 }
 
 // ---- DLPack export: a 1-D int8 tensor over the buffer's bytes (cuda.core's) -------
+// Where the buffer's memory is, as DLPack says. cucore's own resources know
+// whether their memory is managed; Buffer::is_managed must ask the driver
+// (cuPointerGetAttributes) for memory from any other resource, and
+// torch.from_dlpack asks twice per conversion, so only those buffers go there.
+dlpack::DLDevice buffer_device(const cucore::Buffer& b) {
+  const MemoryResource& mr = b.memory_resource();
+  if (!mr || typeid(PyResourceImpl) == typeid(*mr.impl())) return cucore::dlpack_device_of(b);
+  if (mr.is_managed()) return {dlpack::kDLCUDAManaged, 0};  // the mapping of cucore::dlpack_device_of
+  const bool dev = mr.is_device_accessible(), host = mr.is_host_accessible();
+  if (dev && host) return {dlpack::kDLCUDAHost, 0};
+  if (dev) return {dlpack::kDLCUDA, std::max(mr.device_id(), 0)};
+  return {dlpack::kDLCPU, 0};
+}
+
+// One allocation holds the tensor, its shape and stride and a strong reference
+// to the Buffer, dropped (under the GIL) on whichever thread the consumer frees
+// the tensor: torch.from_dlpack makes one per call.
+template <typename Managed>
+struct BufferExport {
+  Managed tensor{};
+  std::int64_t shape = 0, stride = 1;
+  PyObject* buffer = nullptr;
+};
+
 template <typename Managed>
 Managed* export_buffer(nb::handle self) {
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
-  const std::int64_t n = static_cast<std::int64_t>(b.size());
-  auto v = cucore::StridedMemoryView::from_buffer(b, {&n, 1}, {}, {dlpack::kDLInt, 8, 1});
-  // The tensor holds the Buffer (released under the GIL, from any thread).
-  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>)
-    return v.to_dlpack(py_owner(self));
-  else
-    return v.to_dlpack_unversioned(py_owner(self));
+  auto* e = new BufferExport<Managed>;
+  e->shape = static_cast<std::int64_t>(b.size());
+  dlpack::DLTensor& d = e->tensor.dl_tensor;
+  d.data = b.data();
+  d.device = buffer_device(b);
+  d.ndim = 1;
+  d.dtype = {dlpack::kDLInt, 8, 1};
+  d.shape = &e->shape;
+  d.strides = &e->stride;  // DLPack 1.2 wants strides even when compact
+  d.byte_offset = 0;
+  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
+    e->tensor.version = {dlpack::kMajor, dlpack::kMinor};
+    e->tensor.flags = 0;
+  }
+  e->buffer = Py_NewRef(self.ptr());
+  e->tensor.manager_ctx = e;
+  e->tensor.deleter = [](Managed* t) {
+    auto* owner = static_cast<BufferExport<Managed>*>(t->manager_ctx);
+    release_py_object(owner->buffer);
+    delete owner;
+  };
+  return &e->tensor;
+}
+
+dlpack::DLDevice buffer_dlpack_device(nb::handle self) {
+  const cucore::Buffer& b = as_buffer(self);
+  if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
+  return buffer_device(b);
 }
 
 // __dlpack__ as cuda.core's: the stream is ignored (the buffer has no producer
@@ -167,7 +214,7 @@ nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_vers
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
   (void)stream;
-  return dlpack_capsule_for(self, "Buffer", cucore::dlpack_device_of(b), max_version, dl_device, copy,
+  return dlpack_capsule_for(self, "Buffer", buffer_device(b), max_version, dl_device, copy,
                             export_buffer<dlpack::DLManagedTensorVersioned>,
                             export_buffer<dlpack::DLManagedTensor>);
 }
@@ -531,13 +578,6 @@ void bind_memory(nb::module_& m) {
       }, nb::arg("value"), nb::kw_only(), nb::arg("stream") = nb::none(),
          "Fills with a byte (an int in [0, 256)) or a 1-, 2- or 4-byte pattern (a buffer-protocol value such as "
          "numpy.uint32(x), its bytes as they are).")
-      .def("__dlpack__", &buffer_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
-           nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
-      .def("__dlpack_device__", [](const cucore::Buffer& b) {
-        if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
-        const dlpack::DLDevice d = cucore::dlpack_device_of(b);
-        return nb::make_tuple(static_cast<int>(d.device_type), d.device_id);
-      })
       .def("__eq__", [](const cucore::Buffer& a, nb::handle b) {
         return is_buffer(b) && as_buffer(b).handle() == a.handle() && as_buffer(b).size() == a.size();
       })
@@ -551,6 +591,7 @@ void bind_memory(nb::module_& m) {
         return std::string(buf);
       });
   g_types.buffer = reinterpret_cast<PyTypeObject*>(bc.ptr());
+  install_dlpack_methods<buffer_dlpack, buffer_dlpack_device>(bc);  // __dlpack__, __dlpack_device__
   install_exchange_api(bc, &buffer_exchange_export, nullptr);
 }
 

@@ -127,16 +127,17 @@ bool python_alive() noexcept {
 #endif
 }
 
+void release_py_object(PyObject* obj) noexcept {
+  if (!python_alive()) return;
+  PyGILState_STATE g = PyGILState_Ensure();
+  Py_DECREF(obj);
+  PyGILState_Release(g);
+}
+
 namespace {
-// Releases a Python owner from whichever thread drops the last share: the
-// GIL first; once the interpreter is going away there is nothing to release.
+// Releases a Python owner from whichever thread drops the last share.
 struct PyOwnerRelease {
-  void operator()(const void* p) const noexcept {
-    if (!python_alive()) return;
-    PyGILState_STATE g = PyGILState_Ensure();
-    Py_DECREF(static_cast<PyObject*>(const_cast<void*>(p)));
-    PyGILState_Release(g);
-  }
+  void operator()(const void* p) const noexcept { release_py_object(static_cast<PyObject*>(const_cast<void*>(p))); }
 };
 }  // namespace
 

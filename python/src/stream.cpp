@@ -19,22 +19,30 @@ bool g_use_per_thread = false;
 
 // The stream handle an object's __cuda_stream__ gives (cuda.core's protocol:
 // a method returning (version 0, handle int); an attribute is accepted too).
+// Per launch on a foreign stream: no string made, items read in place.
 CUstream foreign_handle(nb::handle obj, const char* what) {
-  PyObject* attr = PyObject_GetAttrString(obj.ptr(), "__cuda_stream__");
+  static PyObject* name = PyUnicode_InternFromString("__cuda_stream__");  // kept for the process
+  PyObject* attr = name ? PyObject_GetAttr(obj.ptr(), name) : nullptr;
   if (!attr) {
     PyErr_Clear();
     raise_type_error(std::string(what) + ": expected a cucore.Stream or an object with __cuda_stream__, got " +
                      Py_TYPE(obj.ptr())->tp_name);
   }
   nb::object info = nb::steal(attr);
-  if (PyCallable_Check(attr)) info = info();
-  if (!PyTuple_Check(info.ptr()) && !PyList_Check(info.ptr()))
+  if (PyCallable_Check(attr)) {
+    info = nb::steal(PyObject_CallNoArgs(attr));
+    if (!info.is_valid()) throw nb::python_error();
+  }
+  PyObject* t = info.ptr();
+  const bool sequence = PyTuple_Check(t) || PyList_Check(t);
+  if (!sequence || PySequence_Fast_GET_SIZE(t) != 2)
     throw nb::type_error("obj.__cuda_stream__ must return a sequence with 2 elements");
-  if (nb::len(info) != 2) throw nb::type_error("obj.__cuda_stream__ must return a sequence with 2 elements");
-  nb::object version = info[0];
-  if (!PyLong_Check(version.ptr()) || PyLong_AsLong(version.ptr()) != 0)
+  PyObject* version = PySequence_Fast_GET_ITEM(t, 0);
+  if (!PyLong_Check(version) || PyLong_AsLong(version) != 0) {
+    PyErr_Clear();  // a version too large for a C long is not 0 either
     throw nb::type_error("the first element of __cuda_stream__() (the protocol version) must be 0");
-  return reinterpret_cast<CUstream>(pointer_arg(info[1], "__cuda_stream__()[1]"));
+  }
+  return reinterpret_cast<CUstream>(pointer_arg(PySequence_Fast_GET_ITEM(t, 1), "__cuda_stream__()[1]"));
 }
 
 // A foreign object's stream, kept alive by the Stream through the object.

@@ -4,6 +4,7 @@
 // __dlpack__, the CUDA Array Interface and NumPy's array interface. And the
 // exchange API's producer side.
 #include <cstdint>
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <memory>
@@ -17,8 +18,10 @@ PyView::PyView(PyView&& o) noexcept
       has_strides(o.has_strides), ndim(o.ndim), dl_device(o.dl_device), dl(o.dl), big_shape(std::move(o.big_shape)),
       big_strides(std::move(o.big_strides)), exporting_obj(std::move(o.exporting_obj)),
       dtype_obj(std::move(o.dtype_obj)), managed(o.managed), managed_versioned(o.managed_versioned) {
-  std::memcpy(inline_shape, o.inline_shape, sizeof inline_shape);
-  std::memcpy(inline_strides, o.inline_strides, sizeof inline_strides);
+  if (ndim <= 6) {
+    std::copy_n(o.inline_shape, ndim, inline_shape);
+    std::copy_n(o.inline_strides, ndim, inline_strides);
+  }
   o.managed = nullptr;
 }
 
@@ -149,7 +152,7 @@ void fill_from_dltensor(PyView& v, const dlpack::DLTensor& t) {
   }
 }
 
-PyView view_from_dlpack(nb::handle obj, nb::handle stream_ptr) {
+void view_from_dlpack(nb::handle obj, nb::handle stream_ptr, PyView& v) {
   nb::object dev = obj.attr("__dlpack_device__")();
   int dev_type = nb::cast<int>(dev[0]);
   nb::object stream = nb::none();
@@ -165,7 +168,6 @@ PyView view_from_dlpack(nb::handle obj, nb::handle stream_ptr) {
     if (!e.matches(PyExc_TypeError)) throw;
     cap = obj.attr("__dlpack__")(nb::arg("stream") = stream);  // a producer without max_version
   }
-  PyView v;
   PyObject* c = cap.ptr();
   if (PyCapsule_IsValid(c, "dltensor_versioned")) {
     auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
@@ -185,12 +187,10 @@ PyView view_from_dlpack(nb::handle obj, nb::handle stream_ptr) {
     throw nb::buffer_error("__dlpack__ did not return a DLPack capsule");
   }
   v.exporting_obj = nb::borrow(obj);
-  return v;
 }
 
 // ---- CUDA Array Interface / NumPy array interface ---------------------------------
-PyView view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle stream_ptr) {
-  PyView v;
+void view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle stream_ptr, PyView& v) {
   const char* which = cuda ? "CUDA Array Interface" : "array interface";
   if (cuda) {
     nb::object version = d.contains("version") ? nb::object(d["version"]) : nb::int_(0);
@@ -252,7 +252,6 @@ PyView view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle str
     v.device_id = -1;
   }
   v.exporting_obj = nb::borrow(obj);
-  return v;
 }
 
 // ---- the DLPack C exchange API: reading ------------------------------------------
@@ -318,8 +317,7 @@ const dlpack::DLPackExchangeAPI* exchange_api(PyTypeObject* type) {
 // Array Interface does; else it owns a managed tensor, as through __dlpack__.
 // (The non-owning form has no read-only flag: such views are writable, but
 // for cucore's own views, which say.)
-PyView view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, nb::handle stream_ptr) {
-  PyView v;
+void view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, nb::handle stream_ptr, PyView& v) {
   if (api->dltensor_from_py_object_no_sync) {
     dlpack::DLTensor t{};
     if (api->dltensor_from_py_object_no_sync(obj.ptr(), &t) != 0) throw nb::python_error();
@@ -345,32 +343,45 @@ PyView view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, 
     if (api->current_work_stream(dlpack::kDLCUDA, v.device_id, &producer) != 0) throw nb::python_error();
     order_streams(reinterpret_cast<std::uintptr_t>(producer), stream_ptr);
   }
-  return v;
 }
 
 // DLPack, through the exchange API when the type has one.
-PyView view_from_dlpack_any(nb::handle obj, nb::handle stream_ptr) {
-  if (const auto* api = exchange_api(Py_TYPE(obj.ptr()))) return view_from_exchange(api, obj, stream_ptr);
-  return view_from_dlpack(obj, stream_ptr);
+void view_from_dlpack_any(nb::handle obj, nb::handle stream_ptr, PyView& v) {
+  if (const auto* api = exchange_api(Py_TYPE(obj.ptr()))) return view_from_exchange(api, obj, stream_ptr, v);
+  view_from_dlpack(obj, stream_ptr, v);
 }
 
-PyView view_from_any(nb::handle obj, nb::handle stream_ptr) {
+void view_from_any(nb::handle obj, nb::handle stream_ptr, PyView& v) {
   PyObject* o = obj.ptr();
-  if (const auto* api = exchange_api(Py_TYPE(o))) return view_from_exchange(api, obj, stream_ptr);
+  if (const auto* api = exchange_api(Py_TYPE(o))) return view_from_exchange(api, obj, stream_ptr, v);
   if (PyObject_HasAttrString(o, "__dlpack__")) {
     try {
-      return view_from_dlpack(obj, stream_ptr);
+      return view_from_dlpack(obj, stream_ptr, v);
     } catch (nb::python_error& e) {
       // e.g. numpy refuses to export read-only arrays through DLPack 0.x
       if (!e.matches(PyExc_BufferError)) throw;
+      v.~PyView();  // start the description afresh
+      new (&v) PyView();
     }
   }
   if (PyObject_HasAttrString(o, "__cuda_array_interface__"))
-    return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr);
+    return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr, v);
   if (PyObject_HasAttrString(o, "__array_interface__"))
-    return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__array_interface__")), false, stream_ptr);
+    return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__array_interface__")), false, stream_ptr, v);
   throw nb::buffer_error("StridedMemoryView: the object supports neither DLPack, the CUDA Array Interface nor the "
                          "array interface");
+}
+
+// A new StridedMemoryView, its PyView default-constructed in place (no
+// temporary to move, no lookup by address): `fill` describes the memory. On
+// an error the instance goes, and its destructor releases what `fill` took.
+template <typename Fill>
+nb::object new_view(Fill&& fill) {
+  nb::object o = nb::inst_alloc(nb::handle(reinterpret_cast<PyObject*>(g_types.view)));
+  PyView* v = new (nb::inst_ptr<PyView>(o)) PyView;  // default-initialized: no zeroing of the shape arrays
+  nb::inst_mark_ready(o);
+  fill(*v);
+  return o;
 }
 
 // ---- the DLPack C exchange API: producing ------------------------------------------
@@ -430,13 +441,14 @@ int exchange_to_view(dlpack::DLManagedTensorVersioned* tensor, void** out_py_obj
   try {
     if (!out_py_object || !tensor) throw nb::value_error("tensor and out_py_object must not be null");
     *out_py_object = nullptr;
-    PyView v;
-    v.managed = tensor;
-    v.managed_versioned = true;
-    if (tensor->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
-    fill_from_dltensor(v, tensor->dl_tensor);
-    v.readonly = (tensor->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
-    *out_py_object = nb::cast(std::move(v)).release().ptr();
+    nb::object view = new_view([tensor](PyView& v) {
+      v.managed = tensor;
+      v.managed_versioned = true;
+      if (tensor->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
+      fill_from_dltensor(v, tensor->dl_tensor);
+      v.readonly = (tensor->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
+    });
+    *out_py_object = view.release().ptr();
     return 0;
   } catch (...) {
     set_error_from_current_exception();
@@ -471,32 +483,37 @@ nb::tuple to_tuple(const int64_t* p, int n) {
 
 // View construction through the type call, bypassing __init__ dispatch.
 // The (obj, stream_ptr) arguments of a fast call, positional or by keyword;
-// false with a TypeError set (naming `fn`) when they do not fit.
-bool parse_obj_stream(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const char* fn, PyObject*& obj,
+// false with a TypeError set (naming `fn`, a str) when they do not fit.
+bool parse_obj_stream(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject* fn, PyObject*& obj,
                       PyObject*& stream) {
   obj = nargs > 0 ? args[0] : nullptr;
   stream = nargs > 1 ? args[1] : Py_None;
   if (nargs > 2) {
-    PyErr_Format(PyExc_TypeError, "%s(obj, stream_ptr=None) takes at most 2 arguments", fn);
+    PyErr_Format(PyExc_TypeError, "%U(obj, stream_ptr=None) takes at most 2 arguments", fn);
     return false;
   }
   if (kwnames) {
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(kwnames); ++k) {
       PyObject* key = PyTuple_GET_ITEM(kwnames, k);
-      if (PyUnicode_CompareWithASCIIString(key, "obj") == 0) obj = args[nargs + k];
-      else if (PyUnicode_CompareWithASCIIString(key, "stream_ptr") == 0) stream = args[nargs + k];
-      else {
-        PyErr_Format(PyExc_TypeError, "%s() got an unexpected keyword argument %R", fn, key);
+      const bool is_obj = PyUnicode_CompareWithASCIIString(key, "obj") == 0;
+      if (!is_obj && PyUnicode_CompareWithASCIIString(key, "stream_ptr") != 0) {
+        PyErr_Format(PyExc_TypeError, "%U() got an unexpected keyword argument %R", fn, key);
         return false;
       }
+      if (nargs > (is_obj ? 0 : 1)) {
+        PyErr_Format(PyExc_TypeError, "%U() got multiple values for argument %R", fn, key);
+        return false;
+      }
+      (is_obj ? obj : stream) = args[nargs + k];
     }
   }
   return true;
 }
 
-PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+PyObject* view_vectorcall(PyObject* type, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   PyObject *obj, *stream;
-  if (!parse_obj_stream(args, PyVectorcall_NARGS(nargsf), kwnames, "StridedMemoryView", obj, stream)) return nullptr;
+  PyObject* name = reinterpret_cast<PyObject*>(reinterpret_cast<PyHeapTypeObject*>(type)->ht_name);
+  if (!parse_obj_stream(args, PyVectorcall_NARGS(nargsf), kwnames, name, obj, stream)) return nullptr;
   // cuda.core deprecates the constructor for the from_* class methods (which
   // the fast paths and the benchmarks use).
   if (obj && obj != Py_None &&
@@ -506,36 +523,45 @@ PyObject* view_vectorcall(PyObject*, PyObject* const* args, size_t nargsf, PyObj
                    1) != 0)
     return nullptr;
   try {
-    if (!obj || obj == Py_None) return nb::cast(PyView()).release().ptr();
-    return nb::cast(view_from_any(obj, stream)).release().ptr();
+    if (!obj || obj == Py_None) return new_view([](PyView&) {}).release().ptr();
+    return new_view([&](PyView& v) { view_from_any(obj, stream, v); }).release().ptr();
   } catch (...) {
     set_error_from_current_exception();
     return nullptr;
   }
 }
 
-// StridedMemoryView.from_dlpack(obj, stream_ptr=None) as a METH_FASTCALL
-// function: the hot interop call skips the general binding dispatch.
-PyObject* view_from_dlpack_fastcall(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+// StridedMemoryView.from_dlpack and from_any_interface (obj, stream_ptr=None)
+// as METH_FASTCALL functions: the hot interop calls skip the general binding
+// dispatch.
+template <void (*Describe)(nb::handle, nb::handle, PyView&)>
+PyObject* view_fastcall(PyObject* name, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   PyObject *obj, *stream;
-  if (!parse_obj_stream(args, nargs, kwnames, "from_dlpack", obj, stream)) return nullptr;
+  if (!parse_obj_stream(args, nargs, kwnames, name, obj, stream)) return nullptr;
   if (!obj) {
-    PyErr_SetString(PyExc_TypeError, "from_dlpack() missing required argument 'obj'");
+    PyErr_Format(PyExc_TypeError, "%U() missing required argument 'obj'", name);
     return nullptr;
   }
   try {
-    return nb::cast(view_from_dlpack_any(obj, stream)).release().ptr();
+    return new_view([&](PyView& v) { Describe(obj, stream, v); }).release().ptr();
   } catch (...) {
     set_error_from_current_exception();
     return nullptr;
   }
 }
 
-PyMethodDef g_from_dlpack_def = {
-    "from_dlpack", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(view_from_dlpack_fastcall)),
-    METH_FASTCALL | METH_KEYWORDS,
-    "from_dlpack(obj, stream_ptr=None)\n--\n\nA view of obj through DLPack (its C exchange API when its type has "
-    "one). stream_ptr: the consumer stream (-1: no ordering)."};
+PyMethodDef g_view_fastcall_defs[] = {
+    {"from_dlpack", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(view_fastcall<view_from_dlpack_any>)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "from_dlpack(obj, stream_ptr=None)\n--\n\nA view of obj through DLPack (its C exchange API when its type has "
+     "one). stream_ptr: the consumer stream (-1: no ordering)."},
+    {"from_any_interface",
+     reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(view_fastcall<view_from_any>)),
+     METH_FASTCALL | METH_KEYWORDS,
+     "from_any_interface(obj, stream_ptr=None)\n--\n\nA view of obj through the first protocol it speaks: the DLPack "
+     "C exchange API, DLPack, the CUDA Array Interface, the array interface. stream_ptr: the consumer stream (-1: no "
+     "ordering)."},
+};
 
 template <typename Managed>
 void capsule_destructor(PyObject* cap, const char* name) {
@@ -620,14 +646,16 @@ void copy_views(nb::handle src_obj, nb::handle dst_obj, nb::handle stream, nb::h
   if (block) s.sync();
 }
 
+dlpack::DLDevice view_dlpack_device(nb::handle self) {
+  const PyView& v = *nb::inst_ptr<PyView>(self);
+  return {v.dl_device, v.dl_device == dlpack::kDLCUDA ? v.device_id : 0};
+}
+
 nb::object view_dlpack(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                        nb::handle copy) {
   (void)stream;  // as Buffer.__dlpack__: no producer stream to order
-  const PyView& v = *nb::inst_ptr<PyView>(self);
-  return dlpack_capsule_for(self, "StridedMemoryView",
-                            {v.dl_device, v.dl_device == dlpack::kDLCUDA ? v.device_id : 0}, max_version, dl_device,
-                            copy, export_view<dlpack::DLManagedTensorVersioned>,
-                            export_view<dlpack::DLManagedTensor>);
+  return dlpack_capsule_for(self, "StridedMemoryView", view_dlpack_device(self), max_version, dl_device, copy,
+                            export_view<dlpack::DLManagedTensorVersioned>, export_view<dlpack::DLManagedTensor>);
 }
 
 }  // namespace
@@ -672,8 +700,50 @@ nb::object dlpack_capsule_for(nb::handle self, const char* what, dlpack::DLDevic
   if (max_version.is_none()) return place(legacy(self));
   if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
     refuse("max_version must be a (major, minor) tuple, got " + nb::cast<std::string>(nb::repr(max_version)));
-  if (nb::cast<int>(max_version[0]) >= 1) return place(versioned(self));
+  const long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version.ptr(), 0));
+  if (major == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (major >= 1) return place(versioned(self));
   return place(legacy(self));
+}
+
+bool parse_dlpack_kwargs(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject* out[4]) {
+  static const char* const names[4] = {"stream", "max_version", "dl_device", "copy"};
+  static PyObject* interned[4] = {};  // compared by identity first: callers' keywords are interned literals
+  if (!interned[0])
+    for (int i = 0; i < 4; ++i) interned[i] = PyUnicode_InternFromString(names[i]);  // kept for the process
+  for (int i = 0; i < 4; ++i) out[i] = Py_None;
+  if (nargs) {
+    PyErr_Format(PyExc_TypeError, "__dlpack__() takes no positional arguments (%zd given): use stream=, "
+                 "max_version=, dl_device=, copy=", nargs);
+    return false;
+  }
+  const Py_ssize_t n = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; k < n; ++k) {
+    PyObject* key = PyTuple_GET_ITEM(kwnames, k);
+    int i = 0;
+    while (i < 4 && key != interned[i]) ++i;
+    if (i == 4) {
+      i = 0;
+      while (i < 4 && PyUnicode_CompareWithASCIIString(key, names[i]) != 0) ++i;
+    }
+    if (i == 4) {
+      PyErr_Format(PyExc_TypeError, "__dlpack__() got an unexpected keyword argument %R", key);
+      return false;
+    }
+    out[i] = args[k];
+  }
+  return true;
+}
+
+PyObject* dlpack_device_tuple(const dlpack::DLDevice& d) {
+  PyObject* t = PyTuple_New(2);
+  if (!t) return nullptr;
+  PyObject* type = PyLong_FromLong(static_cast<long>(d.device_type));
+  PyObject* id = PyLong_FromLong(d.device_id);
+  PyTuple_SET_ITEM(t, 0, type);
+  PyTuple_SET_ITEM(t, 1, id);
+  if (!type || !id) Py_CLEAR(t);  // the tuple drops whichever it holds
+  return t;
 }
 
 cucore::StridedMemoryView cpp_view(const PyView& v) {
@@ -702,23 +772,33 @@ void install_exchange_api(nb::handle type, dlpack::DLPackManagedTensorFromPyObje
 }
 
 void bind_view(nb::module_& m) {
-  auto vc = nb::class_<PyView>(m, "StridedMemoryView",
+  const char* doc =
       "A zero-copy view of a strided array from another library: the DLPack C exchange API (PyTorch), DLPack, "
       "the CUDA Array Interface or the NumPy array interface. stream_ptr is the consumer stream (-1: no stream "
-      "ordering). strides are in elements; None means C-contiguous. Exports DLPack (and its C exchange API).");
+      "ordering). strides are in elements; None means C-contiguous. Exports DLPack (and its C exchange API).";
+#if NB_VERSION_MAJOR > 2 || (NB_VERSION_MAJOR == 2 && NB_VERSION_MINOR >= 13)
+  // Views are made and dropped at a high rate (one per interop call): nanobind
+  // (2.13+) recycles pooled instances without allocating or registering them.
+  auto vc = nb::class_<PyView>(m, "StridedMemoryView", doc, nb::pooled());
+#else
+  auto vc = nb::class_<PyView>(m, "StridedMemoryView", doc);
+#endif
   vc.def("__init__", [](PyView* self, nb::handle obj, nb::handle stream_ptr) {
-        if (obj.is_none()) new (self) PyView();
-        else new (self) PyView(view_from_any(obj, stream_ptr));
+        PyView v;
+        if (!obj.is_none()) view_from_any(obj, stream_ptr, v);
+        new (self) PyView(std::move(v));
       }, nb::arg("obj") = nb::none(), nb::arg("stream_ptr") = nb::none())
-      // from_dlpack: a METH_FASTCALL static method, installed below.
+      // from_dlpack, from_any_interface: METH_FASTCALL static methods, installed below.
       .def_static("from_cuda_array_interface", [](nb::handle obj, nb::handle stream_ptr) {
-        return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr);
+        return new_view([&](PyView& v) {
+          view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr, v);
+        });
       }, nb::arg("obj"), nb::arg("stream_ptr") = nb::none())
       .def_static("from_array_interface", [](nb::handle obj) {
-        return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__array_interface__")), false, nb::none());
+        return new_view([&](PyView& v) {
+          view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__array_interface__")), false, nb::none(), v);
+        });
       }, nb::arg("obj"))
-      .def_static("from_any_interface", [](nb::handle obj, nb::handle stream_ptr) { return view_from_any(obj, stream_ptr); },
-                  nb::arg("obj"), nb::arg("stream_ptr") = nb::none())
       .def_static("from_buffer", [](nb::handle buffer, nb::handle shape, nb::handle strides, nb::handle itemsize_arg,
                                     nb::handle dtype, bool is_readonly) {
         if (!PyObject_TypeCheck(buffer.ptr(), g_types.buffer)) throw nb::type_error("buffer must be a cucore.Buffer");
@@ -834,11 +914,6 @@ void bind_view(nb::module_& m) {
         copy_views(self, other, stream, blocking, "copy_to");
       }, nb::arg("other"), nb::arg("stream") = nb::none(), nb::arg("allocator") = nb::none(),
          nb::arg("blocking") = nb::none(), "Copies this view into `other`; see copy_from.")
-      .def("__dlpack_device__", [](const PyView& v) {
-        return nb::make_tuple(static_cast<int>(v.dl_device), v.dl_device == dlpack::kDLCUDA ? v.device_id : 0);
-      })
-      .def("__dlpack__", &view_dlpack, nb::kw_only(), nb::arg("stream") = nb::none(),
-           nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(), nb::arg("copy") = nb::none())
       .def("__repr__", [](const PyView& v) {
         std::string s = "StridedMemoryView(ptr=" + std::to_string(v.ptr) + ", shape=(";
         for (int i = 0; i < v.ndim; ++i) s += std::to_string(v.shape()[i]) + (v.ndim == 1 || i + 1 < v.ndim ? "," : "");
@@ -853,11 +928,15 @@ void bind_view(nb::module_& m) {
   }, nb::arg("shape"), nb::arg("strides").none(), nb::arg("order"));
   g_types.view = reinterpret_cast<PyTypeObject*>(vc.ptr());
   g_types.view->tp_vectorcall = view_vectorcall;
-  {
-    nb::object fn = nb::steal(PyCFunction_New(&g_from_dlpack_def, nullptr));
+  for (PyMethodDef& def : g_view_fastcall_defs) {
+    nb::object name = nb::steal(PyUnicode_InternFromString(def.ml_name));  // the function's self: for messages
+    nb::object fn = nb::steal(PyCFunction_New(&def, name.ptr()));
     if (!fn.is_valid()) throw nb::python_error();
-    vc.attr("from_dlpack") = nb::steal(PyStaticMethod_New(fn.ptr()));
+    nb::object sm = nb::steal(PyStaticMethod_New(fn.ptr()));
+    if (!sm.is_valid()) throw nb::python_error();
+    vc.attr(def.ml_name) = sm;
   }
+  install_dlpack_methods<view_dlpack, view_dlpack_device>(vc);
   install_exchange_api(vc, view_exchange_export, view_exchange_dltensor);
 }
 

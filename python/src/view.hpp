@@ -24,8 +24,8 @@ struct PyView {
   dlpack::DLDeviceType dl_device = dlpack::kDLCPU;  // as DLPack says where the memory is
   // dtype as DLPack describes it (code, bits, lanes); lanes 0: unknown
   dlpack::DLDataType dl{0, 0, 0};
-  int64_t inline_shape[6] = {};
-  int64_t inline_strides[6] = {};
+  int64_t inline_shape[6];  // the first ndim entries are set (no zeroing: a view is made per interop call)
+  int64_t inline_strides[6];
   std::vector<int64_t> big_shape, big_strides;  // ndim > 6
   nb::object exporting_obj;
   nb::object dtype_obj;  // numpy dtype, made on first access
@@ -66,6 +66,60 @@ nb::object dlpack_capsule_for(nb::handle self, const char* what, dlpack::DLDevic
                               nb::handle dl_device, nb::handle copy,
                               dlpack::DLManagedTensorVersioned* (*versioned)(nb::handle),
                               dlpack::DLManagedTensor* (*legacy)(nb::handle));
+
+// __dlpack__ and __dlpack_device__ as plain C methods of a bound type
+// (installed by install_dlpack_methods): torch.from_dlpack and NumPy call both
+// for every conversion, and the general binding dispatch of keyword arguments
+// costs more than the export itself.
+using DlpackExport = nb::object (*)(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                                    nb::handle copy);
+using DlpackDevice = dlpack::DLDevice (*)(nb::handle self);
+
+// __dlpack__'s arguments, keyword-only as the DLPack spec has them, each None
+// when not given (out: stream, max_version, dl_device, copy); false with a
+// TypeError set when they do not fit.
+bool parse_dlpack_kwargs(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject* out[4]);
+PyObject* dlpack_device_tuple(const dlpack::DLDevice& d);
+
+template <DlpackExport Export>
+PyObject* dlpack_method(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  PyObject* kw[4];
+  if (!parse_dlpack_kwargs(args, nargs, kwnames, kw)) return nullptr;
+  try {
+    return Export(self, kw[0], kw[1], kw[2], kw[3]).release().ptr();
+  } catch (...) {
+    set_error_from_current_exception();
+    return nullptr;
+  }
+}
+
+template <DlpackDevice Device>
+PyObject* dlpack_device_method(PyObject* self, PyObject*) {
+  try {
+    return dlpack_device_tuple(Device(self));
+  } catch (...) {
+    set_error_from_current_exception();
+    return nullptr;
+  }
+}
+
+// Puts Export and Device on `type` as __dlpack__ and __dlpack_device__.
+template <DlpackExport Export, DlpackDevice Device>
+void install_dlpack_methods(nb::handle type) {
+  static PyMethodDef defs[] = {
+      {"__dlpack__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(dlpack_method<Export>)),
+       METH_FASTCALL | METH_KEYWORDS,
+       "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--\n\n"
+       "A DLPack capsule of this memory (zero-copy): versioned when max_version >= (1, 0)."},
+      {"__dlpack_device__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(dlpack_device_method<Device>)),
+       METH_NOARGS, "__dlpack_device__($self, /)\n--\n\n(DLPack device type, device id) of this memory."},
+  };
+  for (PyMethodDef& def : defs) {
+    nb::object descr = nb::steal(PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(type.ptr()), &def));
+    if (!descr.is_valid()) throw nb::python_error();
+    nb::setattr(type, def.ml_name, descr);
+  }
+}
 
 // The view as libcucore's StridedMemoryView (BufferError for a dtype DLPack
 // cannot describe).

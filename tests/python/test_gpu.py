@@ -244,6 +244,8 @@ def run_saxpy(kernel, stream, n=100_000, alpha=2.5, pack="buffers"):
         launch(stream, cfg, kernel, np.float32(alpha), bx, by, bo, n)
     elif pack == "handles":
         launch(stream, cfg, kernel, ctypes.c_float(alpha), bx.handle, by.handle, bo.handle, ctypes.c_int(n))
+    elif pack == "mixed":  # a Buffer, a Python int and a numpy.uint64 for the three pointers
+        launch(stream, cfg, kernel, np.float32(alpha), bx, int(by.handle), np.uint64(bo.handle), n)
     else:
         launch(stream, cfg, kernel, np.float32(alpha), bx, by, bo, np.int32(n))
     out = np.empty_like(x)
@@ -254,7 +256,7 @@ def run_saxpy(kernel, stream, n=100_000, alpha=2.5, pack="buffers"):
     assert np.allclose(out, np.float32(alpha) * x + y, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("pack", ["buffers", "handles", "numpy"])
+@pytest.mark.parametrize("pack", ["buffers", "handles", "numpy", "mixed"])
 def test_launch_saxpy(device, saxpy, pack):
     run_saxpy(saxpy, device.create_stream(), pack=pack)
 
@@ -296,6 +298,52 @@ def test_launch_argument_validation(device, saxpy):
     s.sync()
 
 
+def test_launch_refuses_what_it_cannot_pack_and_takes_any_stream_protocol(device, saxpy):
+    """Arguments no rule packs are TypeError naming the argument (numpy arrays, numpy strings and
+    dates, objects); a stream given through __cuda_stream__ (method or attribute) launches; a
+    malformed protocol answer is TypeError; nothing was launched by the refused calls."""
+    rng = np.random.default_rng(41)
+    n = 1000
+    x = rng.standard_normal(n).astype(np.float32)
+    s = device.create_stream()
+    bx, bo = device.allocate(x.nbytes, stream=s), device.allocate(x.nbytes, stream=s)
+    bx.copy_from(x, stream=s)
+    bo.fill(0, stream=s)
+    cfg = LaunchConfig(grid=(n + 255) // 256, block=256)
+    for bad in (np.zeros(1, np.float32), np.str_("4"), np.datetime64(4, "s"), object()):
+        with pytest.raises(TypeError, match="saxpy: argument 4"):
+            launch(s, cfg, saxpy, np.float32(1), bx, bx, bo, bad)
+
+    class Method:
+        def __cuda_stream__(self):
+            return (0, s.handle)
+
+    class Attribute:
+        __cuda_stream__ = (0, s.handle)
+
+    class BadVersion:
+        def __cuda_stream__(self):
+            return (1, s.handle)
+
+    class BadLength:
+        def __cuda_stream__(self):
+            return (0, s.handle, 0)
+
+    for bad in (BadVersion(), BadLength(), object()):
+        with pytest.raises(TypeError):
+            launch(bad, cfg, saxpy, np.float32(1), bx, bx, bo, n)
+    out = np.empty_like(x)
+    bo.copy_to(out, stream=s)
+    s.sync()
+    assert (out == 0).all()  # no refused call launched
+    alphas = rng.standard_normal(2).astype(np.float32)
+    launch(Method(), cfg, saxpy, alphas[0], bx, bx, bo, n)  # out = (a0 + 1) x
+    launch(Attribute(), cfg, saxpy, alphas[1], bx, bo, bo, n)  # out = a1 x + (a0 + 1) x
+    bo.copy_to(out, stream=s)
+    s.sync()
+    assert np.allclose(out, alphas[1] * x + (alphas[0] * x + x), rtol=1e-5, atol=1e-5)
+
+
 def test_template_kernel(device):
     arch = f"sm_{device.arch}"
     obj = Program(TEMPLATE_SRC, "c++", ProgramOptions(arch=arch)).compile("cubin", name_expressions=["scale<float>"])
@@ -330,6 +378,33 @@ def test_threads_launch_on_own_streams(device, saxpy):
     for t in ts:
         t.join()
     assert not errors, errors
+
+
+def test_buffer_dlpack_capsules_hold_the_buffer(device):
+    """Each exported tensor holds its Buffer (one reference, dropped when the tensor goes, consumed
+    or not); a consumer's tensor keeps the memory readable after the Buffer object is gone."""
+    import gc
+    import sys
+
+    torch = pytest.importorskip("torch")
+    s = device.create_stream()
+    rng = np.random.default_rng(43)
+    host = rng.integers(0, 256, size=4096, dtype=np.uint8)
+    b = device.allocate(host.size, stream=s)
+    b.copy_from(host, stream=s)
+    s.sync()
+    before = sys.getrefcount(b)
+    caps = [b.__dlpack__(max_version=(1, 0)) for _ in range(10)] + [b.__dlpack__() for _ in range(10)]
+    held = sys.getrefcount(b)
+    del caps
+    after = sys.getrefcount(b)
+    assert held == before + 20 and after == before
+    assert b.__dlpack_device__() == (2, device.device_id)
+    t = torch.from_dlpack(b)
+    assert t.data_ptr() == b.handle and t.dtype == torch.int8 and t.shape == (host.size,)
+    del b
+    gc.collect()
+    assert np.array_equal(t.cpu().numpy().view(np.uint8), host)
 
 
 def test_buffer_dlpack(device):

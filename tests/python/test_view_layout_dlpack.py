@@ -151,3 +151,88 @@ def test_tensor_map_rules_are_checked_before_the_driver():
     with pytest.raises(ValueError, match="no TMA data type"):
         good.as_tensor_map((8, 8), data_type=np.complex64)
     assert cucore.TensorMapDescriptor is cucore._tensor_map.TensorMapDescriptor
+
+
+def test_fast_call_arguments_as_a_python_signature_takes_them():
+    """from_dlpack and from_any_interface (fast C calls) take (obj, stream_ptr=None) positionally or by
+    keyword, and refuse what a Python function with that signature refuses, with TypeError."""
+    rng = np.random.default_rng(7)
+    a = rng.random((3, 5)).astype(np.float32)
+    for f in (StridedMemoryView.from_dlpack, StridedMemoryView.from_any_interface):
+        for v in (f(a), f(a, -1), f(a, stream_ptr=-1), f(obj=a, stream_ptr=-1), f(stream_ptr=-1, obj=a)):
+            assert v.ptr == a.ctypes.data and v.shape == (3, 5) and v.exporting_obj is a
+            assert np.array_equal(np.from_dlpack(v), a)
+        name = f.__name__
+        with pytest.raises(TypeError, match=f"{name}\\(\\) missing required argument 'obj'"):
+            f()
+        with pytest.raises(TypeError, match="missing required argument 'obj'"):
+            f(stream_ptr=-1)
+        with pytest.raises(TypeError, match="at most 2 arguments"):
+            f(a, -1, None)
+        with pytest.raises(TypeError, match="multiple values for argument 'obj'"):
+            f(a, obj=a)
+        with pytest.raises(TypeError, match="multiple values for argument 'stream_ptr'"):
+            f(a, -1, stream_ptr=-1)
+        with pytest.raises(TypeError, match="unexpected keyword argument 'stream'"):
+            f(a, stream=-1)
+    with pytest.raises(TypeError, match="StridedMemoryView\\(\\) got multiple values for argument 'obj'"):
+        StridedMemoryView(a, obj=a)
+    # What DLPack cannot describe is still BufferError, not a crash in the fast path.
+    with pytest.raises(BufferError):
+        StridedMemoryView.from_any_interface(object())
+
+
+def test_dlpack_methods_take_keywords_only():
+    """__dlpack__ is keyword-only (the DLPack spec), __dlpack_device__ takes nothing; both are plain
+    C methods now, with the keyword names and errors a Python method would have."""
+    a = np.random.default_rng(8).random(6).astype(np.float64)
+    v = StridedMemoryView.from_dlpack(a, -1)
+    with pytest.raises(TypeError, match="no positional arguments"):
+        v.__dlpack__(None)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'streams'"):
+        v.__dlpack__(streams=None)
+    with pytest.raises(TypeError):
+        v.__dlpack_device__(0)
+    # Keywords from a dict (as torch.from_dlpack passes them), whatever their string objects.
+    kw = {"".join(["max_", "version"]): (1, 0), "dl_device": (1, 0), "copy": None, "stream": None}
+    assert np.array_equal(np.from_dlpack(v), a)
+    assert type(v.__dlpack__(**kw)).__name__ == "PyCapsule"
+    assert type(v).__dlpack__.__text_signature__.startswith("($self, /, *, stream=None")
+
+
+def test_views_hold_what_they_describe_until_they_go():
+    """Views made in place (pooled instances) keep their exporter alive and release it when they
+    go: many views of many arrays, dropped in a random order, each still reads its own data."""
+    import gc
+    import sys
+    import weakref
+
+    rng = np.random.default_rng(9)
+
+    class Exporter:  # a NumPy array behind the array interface only, weakly referenceable
+        def __init__(self, a):
+            self.a = a
+            self.__array_interface__ = a.__array_interface__
+
+    arrays = [rng.random(int(rng.integers(1, 50))).astype(np.float32) for _ in range(200)]
+    owners = [Exporter(a) for a in arrays]
+    refs = [weakref.ref(o) for o in owners]
+    views = [StridedMemoryView.from_any_interface(o, -1) for o in owners]
+    del owners
+    gc.collect()
+    assert all(r() is not None for r in refs)  # held by their views
+    for i in rng.permutation(len(views)):
+        assert np.array_equal(np.from_dlpack(views[i]), arrays[i])
+    for i in rng.permutation(len(views)):
+        views[i] = None
+        gc.collect()
+        assert refs[i]() is None
+    # Views over the DLPack path (a consumed capsule each) go the same way.
+    a0 = arrays[0]
+    before = sys.getrefcount(a0)  # (outside the asserts: pytest's rewriting holds what they name)
+    vs = [StridedMemoryView.from_dlpack(a0, -1) for _ in range(100)]
+    held = sys.getrefcount(a0)
+    del vs
+    gc.collect()
+    after = sys.getrefcount(a0)
+    assert held >= before + 100 and after == before
