@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -92,17 +93,17 @@ struct MappingBox {
     const DriverTable* t = g_driver.load(std::memory_order_acquire);
     if (!t) return;  // no driver any more: the mapping goes with the process
     try {
-      IpcContext in(ctx);  // also from a thread with no current context
-      t->cuMemFreeAsync(ptr, stream);
+      std::optional<IpcContext> in;  // made only on a thread with no current context
+      call_in_context(ctx, in, [&] { return t->cuMemFreeAsync(ptr, stream); });
     } catch (...) {
       // no context to free in: left to the process's end
     }
   }
 };
 
-// The mapping of `d` through `pool`, new or shared, with `ctx` current (the
-// pool's, or any for a pinned pool). Call without holding the mappings' lock;
-// the result may be the only share (drop it unlocked).
+// The mapping of `d` through `pool`, new or shared; `ctx` is the pool's
+// context (made current only where none is). Call without holding the
+// mappings' lock; the result may be the only share (drop it unlocked).
 std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, CUcontext ctx, const IPCBufferDescriptor& d,
                                               const Stream& stream) {
   Mappings& m = mappings();
@@ -126,12 +127,16 @@ std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, CUcontext ct
   CUmemPoolPtrExportData data;
   std::memcpy(data.reserved, d.payload.data(), sizeof data.reserved);
   CUdeviceptr ptr = 0;
-  check(dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data), "cuMemPoolImportPointer");
+  std::optional<IpcContext> in;
+  check(call_in_context(ctx, in, [&] { return dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data); }),
+        "cuMemPoolImportPointer");
   box->ptr = ptr;
   try {
     // The descriptor's size is the peer's word: it is checked against what was mapped (the one
     // driver call cucore adds to the import; bench_ipc reports its cost).
-    check(dr.cuPointerGetAttribute(&box->extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, box->ptr),
+    check(call_in_context(ctx, in, [&] {
+            return dr.cuPointerGetAttribute(&box->extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, box->ptr);
+          }),
           "cuPointerGetAttribute(RANGE_SIZE) of an imported Buffer");
     m.add(d.payload, box);
   } catch (...) {
@@ -191,12 +196,7 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
     throw CudaError(CUDA_ERROR_INVALID_VALUE, "Buffer::from_ipc_descriptor (the descriptor is of pool " +
                                                   uuid_to_string(*descriptor.pool_uuid) +
                                                   ", the memory resource is pool " + uuid_to_string(*ours) + ")");
-  const CUcontext ctx = detail::pool_context(*pool);
-  std::shared_ptr<const detail::MappingBox> box;
-  {
-    detail::IpcContext in(ctx);
-    box = detail::map_pointer(*pool, ctx, descriptor, stream);
-  }
+  auto box = detail::map_pointer(*pool, detail::pool_context(*pool), descriptor, stream);
   if (descriptor.size > box->extent)
     throw std::invalid_argument("IPC buffer descriptor size (" + std::to_string(descriptor.size) +
                                 ") exceeds mapped allocation extent (" + std::to_string(box->extent) + " bytes)");

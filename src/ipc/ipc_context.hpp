@@ -3,7 +3,8 @@
 // a thread where no context is current (a multiprocessing Queue's feeder
 // thread, a worker): the call runs in its object's own context, made current
 // for it where another (or none) is and put back after. When the right one is
-// current already, that costs one cuCtxGetCurrent.
+// current already, that costs one cuCtxGetCurrent; call_in_context, for the
+// hot paths, costs none.
 #include <cucore/context.hpp>
 
 #include <optional>
@@ -35,6 +36,19 @@ class IpcContext {
   CUcontext current_ = nullptr;
   std::optional<ScopedContext> scope_;
 };
+
+// For the calls of the hot paths (importing a buffer, unmapping it), which
+// change nothing when they fail: made as they are, and only where the driver
+// finds no current context (CUDA_ERROR_INVALID_CONTEXT) made again with `ctx`
+// current (IpcContext's rule) for `in`'s life. No call more in the usual case.
+template <typename Call>
+CUresult call_in_context(CUcontext ctx, std::optional<IpcContext>& in, Call&& call) {
+  CUresult r = call();
+  if (r != CUDA_ERROR_INVALID_CONTEXT || in) [[likely]]
+    return r;
+  in.emplace(ctx);
+  return call();
+}
 
 // A device's primary context (kept for the process, so it may be stored).
 inline CUcontext primary_of(int device) { return primary_context(*device_state(device))->ctx; }
