@@ -168,9 +168,9 @@ struct FakeIpc {
 
   static inline PFN_cuMemFreeAsync_v11020 base_free = nullptr;
   static CUresult free_async(CUdeviceptr p, CUstream s) {
-    if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
     {
       std::lock_guard lock(FakeDriver::live_mutex);
+      if (mapped_of.count(p) && no_context()) return CUDA_ERROR_INVALID_CONTEXT;  // an unmap: IPC's to handle
       mapped_of.erase(p);
       extent.erase(p);
     }
