@@ -7,6 +7,7 @@
 // throws ClosedError from every operation.
 #include <cuda.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -125,6 +126,9 @@ class Buffer {
   StreamRef stream_{CU_STREAM_LEGACY};
   std::shared_ptr<const detail::StreamBox> stream_box_;  // keeps stream_ alive when it is cucore's
   std::shared_ptr<const void> owner_;  // for a mapped Buffer: its share of the mapping (src/ipc/)
+  // An IPC pool's Buffer: its descriptor, fixed for the allocation's life, so
+  // made once by the first ipc_descriptor() (owned; freed by reset()).
+  mutable std::atomic<const IPCBufferDescriptor*> ipc_export_{nullptr};
   bool open_ = false;
   bool mapped_ = false;
 };

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <system_error>
+#include <unordered_map>
 
 #include "common.hpp"
 
@@ -110,10 +111,75 @@ int device_ordinal(nb::handle d) {
   return nb::cast<int>(d);
 }
 
-PyBufferDescriptor buffer_descriptor(const cucore::Buffer& b) {
+// One descriptor object per live Buffer or Event, as cuda.core keeps it on the
+// object: the first get_ipc_descriptor makes it, later calls give the same one
+// (a lookup). An entry goes with its object (a weak reference's callback), so
+// an object made later at the same address never finds it; it is also made
+// anew when the object's handle changed. Used under the GIL only; never
+// destroyed (objects may go at interpreter exit).
+class DescriptorCache {
+ public:
+  template <typename Make>
+  nb::object get(nb::handle owner, std::uintptr_t handle, Make&& make) {
+    auto it = entries_.find(owner.ptr());
+    if (it != entries_.end() && it->second.handle == handle) return it->second.descriptor;
+    nb::object made = make();
+    if (it == entries_.end()) {
+      if (!forget_.is_valid())
+        forget_ = nb::cpp_function([this](nb::handle ref) { forget(ref); });
+      nb::object ref = nb::steal(PyWeakref_NewRef(owner.ptr(), forget_.ptr()));
+      if (!ref.is_valid()) throw nb::python_error();
+      owner_of_ref_.emplace(ref.ptr(), owner.ptr());
+      it = entries_.emplace(owner.ptr(), Entry{std::move(ref), {}, 0}).first;
+    }
+    it->second.descriptor = made;
+    it->second.handle = handle;
+    return made;
+  }
+
+ private:
+  void forget(nb::handle ref) {
+    auto o = owner_of_ref_.find(ref.ptr());
+    if (o == owner_of_ref_.end()) return;
+    auto node = entries_.extract(o->second);  // dropped after both tables are consistent
+    owner_of_ref_.erase(o);
+  }
+  struct Entry {
+    nb::object ref, descriptor;
+    std::uintptr_t handle;
+  };
+  std::unordered_map<PyObject*, Entry> entries_;
+  std::unordered_map<PyObject*, PyObject*> owner_of_ref_;
+  nb::object forget_;  // the weak references' callback
+};
+
+DescriptorCache& descriptor_cache() {
+  static auto* c = new DescriptorCache;
+  return *c;
+}
+
+// `self`'s descriptor: libcucore's checks every time (closed, not IPC-enabled,
+// a closed pool), then the object made once.
+template <typename T>
+const T& self_as(nb::handle self, PyTypeObject* type, const char* name) {
+  if (!PyObject_TypeCheck(self.ptr(), type) || !nb::inst_ready(self))
+    raise_type_error(std::string("get_ipc_descriptor needs a ") + name + ", got " + type_name_of(self));
+  return *nb::inst_ptr<T>(self);
+}
+
+nb::object buffer_descriptor(nb::handle self) {
+  const auto& b = self_as<cucore::Buffer>(self, g_types.buffer, "Buffer");
   cucore::IPCBufferDescriptor d = b.ipc_descriptor();
-  return PyBufferDescriptor{std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), d.size,
-                            d.pool_uuid};
+  return descriptor_cache().get(self, static_cast<std::uintptr_t>(b.handle()), [&] {
+    return nb::cast(PyBufferDescriptor{
+        std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), d.size, d.pool_uuid});
+  });
+}
+
+nb::object event_descriptor(nb::handle self) {
+  const auto& e = self_as<cucore::Event>(self, g_types.event, "Event");
+  cucore::IPCEventDescriptor d = e.ipc_descriptor();
+  return descriptor_cache().get(self, reinterpret_cast<std::uintptr_t>(e.handle()), [&] { return nb::cast(d); });
 }
 
 // IPC members shared by the two pool resources.
@@ -278,8 +344,7 @@ void bind_ipc(nb::module_& m) {
   // ---- events ----
   nb::handle event = reinterpret_cast<PyObject*>(g_types.event);
   const char* event_descriptor_doc = "Descriptor for sharing this IPC-enabled event with other processes.";
-  auto event_descriptor = [](const cucore::Event& e) { return e.ipc_descriptor(); };
-  add_method(event, "get_ipc_descriptor", event_descriptor, event_descriptor_doc);
+  add_method(event, "get_ipc_descriptor", &event_descriptor, event_descriptor_doc);
   add_property(event, "ipc_descriptor", event_descriptor, event_descriptor_doc);
   add_static(event, "from_ipc_descriptor", [](nb::handle ipc_descriptor) {
     if (!nb::isinstance<cucore::IPCEventDescriptor>(ipc_descriptor))

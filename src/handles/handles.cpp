@@ -241,6 +241,8 @@ EventHandle open_ipc_event(const ContextHandle& ctx, const CUipcEventHandle& han
   CUevent e = nullptr;
   check(driver().cuIpcOpenEventHandle(&e, handle), "cuIpcOpenEventHandle");
   box->event = e;
+  box->ipc_handle = handle;
+  box->ipc_ready.store(true, std::memory_order_relaxed);  // published with the box
   return box;
 }
 
@@ -259,7 +261,7 @@ PoolHandle create_pool(const CUmemPoolProps& props) {
 }
 
 PoolHandle import_pool(int fd) {
-  auto box = std::make_shared<PoolBox>();
+  auto box = make_box<PoolBox>();  // recycled: a process importing pools again and again mallocs none
   CUmemoryPool pool = nullptr;
   // A POSIX descriptor travels as the handle's value, not through a pointer to it.
   void* handle = reinterpret_cast<void*>(static_cast<std::intptr_t>(fd));

@@ -92,7 +92,12 @@ struct EventBox {
   CUevent event = nullptr;
   ContextHandle ctx;
   EventOptions options;
-  EventBox() = default;
+  // An IPC-enabled event's handle for other processes is fixed for the event's
+  // life: asked of the driver once, then read (src/ipc/event_ipc.cpp). An
+  // opened event's is the handle it was opened from.
+  mutable std::atomic<bool> ipc_ready{false};
+  mutable CUipcEventHandle ipc_handle;  // unset until ipc_ready
+  EventBox() noexcept {}                 // not = default, which would zero ipc_handle for every event
   EventBox(const EventBox&) = delete;
   EventBox& operator=(const EventBox&) = delete;
   ~EventBox();
@@ -102,7 +107,8 @@ using EventHandle = std::shared_ptr<const EventBox>;
 // A new event in `ctx`, which must be current.
 EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOptions& options);
 // The event another process exported (cuIpcOpenEventHandle) in `ctx`, which
-// must be current; the box owns it (cuEventDestroy, as the driver requires).
+// must be current; the box owns it (cuEventDestroy, as the driver requires)
+// and keeps `handle` as its own IPC handle.
 EventHandle open_ipc_event(const ContextHandle& ctx, const CUipcEventHandle& handle, const EventOptions& options);
 
 // ---- memory pools --------------------------------------------------------------

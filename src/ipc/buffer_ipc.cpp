@@ -11,13 +11,15 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "handles/handles.hpp"
+#include "ipc/ipc_context.hpp"
 #include "loader/driver.hpp"
 #include "memory/pool_impl.hpp"
-#include "runtime/stream_context.hpp"
 
 namespace cucore {
 namespace detail {
@@ -31,9 +33,31 @@ struct MappingBox;
 // and importers of the same data wait for that: importing it again before
 // the free would be undone by the free.
 struct Mappings {
+  using Table = std::map<Payload, std::weak_ptr<const MappingBox>>;
   std::mutex mutex;
   std::condition_variable released;
-  std::map<Payload, std::weak_ptr<const MappingBox>> entries;
+  Table entries;
+  // Nodes of entries gone, for the next imports: a steady import/unmap cycle allocates no node.
+  static constexpr std::size_t kSpareNodes = 16;
+  std::vector<Table::node_type> spare;
+  Mappings() { spare.reserve(kSpareNodes); }
+
+  void add(const Payload& key, const std::shared_ptr<const MappingBox>& box) {  // under the lock; `key` is not in
+    if (spare.empty()) {
+      entries.emplace(key, box);
+      return;
+    }
+    Table::node_type node = std::move(spare.back());
+    spare.pop_back();
+    node.key() = key;
+    node.mapped() = box;
+    entries.insert(std::move(node));
+  }
+  void remove(Table::iterator it) {  // under the lock
+    Table::node_type node = entries.extract(it);
+    node.mapped().reset();
+    if (spare.size() < kSpareNodes) spare.push_back(std::move(node));
+  }
 };
 Mappings& mappings() {
   static auto* m = new Mappings;  // never destroyed: boxes may go during static destruction
@@ -47,6 +71,7 @@ struct MappingBox {
   PoolHandle pool;          // the mapped pool stays imported while the pointer is
   StreamHandle stream_box;  // the stream it is freed on (when cucore's)
   CUstream stream = nullptr;
+  CUcontext ctx = nullptr;  // the pool's context (pool_context): where it is unmapped
 
   MappingBox() = default;
   MappingBox(const MappingBox&) = delete;
@@ -58,7 +83,7 @@ struct MappingBox {
       std::lock_guard lock(m.mutex);
       // Expired entries are this box's: importers wait rather than replace them.
       if (auto it = m.entries.find(descriptor.payload); it != m.entries.end() && it->second.expired())
-        m.entries.erase(it);
+        m.remove(it);
       unmap();
     }
     m.released.notify_all();
@@ -68,17 +93,19 @@ struct MappingBox {
     const DriverTable* t = g_driver.load(std::memory_order_acquire);
     if (!t) return;  // no driver any more: the mapping goes with the process
     try {
-      StreamContextGuard guard(StreamRef(stream), "unmapping an imported Buffer");
+      std::optional<IpcContext> in;  // made only on a thread with no current context
+      call_in_context(ctx, in, [&] { return t->cuMemFreeAsync(ptr, stream); });
     } catch (...) {
-      return;  // no context to free in: left to the process's end
+      // no context to free in: left to the process's end
     }
-    t->cuMemFreeAsync(ptr, stream);
   }
 };
 
-// The mapping of `d` through `pool`, new or shared. Call without holding the
+// The mapping of `d` through `pool`, new or shared; `ctx` is the pool's
+// context (made current only where none is). Call without holding the
 // mappings' lock; the result may be the only share (drop it unlocked).
-std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, const IPCBufferDescriptor& d, const Stream& stream) {
+std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, CUcontext ctx, const IPCBufferDescriptor& d,
+                                              const Stream& stream) {
   Mappings& m = mappings();
   std::unique_lock lock(m.mutex);
   for (;;) {
@@ -96,15 +123,22 @@ std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, const IPCBuf
   box->pool = pool.box_;
   box->stream_box = stream.box();
   box->stream = stream.handle();
+  box->ctx = ctx;
   CUmemPoolPtrExportData data;
   std::memcpy(data.reserved, d.payload.data(), sizeof data.reserved);
   CUdeviceptr ptr = 0;
-  check(dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data), "cuMemPoolImportPointer");
+  std::optional<IpcContext> in;
+  check(call_in_context(ctx, in, [&] { return dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data); }),
+        "cuMemPoolImportPointer");
   box->ptr = ptr;
   try {
-    check(dr.cuPointerGetAttribute(&box->extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, box->ptr),
+    // The descriptor's size is the peer's word: it is checked against what was mapped (the one
+    // driver call cucore adds to the import; bench_ipc reports its cost).
+    check(call_in_context(ctx, in, [&] {
+            return dr.cuPointerGetAttribute(&box->extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, box->ptr);
+          }),
           "cuPointerGetAttribute(RANGE_SIZE) of an imported Buffer");
-    m.entries[d.payload] = box;
+    m.add(d.payload, box);
   } catch (...) {
     lock.unlock();
     throw;
@@ -119,20 +153,32 @@ const char* kind_name(const PoolImpl& p) noexcept { return p.host_ ? "PinnedMemo
 
 IPCBufferDescriptor Buffer::ipc_descriptor() const {
   require_open("ipc_descriptor");
-  if (mapped_) return std::static_pointer_cast<const detail::MappingBox>(owner_)->descriptor;
+  if (mapped_) return static_cast<const detail::MappingBox*>(owner_.get())->descriptor;
+  // Made once (below), then a load and a copy. Only pool Buffers have one.
+  if (const IPCBufferDescriptor* made = ipc_export_.load(std::memory_order_acquire)) [[likely]] {
+    const auto& pool = static_cast<const detail::PoolImpl&>(*mr_.impl());
+    pool.require_open(detail::kind_name(pool), "Buffer::ipc_descriptor");
+    return *made;
+  }
   detail::PoolImpl* pool = detail::pool_impl(mr_);
   if (!pool || !pool->ipc_) throw IpcError("Memory resource is not IPC-enabled");
   pool->require_open(detail::kind_name(*pool), "Buffer::ipc_descriptor");
   const auto& d = detail::driver();
   detail::require(reinterpret_cast<const void*>(d.cuMemPoolExportPointer), 11020, "sharing memory pools (IPC)");
+  // The first export of a Buffer asks the driver (rare, so one lock for all Buffers).
+  static std::mutex* first_export = new std::mutex;  // never destroyed: Buffers may go during static destruction
+  std::lock_guard lock(*first_export);
+  if (const IPCBufferDescriptor* made = ipc_export_.load(std::memory_order_relaxed)) return *made;
+  detail::IpcContext in(detail::pool_context(*pool));
   pool->prepare_pointer_export();
   CUmemPoolPtrExportData data{};
   detail::check(d.cuMemPoolExportPointer(&data, ptr_), "cuMemPoolExportPointer");
-  IPCBufferDescriptor out;
-  std::memcpy(out.payload.data(), data.reserved, out.payload.size());
-  out.size = size_;
-  out.pool_uuid = pool->uuid();
-  return out;
+  auto out = std::make_unique<IPCBufferDescriptor>();
+  std::memcpy(out->payload.data(), data.reserved, out->payload.size());
+  out->size = size_;
+  out->pool_uuid = pool->uuid();  // set once, at the pool's creation
+  ipc_export_.store(out.get(), std::memory_order_release);
+  return *out.release();
 }
 
 Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDescriptor& descriptor,
@@ -150,7 +196,7 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
     throw CudaError(CUDA_ERROR_INVALID_VALUE, "Buffer::from_ipc_descriptor (the descriptor is of pool " +
                                                   uuid_to_string(*descriptor.pool_uuid) +
                                                   ", the memory resource is pool " + uuid_to_string(*ours) + ")");
-  auto box = detail::map_pointer(*pool, descriptor, stream);
+  auto box = detail::map_pointer(*pool, detail::pool_context(*pool), descriptor, stream);
   if (descriptor.size > box->extent)
     throw std::invalid_argument("IPC buffer descriptor size (" + std::to_string(descriptor.size) +
                                 ") exceeds mapped allocation extent (" + std::to_string(box->extent) + " bytes)");

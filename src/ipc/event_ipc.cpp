@@ -3,36 +3,56 @@
 #include <cucore/ipc.hpp>
 
 #include <cstring>
+#include <mutex>
 
 #include "handles/handles.hpp"
+#include "ipc/ipc_context.hpp"
 #include "loader/driver.hpp"
 #include "runtime/device_state.hpp"
 
 namespace cucore {
 
+namespace {
+IPCEventDescriptor describe(const detail::EventBox& box) {
+  IPCEventDescriptor out;
+  std::memcpy(out.handle.data(), box.ipc_handle.reserved, out.handle.size());
+  out.blocking_sync = box.options.busy_waited_sync;
+  return out;
+}
+}  // namespace
+
 IPCEventDescriptor Event::ipc_descriptor() const {
   const detail::EventBox& box = open_box("ipc_descriptor");
+  if (box.ipc_ready.load(std::memory_order_acquire)) [[likely]]
+    return describe(box);
   if (!box.options.ipc_enabled) throw IpcError("Event is not IPC-enabled");
   const auto& d = detail::driver();
   detail::require(reinterpret_cast<const void*>(d.cuIpcGetEventHandle), 4010, "sharing events (IPC)");
-  CUipcEventHandle h{};
-  detail::check(d.cuIpcGetEventHandle(&h, box.event), "cuIpcGetEventHandle");
-  IPCEventDescriptor out;
-  std::memcpy(out.handle.data(), h.reserved, out.handle.size());
-  out.blocking_sync = box.options.busy_waited_sync;
-  return out;
+  // Once per event: the first export asks the driver (rare, so one lock for all events).
+  static std::mutex* first_export = new std::mutex;  // never destroyed: events may go during static destruction
+  std::lock_guard lock(*first_export);
+  if (!box.ipc_ready.load(std::memory_order_relaxed)) {
+    detail::IpcContext in(box.ctx ? box.ctx->ctx : nullptr);
+    detail::check(d.cuIpcGetEventHandle(&box.ipc_handle, box.event), "cuIpcGetEventHandle");
+    box.ipc_ready.store(true, std::memory_order_release);
+  }
+  return describe(box);
 }
 
 Event Event::from_ipc_descriptor(const IPCEventDescriptor& descriptor) {
   const auto& d = detail::driver();
   detail::require(reinterpret_cast<const void*>(d.cuIpcOpenEventHandle), 4010, "sharing events (IPC)");
-  Context ctx = detail::current_context_or_device0();
-  ScopedContext scope(ctx.handle());
-  CUipcEventHandle h{};
+  // The current context (its box, for Event::context and to keep a green
+  // context alive), else device 0's made current for the call: one
+  // cuCtxGetCurrent in the usual case.
+  detail::IpcContext in(nullptr);
+  detail::ContextHandle ctx = detail::find_primary(in.get());  // the usual one, found without a lock
+  if (!ctx) ctx = Context::from_handle(in.get()).box();
+  CUipcEventHandle h;
   std::memcpy(h.reserved, descriptor.handle.data(), sizeof h.reserved);
   // What the driver opens behaves as an event made with CU_EVENT_DISABLE_TIMING.
   EventOptions options{.timing_enabled = false, .busy_waited_sync = descriptor.blocking_sync, .ipc_enabled = true};
-  return Event(detail::open_ipc_event(ctx.box(), h, options));
+  return Event(detail::open_ipc_event(ctx, h, options));
 }
 
 }  // namespace cucore

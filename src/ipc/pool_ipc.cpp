@@ -10,6 +10,7 @@
 #include <string>
 
 #include "handles/handles.hpp"
+#include "ipc/ipc_context.hpp"
 #include "loader/driver.hpp"
 #include "memory/pool_impl.hpp"
 
@@ -90,6 +91,7 @@ AllocationHandle export_pool(const PoolImpl& p) {
   if (p.mapped_) return AllocationHandle(FileDescriptor::duplicate(p.mapped_from_.get()), p.uuid());
   const DriverTable& d = driver();
   require(reinterpret_cast<const void*>(d.cuMemPoolExportToShareableHandle), 11020, "sharing memory pools (IPC)");
+  IpcContext in(pool_context(p));
   int fd = -1;
   check(d.cuMemPoolExportToShareableHandle(&fd, p.pool_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
         "cuMemPoolExportToShareableHandle");
@@ -111,8 +113,15 @@ std::shared_ptr<PoolImpl> map_pool(int fd, int device, bool host, const std::opt
   FileDescriptor own = FileDescriptor::duplicate(fd);
   const DriverTable& d = driver();
   require(reinterpret_cast<const void*>(d.cuMemPoolImportFromShareableHandle), 11020, "sharing memory pools (IPC)");
-  auto p = std::make_shared<PoolImpl>(import_pool(own.get()), device, /*ipc=*/true, host, /*mapped=*/true);
+  const CUcontext ctx = host ? nullptr : primary_of(device);
+  PoolHandle box;
+  {
+    IpcContext in(ctx);
+    box = import_pool(own.get());
+  }
+  auto p = std::make_shared<PoolImpl>(std::move(box), device, /*ipc=*/true, host, /*mapped=*/true);
   p->mapped_from_ = std::move(own);
+  p->mapped_ctx_ = ctx;
   if (!uuid) return p;
   p->set_uuid(*uuid);
   // Two threads mapping one UUID at once: the first registered wins, the other's mapping goes.
@@ -150,14 +159,12 @@ AllocationHandle DeviceMemoryResource::allocation_handle() const {
 }
 
 DeviceMemoryResource DeviceMemoryResource::from_allocation_handle(const Device& device, const AllocationHandle& handle) {
-  ScopedContext scope(device.context().handle());
   DeviceMemoryResource mr;
   mr.impl_ = detail::map_from_handle(handle, device.ordinal(), false, "DeviceMemoryResource::from_allocation_handle");
   return mr;
 }
 
 DeviceMemoryResource DeviceMemoryResource::from_allocation_handle(const Device& device, int fd) {
-  ScopedContext scope(device.context().handle());
   DeviceMemoryResource mr;
   mr.impl_ = detail::map_pool(fd, device.ordinal(), false, std::nullopt);
   return mr;

@@ -2,6 +2,7 @@
 
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
+#include <cucore/ipc.hpp>
 
 #include <cstdint>
 #include <stdexcept>
@@ -38,6 +39,7 @@ inline void Buffer::reset() noexcept {
   stream_ = Stream::legacy_default();
   stream_box_.reset();
   owner_.reset();
+  delete ipc_export_.exchange(nullptr, std::memory_order_relaxed);
   open_ = false;
   mapped_ = false;
 }
@@ -84,6 +86,7 @@ void Buffer::destroy() noexcept {
   } catch (...) {
     // Destructors never throw; a failed free leaves the memory to the pool's owner.
   }
+  delete ipc_export_.exchange(nullptr, std::memory_order_relaxed);  // close() left it when the free failed
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
@@ -93,6 +96,7 @@ Buffer::Buffer(Buffer&& other) noexcept
       stream_(other.stream_),
       stream_box_(std::move(other.stream_box_)),
       owner_(std::move(other.owner_)),
+      ipc_export_(other.ipc_export_.exchange(nullptr, std::memory_order_relaxed)),
       open_(other.open_),
       mapped_(other.mapped_) {
   other.reset();
@@ -107,6 +111,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     stream_ = other.stream_;
     stream_box_ = std::move(other.stream_box_);
     owner_ = std::move(other.owner_);
+    delete ipc_export_.exchange(other.ipc_export_.exchange(nullptr, std::memory_order_relaxed),
+                                std::memory_order_relaxed);
     open_ = other.open_;
     mapped_ = other.mapped_;
     other.reset();

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <mutex>
 #include <optional>
+#include <typeinfo>
 
 #include "handles/handles.hpp"
 #include "loader/driver.hpp"
@@ -45,13 +46,18 @@ class PoolImpl final : public MemoryResource::Impl {
     if (closed_.load(std::memory_order_acquire)) [[unlikely]]
       throw_closed(object, operation);
   }
+  // A pool's UUID is set once (at creation, or when a mapped pool is
+  // registered: the registry refuses a second, different one), so reading it
+  // takes no lock.
   std::optional<Uuid> uuid() const {
-    std::lock_guard lock(uuid_mutex_);
+    if (!has_uuid_.load(std::memory_order_acquire)) return std::nullopt;
     return uuid_;
   }
   void set_uuid(const Uuid& uuid) {
     std::lock_guard lock(uuid_mutex_);
+    if (has_uuid_.load(std::memory_order_relaxed)) return;  // the same one again
     uuid_ = uuid;
+    has_uuid_.store(true, std::memory_order_release);
   }
 
   PoolHandle box_;
@@ -62,18 +68,24 @@ class PoolImpl final : public MemoryResource::Impl {
   // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
   FileDescriptor mapped_from_;  // a mapped pool: its own copy of the descriptor, to export it onward
+  CUcontext mapped_ctx_ = nullptr;  // a mapped device pool: its device's primary context (src/ipc/ipc_context.hpp)
   // The driver refuses cuMemPoolExportPointer (CUDA_ERROR_INVALID_VALUE) on a pool that was never
   // exported as a shareable handle; a pointer exported first exports the pool once (src/ipc/pool_ipc.cpp).
   void prepare_pointer_export() const;
 
  private:
   [[noreturn]] void refuse_allocation() const;
-  mutable std::mutex uuid_mutex_;
-  std::optional<Uuid> uuid_;
+  std::mutex uuid_mutex_;  // writers only
+  std::atomic<bool> has_uuid_{false};
+  Uuid uuid_{};
   mutable std::once_flag exported_once_;
 };
 
-// `mr`'s PoolImpl, or null when it is another kind of resource.
-inline PoolImpl* pool_impl(const MemoryResource& mr) noexcept { return dynamic_cast<PoolImpl*>(mr.impl()); }
+// `mr`'s PoolImpl, or null when it is another kind of resource (PoolImpl is
+// final: its exact type says, which costs less than a dynamic_cast).
+inline PoolImpl* pool_impl(const MemoryResource& mr) noexcept {
+  MemoryResource::Impl* impl = mr.impl();
+  return impl && typeid(*impl) == typeid(PoolImpl) ? static_cast<PoolImpl*>(impl) : nullptr;
+}
 
 }  // namespace cucore::detail

@@ -8,7 +8,9 @@
 // is a new address, listed in the fake's ledger as an allocation of the
 // imported pool (so it must be freed exactly once, before that pool goes),
 // and a second import of a pointer still mapped is recorded as a violation
-// (the driver does not count imports: nvbug 5570902).
+// (the driver does not count imports: nvbug 5570902). Like the driver, every
+// IPC entry refuses a thread with no current context (CUDA_ERROR_INVALID_CONTEXT),
+// and counts its calls, so the tests see what cucore asks of the driver.
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
@@ -76,7 +78,15 @@ struct FakeIpc {
   static inline std::map<std::uintptr_t, std::uintptr_t> mapped_of;  // live mapping -> exported pointer
   static inline std::map<std::uintptr_t, std::size_t> extent;        // live mapping -> its size
   static inline std::atomic<int> pool_exports{0}, pool_imports{0}, ptr_imports{0}, event_opens{0};
+  static inline std::atomic<int> ptr_exports{0}, event_exports{0};
   static inline std::map<std::uint64_t, CUevent> ipc_events;  // handle id -> exported event
+
+  // Whether no context is current on this thread (the driver then refuses).
+  static bool no_context() {
+    CUcontext c = nullptr;
+    cucore::detail::driver().cuCtxGetCurrent(&c);
+    return !c;
+  }
 
   static void reset() {
     std::lock_guard lock(FakeDriver::live_mutex);
@@ -85,10 +95,11 @@ struct FakeIpc {
     mapped_of.clear();
     extent.clear();
     ipc_events.clear();
-    pool_exports = pool_imports = ptr_imports = event_opens = 0;
+    pool_exports = pool_imports = ptr_imports = event_opens = ptr_exports = event_exports = 0;
   }
 
   static CUresult export_pool(void* out, CUmemoryPool pool, CUmemAllocationHandleType type, unsigned long long) {
+    if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
     int fd = memfd_create("fake-pool", MFD_CLOEXEC);
     if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
@@ -107,6 +118,7 @@ struct FakeIpc {
   }
 
   static CUresult import_pool(CUmemoryPool* out, void* handle, CUmemAllocationHandleType type, unsigned long long) {
+    if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
     if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
     int fd = static_cast<int>(reinterpret_cast<std::intptr_t>(handle));
     struct stat st{};
@@ -123,6 +135,8 @@ struct FakeIpc {
   }
 
   static CUresult export_pointer(CUmemPoolPtrExportData* out, CUdeviceptr ptr) {
+    if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
+    ++ptr_exports;
     std::lock_guard lock(FakeDriver::live_mutex);
     auto it = FakeDriver::live.find(ptr);
     if (it == FakeDriver::live.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -133,6 +147,7 @@ struct FakeIpc {
   }
 
   static CUresult import_pointer(CUdeviceptr* out, CUmemoryPool pool, CUmemPoolPtrExportData* data) {
+    if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
     Export e;
     std::memcpy(&e, data->reserved, sizeof e);
     std::lock_guard lock(FakeDriver::live_mutex);
@@ -155,6 +170,7 @@ struct FakeIpc {
   static CUresult free_async(CUdeviceptr p, CUstream s) {
     {
       std::lock_guard lock(FakeDriver::live_mutex);
+      if (mapped_of.count(p) && no_context()) return CUDA_ERROR_INVALID_CONTEXT;  // an unmap: IPC's to handle
       mapped_of.erase(p);
       extent.erase(p);
     }
@@ -164,6 +180,7 @@ struct FakeIpc {
   static inline PFN_cuPointerGetAttribute_v4000 base_attribute = nullptr;
   static CUresult pointer_attribute(void* v, CUpointer_attribute a, CUdeviceptr p) {
     if (a == CU_POINTER_ATTRIBUTE_RANGE_SIZE) {
+      if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
       std::lock_guard lock(FakeDriver::live_mutex);
       auto it = extent.find(p);
       if (it == extent.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -174,6 +191,8 @@ struct FakeIpc {
   }
 
   static CUresult event_handle(CUipcEventHandle* h, CUevent e) {
+    if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
+    ++event_exports;
     std::lock_guard lock(FakeDriver::live_mutex);
     if (!FakeDriver::live_events.count(e)) return CUDA_ERROR_INVALID_HANDLE;
     std::uint64_t id = reinterpret_cast<std::uintptr_t>(e) ^ 0x5a5a5a5a5a5a5a5aull;
@@ -184,6 +203,7 @@ struct FakeIpc {
   }
 
   static CUresult open_event(CUevent* out, CUipcEventHandle h) {
+    if (no_context()) return CUDA_ERROR_INVALID_CONTEXT;
     std::uint64_t id;
     std::memcpy(&id, h.reserved, sizeof id);
     std::lock_guard lock(FakeDriver::live_mutex);
@@ -827,6 +847,141 @@ TEST_F(Ipc, EventsTravelAsDescriptorsAndOpenedEventsAreDestroyedOnce) {
     IPCEventDescriptor junk;
     junk.handle.fill(0x42);
     EXPECT_THROW(Event::from_ipc_descriptor(junk), CudaError);
+  }
+  expect_clean();
+}
+
+// ---- threads with no current context; descriptors made once -------------------------
+
+// Runs `fn` on a new thread, where no context is current (as in a
+// multiprocessing Queue's feeder thread), and checks it is still none after.
+template <typename F>
+void on_thread_without_context(F&& fn) {
+  std::thread([&] {
+    CUcontext before = nullptr, after = nullptr;
+    detail::driver().cuCtxGetCurrent(&before);
+    EXPECT_EQ(before, nullptr) << "a new thread had a current context";
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "an IPC call failed on a thread with no current context: " << e.what();
+    }
+    detail::driver().cuCtxGetCurrent(&after);
+    EXPECT_EQ(after, nullptr) << "an IPC call left a context current on the thread";
+  }).join();
+}
+
+// What a descriptor's payload names (the fake's export data).
+FakeIpc::Export named_by(const IPCBufferDescriptor& d) {
+  FakeIpc::Export e;
+  std::memcpy(&e, d.payload.data(), sizeof e);
+  return e;
+}
+
+TEST_F(Ipc, EveryIpcCallWorksOnAThreadWithNoCurrentContextAndLeavesItSo) {
+  {
+    DeviceMemoryResource mr(0, ipc_options());
+    PinnedMemoryResource pinned({.ipc_enabled = true});
+    Stream s(Device(0).context(), {});
+    Buffer src = mr.allocate(4096, s);
+    Buffer psrc = pinned.allocate(512, s);
+    Event e(Device(0).context(), {.busy_waited_sync = true, .ipc_enabled = true});
+    on_thread_without_context([&] {
+      // The first exports of each: the driver is asked on this thread.
+      IPCBufferDescriptor d = src.ipc_descriptor();
+      IPCBufferDescriptor pd = psrc.ipc_descriptor();
+      IPCEventDescriptor ed = e.ipc_descriptor();
+      EXPECT_EQ(named_by(d).ptr, src.handle());
+      EXPECT_EQ(named_by(pd).ptr, psrc.handle());
+      EXPECT_TRUE(ed.blocking_sync);
+      AllocationHandle h = mr.allocation_handle();
+      AllocationHandle ph = pinned.allocation_handle();
+      DeviceMemoryResource mapped = DeviceMemoryResource::from_allocation_handle(Device(0), h);
+      PinnedMemoryResource pmapped = PinnedMemoryResource::from_allocation_handle(ph);
+      Buffer b = Buffer::from_ipc_descriptor(mapped, d, s);
+      Buffer pb = Buffer::from_ipc_descriptor(pmapped, pd, s);
+      EXPECT_EQ(b.size(), 4096u);
+      EXPECT_EQ(pb.size(), 512u);
+      Event opened = Event::from_ipc_descriptor(ed);
+      EXPECT_TRUE(opened.context() == Device(0).context()) << "opened in device 0's primary context";
+      b.close();  // unmapped here; pb by its destructor
+    });
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 2);
+    EXPECT_EQ(FakeIpc::event_exports.load(), 1);
+    EXPECT_EQ(FakeIpc::ptr_imports.load(), 2);
+    EXPECT_EQ(FakeIpc::event_opens.load(), 1);
+    std::lock_guard lock(FakeDriver::live_mutex);
+    EXPECT_TRUE(FakeIpc::mapped_of.empty()) << "an import was not unmapped";
+  }
+  expect_clean();
+}
+
+TEST_F(Ipc, ABuffersAndAnEventsDescriptorsAreAskedOfTheDriverOnce) {
+  {
+    Context ctx = Device(0).context();
+    DeviceMemoryResource mr(0, ipc_options());
+    Stream s(ctx, {});
+    Buffer b = mr.allocate(2048, s);
+    Event e(ctx, {.ipc_enabled = true});
+    // Eight threads' first looks at once.
+    constexpr int kThreads = 8;
+    std::vector<IPCBufferDescriptor> bd(kThreads);
+    std::vector<IPCEventDescriptor> ed(kThreads);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+      threads.emplace_back([&, i] {
+        ++ready;
+        while (ready.load() < kThreads) std::this_thread::yield();
+        try {
+          bd[i] = b.ipc_descriptor();
+          ed[i] = e.ipc_descriptor();
+        } catch (const std::exception& x) {
+          ADD_FAILURE() << "thread " << i << ": " << x.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 1);
+    EXPECT_EQ(FakeIpc::event_exports.load(), 1);
+    EXPECT_EQ(named_by(bd[0]).ptr, b.handle());
+    EXPECT_EQ(named_by(bd[0]).size, 2048u);
+    for (int i = 0; i < kThreads; ++i) {
+      EXPECT_EQ(bd[i].payload, bd[0].payload) << i;
+      EXPECT_EQ(bd[i].size, 2048u) << i;
+      EXPECT_EQ(bd[i].pool_uuid, mr.uuid()) << i;
+      EXPECT_EQ(ed[i], ed[0]) << i;
+    }
+    // A moved Buffer keeps its descriptor; the moved-from one has none.
+    Buffer moved = std::move(b);
+    EXPECT_EQ(moved.ipc_descriptor().payload, bd[0].payload);
+    EXPECT_THROW((void)b.ipc_descriptor(), ClosedError);
+    Buffer assigned = mr.allocate(64, s);
+    (void)assigned.ipc_descriptor();
+    assigned = std::move(moved);  // its own descriptor goes with its memory
+    EXPECT_EQ(assigned.ipc_descriptor().payload, bd[0].payload);
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 2);
+    // Another allocation is asked anew.
+    Buffer other = mr.allocate(2048, s);
+    EXPECT_EQ(named_by(other.ipc_descriptor()).ptr, other.handle());
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 3);
+    // An opened event gives the descriptor it was opened from, without asking.
+    Event opened = Event::from_ipc_descriptor(ed[0]);
+    EXPECT_EQ(opened.ipc_descriptor(), ed[0]);
+    EXPECT_EQ(FakeIpc::event_exports.load(), 1);
+    // Closed: the Event, the Buffer, the pool (through any copy) refuse, made once or not.
+    Event copy = e;
+    e.close();
+    EXPECT_THROW((void)e.ipc_descriptor(), ClosedError);
+    EXPECT_EQ(copy.ipc_descriptor(), ed[0]);
+    other.close();
+    EXPECT_THROW((void)other.ipc_descriptor(), ClosedError);
+    DeviceMemoryResource(mr).close();
+    try {
+      (void)assigned.ipc_descriptor();
+      FAIL() << "a Buffer of a closed pool was described";
+    } catch (const ClosedError& x) {
+      EXPECT_NE(std::string(x.what()).find("DeviceMemoryResource"), std::string::npos) << x.what();
+    }
   }
   expect_clean();
 }

@@ -30,13 +30,16 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "common/child_process.hpp"
 #include "common/gpu.hpp"
 #include "common/random.hpp"
+#include "loader/driver.hpp"
 
 using namespace cucore;
 using cucore::test::Child;
@@ -107,6 +110,19 @@ struct Report {
 
 void set_error(Report& r, const std::string& what) { std::snprintf(r.error, sizeof r.error, "%s", what.c_str()); }
 
+// Sends a child the pool's handle and the descriptors of `b` (`n` floats of
+// seed `seed`) and of `ready`, which orders their writing.
+void send_setup(Child& c, const DeviceMemoryResource& mr, const Buffer& b, const Event& ready, std::size_t n,
+                unsigned seed) {
+  ipc::send_handle(c.socket(), mr.allocation_handle());
+  ChildSetup setup;
+  setup.buffer = b.ipc_descriptor().to_bytes();
+  setup.ready = ready.ipc_descriptor().to_bytes();
+  setup.n = n;
+  setup.seed_in = seed;
+  send_value(c.socket(), setup);
+}
+
 // A Buffer over [begin, end) floats of `b` (a view: never freed by itself).
 Buffer range_of(const Buffer& b, std::size_t begin, std::size_t end) {
   return Buffer::from_handle(b.handle() + begin * sizeof(float), (end - begin) * sizeof(float));
@@ -145,9 +161,32 @@ CUCORE_CHILD_ROLE(ipc_import_check_write) {
   return report.ok ? 0 : 1;
 }
 
+// Runs `fn` on a new thread, where no context is current (as in a
+// multiprocessing Queue's feeder thread). Returns what went wrong: the thread
+// had a context, `fn` threw, or it left a context current; empty when nothing.
+template <typename F>
+std::string on_thread_without_context(F&& fn) {
+  std::string error;
+  std::thread([&] {
+    try {
+      CUcontext ctx = nullptr;
+      detail::check(detail::driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+      if (ctx) error += "the new thread had a current context; ";
+      fn();
+      detail::check(detail::driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+      if (ctx) error += "an IPC call left a context current on the thread; ";
+    } catch (const std::exception& e) {
+      error += std::string("an IPC call failed on a thread with no current context: ") + e.what();
+    }
+  }).join();
+  return error;
+}
+
 // The parent's side: `children` children each rewrite an equal share of one
-// buffer of random floats from an IPC-enabled pool (device or pinned).
-void share_with_children(int children, bool pinned) {
+// buffer of random floats from an IPC-enabled pool (device or pinned). With
+// `export_elsewhere`, the buffer's and the event's descriptors and a handle
+// are first made on a thread with no current context.
+void share_with_children(int children, bool pinned, bool export_elsewhere = false) {
   Device dev(0);
   dev.set_current();
   const std::size_t n = std::size_t(1) << 20;  // 4 MiB of floats
@@ -167,6 +206,22 @@ void share_with_children(int children, bool pinned) {
   launch(s, {.grid = 1, .block = 1}, spin_kernel(dev), kSpinNs);  // so an unordered read sees no data
   b.copy_from(std::span<const float>(in), s);
   Event ready = s.record({.ipc_enabled = true});
+  if (export_elsewhere) {
+    std::optional<IPCBufferDescriptor> d;
+    std::optional<IPCEventDescriptor> ed;
+    std::string error = on_thread_without_context([&] {
+      d = b.ipc_descriptor();
+      ed = ready.ipc_descriptor();
+      AllocationHandle h = pinned ? pmr->allocation_handle() : dmr->allocation_handle();
+      if (h.fd() < 0) throw std::runtime_error("allocation_handle gave no descriptor");
+    });
+    ASSERT_EQ(error, "");
+    ASSERT_TRUE(d && ed);
+    // Made once: what this thread is given now is what that thread was.
+    EXPECT_EQ(b.ipc_descriptor().payload, d->payload);
+    EXPECT_EQ(b.ipc_descriptor().size, n * sizeof(float));
+    EXPECT_EQ(ready.ipc_descriptor(), *ed);
+  }
 
   std::vector<std::unique_ptr<Child>> kids;
   for (int i = 0; i < children; ++i) kids.push_back(std::make_unique<Child>("ipc_import_check_write"));
@@ -215,6 +270,70 @@ TEST(IpcGpu, EightChildrenMapOnePoolAtOnce) {
 TEST(IpcGpu, APinnedPoolIsSharedToo) {
   CUCORE_REQUIRE_GPU();
   share_with_children(2, true);
+}
+
+// The descriptors a child uses (its data checked, its writes ordered by the
+// events) were made on a thread with no current context.
+TEST(IpcGpu, DescriptorsMadeOnAThreadWithNoCurrentContextWork) {
+  CUCORE_REQUIRE_GPU();
+  share_with_children(1, false, true);
+  share_with_children(1, true, true);
+}
+
+// A child that maps the parent's pool, imports its buffer and opens its event
+// on a thread with no current context, checks every element (on its main
+// thread), and unmaps the buffer on another such thread.
+CUCORE_CHILD_ROLE(ipc_import_on_thread_without_context) {
+  Device dev(0);
+  dev.set_current();  // on the main thread only
+  AllocationHandle handle = ipc::recv_handle(socket);
+  ChildSetup setup = recv_value<ChildSetup>(socket);
+  Report report;
+  Stream s = dev.create_stream();
+  std::optional<DeviceMemoryResource> mr;
+  std::optional<Buffer> b;
+  std::optional<Event> ready;
+  std::string error = on_thread_without_context([&] {
+    mr = DeviceMemoryResource::from_allocation_handle(dev, handle);
+    b = Buffer::from_ipc_descriptor(*mr, IPCBufferDescriptor::from_bytes(setup.buffer), s);
+    ready = Event::from_ipc_descriptor(IPCEventDescriptor::from_bytes(setup.ready));
+    if (ready->context() != dev.context()) throw std::runtime_error("the opened event is not in device 0's context");
+  });
+  if (error.empty()) {
+    s.wait(*ready);
+    std::vector<float> got(setup.n);
+    b->copy_to(std::span(got), s);
+    s.sync();
+    error = first_mismatch(got, random_floats(setup.n, setup.seed_in));
+    if (!error.empty()) error = "child read " + error;
+    error += on_thread_without_context([&] { b->close(); });  // unmapped there
+    s.sync();
+  }
+  set_error(report, error);
+  report.ok = error.empty();
+  send_value(socket, report);
+  return report.ok ? 0 : 1;
+}
+
+TEST(IpcGpu, ImportOpenAndCloseOnAThreadWithNoCurrentContext) {
+  CUCORE_REQUIRE_GPU();
+  Device dev(0);
+  dev.set_current();
+  DeviceMemoryResource mr(dev, DeviceMemoryResourceOptions{.ipc_enabled = true});
+  Stream s = dev.create_stream();
+  const std::size_t n = 1 << 16;
+  Buffer b = mr.allocate(n * sizeof(float), s);
+  launch(s, {.grid = 1, .block = 1}, spin_kernel(dev), kSpinNs);  // so an unordered read sees no data
+  std::vector<float> data = random_floats(n, 31);
+  b.copy_from(std::span<const float>(data), s);
+  Event ready = s.record({.ipc_enabled = true});
+  Child c("ipc_import_on_thread_without_context");
+  send_setup(c, mr, b, ready, n, 31);
+  Report r = recv_value<Report>(c.socket());
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(c.wait(kChildDeadline), 0);
+  b.close();
+  s.sync();
 }
 
 // ---- 1000 cycles -----------------------------------------------------------------------
@@ -283,13 +402,7 @@ TEST(IpcGpu, AThousandImportCloseCyclesLeaveNoDescriptorOrMapping) {
   EXPECT_EQ(open_fds(), fds) << "exporting leaked descriptors";
 
   Child c("ipc_cycles");
-  ipc::send_handle(c.socket(), mr.allocation_handle());
-  ChildSetup setup;
-  setup.buffer = b.ipc_descriptor().to_bytes();
-  setup.ready = ready.ipc_descriptor().to_bytes();
-  setup.n = n;
-  setup.seed_in = 7;
-  send_value(c.socket(), setup);
+  send_setup(c, mr, b, ready, n, 7);
   CycleReport r = recv_value<CycleReport>(c.socket());
   EXPECT_STREQ(r.error, "");
   EXPECT_EQ(r.bad_cycles, 0);

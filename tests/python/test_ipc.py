@@ -5,7 +5,9 @@ file descriptor carried into a spawned child by multiprocessing. GPU tests
 (skipped without a GPU, failed instead under CUCORE_REQUIRE_GPU=1): a child
 imports a parent's pool and buffer, checks every element, writes back, each
 side ordered by the other's IPC event; eight children at once; the
-pickle-by-registry path; the errors; a child checkpointed and restored.
+pickle-by-registry path; a Queue pickling on its feeder thread and exports
+on a thread with no current context; the errors; a child checkpointed and
+restored.
 
 The children are this module's functions, run by spawned interpreters; each
 reports ("ok", ...) or ("error", traceback) on a queue, so a failure in a
@@ -212,24 +214,31 @@ def _written_back(data, key):
     return (data * np.uint32(2654435761) + np.uint32(key)).astype(np.uint32)
 
 
-def _import_check_write_back(mr, buf, ready, expected, key, answers, orders):
-    """Child: waits for the parent's event, checks every element, writes back,
-    and answers with its own event's descriptor; stays alive until told."""
+def _read_after(buf, ready, expected):
+    """Reads `buf` on a new stream ordered after the IPC event `ready` and checks
+    every element against `expected`; returns the stream."""
     import numpy as np
 
-    dev = Device(0)
-    dev.set_current()
-    assert mr.is_mapped and mr.is_ipc_enabled, "the resource did not arrive mapped"
-    assert buf.is_mapped and buf.memory_resource is mr and buf.size == expected.nbytes
-    with pytest.raises(TypeError, match="mapped"):
-        mr.allocate(64, stream=dev.default_stream)
-    s = dev.create_stream()
+    s = Device(0).create_stream()
     s.wait(ready)  # the parent's writes are done before this stream reads
     got = np.empty_like(expected)
     buf.copy_to(got, stream=s)
     s.sync()
     bad = np.flatnonzero(got != expected)
     assert bad.size == 0, f"{bad.size} elements differ, first at {bad[0]}: {got[bad[0]]:#x} != {expected[bad[0]]:#x}"
+    return s
+
+
+def _import_check_write_back(mr, buf, ready, expected, key, answers, orders):
+    """Child: waits for the parent's event, checks every element, writes back,
+    and answers with its own event's descriptor; stays alive until told."""
+    dev = Device(0)
+    dev.set_current()
+    assert mr.is_mapped and mr.is_ipc_enabled, "the resource did not arrive mapped"
+    assert buf.is_mapped and buf.memory_resource is mr and buf.size == expected.nbytes
+    with pytest.raises(TypeError, match="mapped"):
+        mr.allocate(64, stream=dev.default_stream)
+    s = _read_after(buf, ready, expected)
     buf.copy_from(_written_back(expected, key), stream=s)
     done = s.record(options=EventOptions(ipc_enabled=True))
     answers.put(("ok", done.get_ipc_descriptor()))
@@ -282,23 +291,14 @@ def test_eight_children_import_one_pool_at_once(device):
 
 
 def _receive_by_registry(queue, expected):
-    import numpy as np
-
-    dev = Device(0)
-    dev.set_current()
+    Device(0).set_current()
     mr = queue.get(timeout=TIMEOUT)  # through the Queue: mapped and registered here
     assert mr.is_mapped and DeviceMemoryResource.from_registry(mr.uuid) is mr
     buf = pickle.loads(queue.get(timeout=TIMEOUT))  # plain pickle: found by UUID in the registry
     assert buf.memory_resource is mr and buf.is_mapped
     again = _import_again(mr, buf.get_ipc_descriptor())
     assert again.handle == buf.handle, "a second import of one descriptor mapped it twice"
-    ready = queue.get(timeout=TIMEOUT)
-    s = dev.create_stream()
-    s.wait(ready)
-    got = np.empty_like(expected)
-    buf.copy_to(got, stream=s)
-    s.sync()
-    assert np.array_equal(got, expected), f"{np.count_nonzero(got != expected)} elements differ"
+    _read_after(buf, queue.get(timeout=TIMEOUT), expected)
     again.close()
     buf.close()
     return mr.uuid
@@ -308,25 +308,37 @@ def _import_again(mr, descriptor):
     return cucore.Buffer.from_ipc_descriptor(mr, descriptor)
 
 
-def test_resource_through_a_queue_then_buffers_by_plain_pickle(device):
+def _share_through_queue(device, child, seed, send):
+    """Parent: an IPC pool and a buffer of random data; `send(queue, mr, buf, stream)`
+    puts what `child(queue, data)` takes. Returns the pool, the buffer, the
+    stream and the child's answer."""
     import numpy as np
 
     s = device.create_stream()
     mr = _ipc_mr(device)
-    data = np.random.default_rng(7).integers(0, 2**32, N, dtype=np.uint32)
+    data = np.random.default_rng(seed).integers(0, 2**32, N, dtype=np.uint32)
     buf = mr.allocate(N * 4, stream=s)
     buf.copy_from(data, stream=s)
     q, answers = CTX.Queue(), CTX.Queue()
-    p = CTX.Process(target=_report, args=(answers, _receive_by_registry, q, data))
+    p = CTX.Process(target=_report, args=(answers, child, q, data))
     p.start()
     try:
-        q.put(mr)
-        q.put(pickle.dumps(buf))
-        q.put(s.record(options=EventOptions(ipc_enabled=True)))
-        assert _answer(answers, p) == mr.uuid
+        send(q, mr, buf, s)
+        answer = _answer(answers, p)
     finally:
         _reap(p)
     assert p.exitcode == 0
+    return mr, buf, s, answer
+
+
+def test_resource_through_a_queue_then_buffers_by_plain_pickle(device):
+    def send(q, mr, buf, s):
+        q.put(mr)
+        q.put(pickle.dumps(buf))
+        q.put(s.record(options=EventOptions(ipc_enabled=True)))
+
+    mr, _, _, answer = _share_through_queue(device, _receive_by_registry, 7, send)
+    assert answer == mr.uuid
 
 
 def _errors_and_descriptor_counts(handle, other_handle, desc, other_desc, cycles):
@@ -411,6 +423,89 @@ def test_errors_leave_nothing_behind(device):
     finally:
         _reap(p)
     assert p.exitcode == 0
+
+
+def _receive_through_queue(queue, expected):
+    """Child: a resource, a buffer and an event that the parent's Queue pickled on its feeder thread."""
+    Device(0).set_current()
+    mr = queue.get(timeout=TIMEOUT)
+    buf = queue.get(timeout=TIMEOUT)
+    ready = queue.get(timeout=TIMEOUT)
+    assert mr.is_mapped and buf.is_mapped and buf.memory_resource is mr and buf.size == expected.nbytes
+    s = _read_after(buf, ready, expected)
+    buf.close()
+    s.sync()
+    return True
+
+
+def test_a_queue_pickles_ipc_objects_on_its_feeder_thread(device):
+    # A Queue pickles on its feeder thread, where no CUDA context is current: the
+    # first descriptors of this buffer and this event are made there.
+    events = []
+
+    def send(q, mr, buf, s):
+        events.append(s.record(options=EventOptions(ipc_enabled=True)))  # no sync: the child waits on it
+        q.put(mr)
+        q.put(buf)
+        q.put(events[0])
+
+    mr, buf, s, answer = _share_through_queue(device, _receive_through_queue, 11, send)
+    assert answer is True
+    d = buf.get_ipc_descriptor()
+    assert d is buf.get_ipc_descriptor() is buf.ipc_descriptor and d.size == N * 4, "made once, kept by the buffer"
+    assert events[0].get_ipc_descriptor() is events[0].get_ipc_descriptor()
+    buf.close()
+    s.sync()
+
+
+def test_descriptors_made_on_a_thread_with_no_current_context(device):
+    import threading
+
+    s = device.create_stream()
+    mr = _ipc_mr(device)
+    bufs = [mr.allocate(4096 * (i + 1), stream=s) for i in range(4)]
+    event = s.record(options=EventOptions(ipc_enabled=True))
+    s.sync()
+    made, errors = {}, []
+
+    def export():  # a new thread: no CUDA context is current on it
+        try:
+            made["buffers"] = [b.get_ipc_descriptor() for b in bufs]
+            made["event"] = event.get_ipc_descriptor()
+            made["handle"] = mr.get_allocation_handle()
+        except BaseException as e:  # reported below
+            errors.append(e)
+
+    t = threading.Thread(target=export)
+    t.start()
+    t.join()
+    assert not errors, f"an IPC export failed on a thread with no current context: {errors[0]!r}"
+    for b, d in zip(bufs, made["buffers"]):
+        assert d is b.get_ipc_descriptor() and d.size == b.size and d._uuid == mr.uuid
+    assert len({d._payload for d in made["buffers"]}) == 4, "each buffer has its own export data"
+    assert made["event"] is event.get_ipc_descriptor() and len(made["event"]._reserved) == 64
+    assert made["handle"] is mr.get_allocation_handle() and not made["handle"].is_closed
+    for b in bufs:
+        b.close()
+    s.sync()
+
+
+def test_a_descriptor_goes_with_its_buffer(device):
+    # A buffer keeps its descriptor object; buffers made and dropped one after
+    # another often reuse both the Python object's address and the pool's: each
+    # is described anew (by its own size), never by a predecessor's descriptor.
+    s = device.create_stream()
+    mr = _ipc_mr(device)
+    prev = None
+    for i in range(64):
+        b = mr.allocate(256 + 64 * i, stream=s)
+        d = b.get_ipc_descriptor()
+        assert d.size == b.size and d is not prev, f"buffer {i} ({b.size} bytes) was described as {d.size} bytes"
+        prev = d
+        if i % 2:
+            b.close()
+        del b
+    s.sync()
 
 
 def test_event_descriptor_of_an_ipc_event(device):
