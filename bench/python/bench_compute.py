@@ -169,8 +169,8 @@ def main():
     # (3 in 4 outside), then bytes. Both libraries' histograms must agree.
     idx = cp.arange(N, dtype=np.uint32)
     hashed = cp.ElementwiseKernel(
-        "uint32 i, uint32 mask, uint32 shift", "T out",
-        "unsigned h = i * 2654435761u; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; out = (T)((h >> shift) & mask)",
+        "uint32 k, uint32 mask, uint32 shift", "T out",
+        "unsigned h = k * 2654435761u; h ^= h >> 15; h *= 2246822519u; h ^= h >> 13; out = (T)((h >> shift) & mask)",
         "cucore_bench_hash")
     hist = cp.empty(256, np.int32)
     hist_peer = cp.empty(256, np.int32)

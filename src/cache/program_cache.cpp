@@ -467,15 +467,18 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
   if (!keying.unfollowable().empty()) return uncached(*this, target, name_expressions, keying.unfollowable());
 
   const std::uint64_t landed_before = g_flights_landed.load(std::memory_order_acquire);
-  if (auto key = keying.quick_key())
-    if (auto hit = cache->get(*key, target)) return std::move(*hit);
+  const std::optional<std::string> quick = keying.quick_key();
+  if (quick)
+    if (auto hit = cache->get(*quick, target)) return std::move(*hit);
 
   // The headers are read now (unless there are none), so the compile gets
   // exactly what the key names.
   Keyed keyed = keying.full_key();
   if (!keyed.unfollowable.empty()) return uncached(*this, target, name_expressions, keyed.unfollowable);
   std::string& key = keyed.key;
-  if (keyed.includes)  // the manifest was stale, but the headers may match an entry still
+  // The manifest was stale, but the headers may match an entry still (a key
+  // already asked for, as a toolkit-only compile's, is not asked twice).
+  if (keyed.includes && quick != key)
     if (auto hit = cache->get(key, target)) return std::move(*hit);
 
   FlightKey fk{cache, key};
