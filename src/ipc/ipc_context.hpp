@@ -15,6 +15,9 @@
 
 namespace cucore::detail {
 
+// A device's primary context (kept for the process, so it may be stored).
+inline CUcontext primary_of(int device) { return primary_context(*device_state(device))->ctx; }
+
 class IpcContext {
  public:
   // `ctx` null: the object belongs to no context (a pinned pool, an event
@@ -22,10 +25,9 @@ class IpcContext {
   // is, device 0's primary context (as the runtime API does).
   explicit IpcContext(CUcontext ctx) {
     if (!ctx) {
-      check(driver().cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-      current_ = ctx;
-      if (ctx) return;
-      ctx = primary_context(*device_state(0))->ctx;
+      check(driver().cuCtxGetCurrent(&current_), "cuCtxGetCurrent");
+      if (current_) return;
+      ctx = primary_of(0);
     }
     current_ = ctx;
     scope_.emplace(ctx);
@@ -49,9 +51,6 @@ CUresult call_in_context(CUcontext ctx, std::optional<IpcContext>& in, Call&& ca
   in.emplace(ctx);
   return call();
 }
-
-// A device's primary context (kept for the process, so it may be stored).
-inline CUcontext primary_of(int device) { return primary_context(*device_state(device))->ctx; }
 
 // A pool's own context: its device's primary context (a mapped pool's, looked
 // up when it was mapped); null for a pinned pool, which belongs to no device.
