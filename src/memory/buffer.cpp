@@ -32,6 +32,18 @@ Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr,
   return Buffer(ptr, size, std::move(mr), free_on);
 }
 
+namespace {
+// Takes a Buffer's cached IPC descriptor, if any. Plain loads and stores: a
+// Buffer is not moved or closed while another thread uses it, and the common
+// Buffer (never exported) must not pay a locked exchange on every free or move.
+const IPCBufferDescriptor* take_ipc_export(std::atomic<const IPCBufferDescriptor*>& a) noexcept {
+  const IPCBufferDescriptor* p = a.load(std::memory_order_relaxed);
+  if (p) [[unlikely]]
+    a.store(nullptr, std::memory_order_relaxed);
+  return p;
+}
+}  // namespace
+
 inline void Buffer::reset() noexcept {
   ptr_ = 0;
   size_ = 0;
@@ -39,7 +51,7 @@ inline void Buffer::reset() noexcept {
   stream_ = Stream::legacy_default();
   stream_box_.reset();
   owner_.reset();
-  delete ipc_export_.exchange(nullptr, std::memory_order_relaxed);
+  delete take_ipc_export(ipc_export_);
   open_ = false;
   mapped_ = false;
 }
@@ -86,7 +98,7 @@ void Buffer::destroy() noexcept {
   } catch (...) {
     // Destructors never throw; a failed free leaves the memory to the pool's owner.
   }
-  delete ipc_export_.exchange(nullptr, std::memory_order_relaxed);  // close() left it when the free failed
+  delete take_ipc_export(ipc_export_);  // close() left it when the free failed
 }
 
 Buffer::Buffer(Buffer&& other) noexcept
@@ -96,7 +108,7 @@ Buffer::Buffer(Buffer&& other) noexcept
       stream_(other.stream_),
       stream_box_(std::move(other.stream_box_)),
       owner_(std::move(other.owner_)),
-      ipc_export_(other.ipc_export_.exchange(nullptr, std::memory_order_relaxed)),
+      ipc_export_(take_ipc_export(other.ipc_export_)),
       open_(other.open_),
       mapped_(other.mapped_) {
   other.reset();
@@ -111,8 +123,8 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     stream_ = other.stream_;
     stream_box_ = std::move(other.stream_box_);
     owner_ = std::move(other.owner_);
-    delete ipc_export_.exchange(other.ipc_export_.exchange(nullptr, std::memory_order_relaxed),
-                                std::memory_order_relaxed);
+    delete take_ipc_export(ipc_export_);
+    ipc_export_.store(take_ipc_export(other.ipc_export_), std::memory_order_relaxed);
     open_ = other.open_;
     mapped_ = other.mapped_;
     other.reset();
