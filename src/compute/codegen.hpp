@@ -18,7 +18,7 @@ struct TuSource {
   std::string name;                          // "reduce", ... (the program's name)
   std::string code;                          // the whole translation unit
   std::vector<std::string> kernels;          // name expressions, in the order the dispatch uses them
-  std::vector<std::vector<std::byte>> ltoirs;  // user LTO-IR to link in (empty: plain cubin)
+  std::vector<std::vector<std::byte>> ltoirs;  // user LTO-IR to link in besides the TU's own
   std::size_t tuning_count = 0;              // entries of cucore_tuning
 };
 

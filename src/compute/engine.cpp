@@ -12,6 +12,7 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -20,6 +21,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "cache/program_key.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
 
@@ -67,27 +69,59 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
   o.std = "c++17";
   // NVRTC's JIT mode refuses host functions; CUB's unannotated helpers become device ones.
   o.device_as_default_execution_space = true;
+  // Every build is compiled to LTO-IR and linked by nvJitLink, with or without
+  // user operators' LTO-IR: only the link can drop the device variables no
+  // kernel uses. CCCL's headers define hundreds (under NVRTC every static
+  // constexpr member, e.g. integral_constant::value, becomes one); a cubin that
+  // keeps them costs the driver 5-8 ms to load into a context at the first
+  // launch, against ~0.1 ms without. cucore_tuning is read from the cubin, so it stays.
+  o.relocatable_device_code = true;
+  o.link_time_optimization = true;
+  Program program(tu.code, "c++", o);
+  auto link = [&](const ObjectCode& ltoir) {
+    std::vector<ObjectCode> inputs{ltoir};
+    for (std::size_t i = 0; i < tu.ltoirs.size(); ++i)
+      inputs.push_back(ObjectCode::from_ltoir(tu.ltoirs[i], "operator " + std::to_string(i)));
+    Linker linker(std::move(inputs), LinkerOptions{.name = o.name,
+                                                   .arch = arch,
+                                                   .link_time_optimization = true,
+                                                   .variables_used = {"cucore_tuning"},
+                                                   .optimize_unused_variables = true});
+    ObjectCode linked = linker.link(CodeType::cubin);
+    std::vector<std::byte> bytes(linked.code().begin(), linked.code().end());
+    return ObjectCode::from_bytes(std::move(bytes), CodeType::cubin, o.name, ltoir.symbol_mapping());
+  };
+  constexpr std::string_view kLinkRecipe = "cucore.compute linked 2, unused variables dropped:";
+  // A TU whose includes are all the toolkit's (<...>; CCCL's, covered by the
+  // compiler identity in the key) is keyed by its text alone: a warm start
+  // reads one entry. An operator that includes its own headers instead goes
+  // through the header-aware cache as LTO-IR, and the linked cubin is keyed by
+  // that LTO-IR's content, which follows every header it read.
+  const cucore::detail::IncludeScan& scan = cucore::detail::code_includes(tu.code);
+  const bool toolkit_only =
+      scan.unfollowable.empty() && std::all_of(scan.directives.begin(), scan.directives.end(), [](const auto& d) {
+        return d.angled && !d.name.starts_with('/');
+      });
   ObjectCode obj;
-  if (tu.ltoirs.empty()) {
-    obj = Program(tu.code, "c++", o).compile(CodeType::cubin, tu.kernels, &c);
-  } else {
-    o.relocatable_device_code = true;
-    o.link_time_optimization = true;
-    Program program(tu.code, "c++", o);
-    // The linked cubin is keyed by the source, options and every LTO-IR module.
+  if (toolkit_only) {
     const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
-                                                   "cucore.compute linked 1:" + sha256_of(tu.ltoirs));
+                                                   std::string(kLinkRecipe) + sha256_of(tu.ltoirs));
     if (auto hit = c.get(key, CodeType::cubin)) {
       obj = *hit;
     } else {
-      ObjectCode ltoir = program.compile(CodeType::ltoir, tu.kernels);
-      std::vector<ObjectCode> inputs{ltoir};
-      for (std::size_t i = 0; i < tu.ltoirs.size(); ++i)
-        inputs.push_back(ObjectCode::from_ltoir(tu.ltoirs[i], "operator " + std::to_string(i)));
-      Linker linker(std::move(inputs), LinkerOptions{.name = o.name, .arch = arch, .link_time_optimization = true});
-      ObjectCode linked = linker.link(CodeType::cubin);
-      std::vector<std::byte> bytes(linked.code().begin(), linked.code().end());
-      obj = ObjectCode::from_bytes(std::move(bytes), CodeType::cubin, o.name, ltoir.symbol_mapping());
+      obj = link(program.compile(CodeType::ltoir, tu.kernels));
+      c.put(key, obj);
+    }
+  } else {
+    const ObjectCode ltoir = program.compile(CodeType::ltoir, tu.kernels, &c);
+    std::vector<std::vector<std::byte>> blobs{{ltoir.code().begin(), ltoir.code().end()}};
+    blobs.insert(blobs.end(), tu.ltoirs.begin(), tu.ltoirs.end());
+    const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
+                                                   std::string(kLinkRecipe) + "of the LTO-IR " + sha256_of(blobs));
+    if (auto hit = c.get(key, CodeType::cubin)) {
+      obj = *hit;
+    } else {
+      obj = link(ltoir);
       c.put(key, obj);
     }
   }
