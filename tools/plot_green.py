@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Turns bench_green's JSON lines into docs/img/green_isolation.png (the small
 kernel's latency against the big kernel's bandwidth, per setting) and the
-measured table in docs/green-contexts.md (between its green-table markers).
+measured tables in docs/green-contexts.md (between its green-table markers):
+the settings, and cucore against the raw driver per partition size. A
+partitioned setting's latencies and big-kernel time are the medians over
+bench_green's rounds (its "rounds" metric); the pooled percentiles of all
+rounds' samples are kept as "pooled small p50" etc. and shown as ratios.
 
     tools/plot_green.py [bench.jsonl] [--png docs/img/green_isolation.png] [--doc docs/green-contexts.md]
 
@@ -73,29 +77,65 @@ def fmt(v: float | None, unit: str) -> str:
     return f"{v:.1f} µs" if unit == "us" else f"{v:.2f} ms" if unit == "ms" else f"{v:.0f} GB/s"
 
 
-def table(data: dict) -> str:
-    rows = ["| setting | samples | small p50 | p99 | p99.9 | big kernel | big bandwidth "
-            "| cucore / raw driver (p99.9, big) | p99.9, sharing / this |",
-            "|---|---|---|---|---|---|---|---|---|"]
+def ratio(rec: dict | None) -> str:
+    r = None if rec is None else rec.get("ratio")
+    return "—" if r is None else f"{r:.3f}"
+
+
+def samples(d: dict) -> str:
+    n = fmt(value(d.get("samples")), "samples")
+    rounds = value(d.get("rounds"))
+    return n if rounds is None else f"{n} in {rounds:.0f} rounds"
+
+
+def settings_table(data: dict) -> str:
+    rows = ["| setting | samples | small p50 | p99 | p99.9 | big kernel | big bandwidth | p99.9, sharing / this |",
+            "|---|---|---|---|---|---|---|---|"]
     big_alone = data.get("big alone", {})
     if big_alone:
         rows.append(f"| big kernel alone | — | — | — | — | {fmt(value(big_alone.get('big kernel')), 'ms')} | "
-                    f"{fmt(value(big_alone.get('big bandwidth')), 'GB/s')} | — | — |")
+                    f"{fmt(value(big_alone.get('big bandwidth')), 'GB/s')} | — |")
     for s in settings_in_order(data):
         d = data[s]
-        ratio = "—"
-        if "ratio" in d.get("small p99.9", {}):
-            ratio = f"{d['small p99.9']['ratio']:.2f}, {d.get('big kernel', {}).get('ratio', 0):.2f}"
         # The "vs shared" row's ratio is partitioned / shared (goal <= 0.01): shown as how many times better.
         isolation = "—"
         vs = d.get("small p99.9 vs shared", {}).get("ratio")
         if vs:
             isolation = f"{1 / vs:.0f}×"
-        rows.append(f"| {label(s, data)} | {fmt(value(d.get('samples')), 'samples')} | "
+        rows.append(f"| {label(s, data)} | {samples(d)} | "
                     f"{fmt(value(d.get('small p50')), 'us')} | {fmt(value(d.get('small p99')), 'us')} | "
                     f"{fmt(value(d.get('small p99.9')), 'us')} | {fmt(value(d.get('big kernel')), 'ms')} | "
-                    f"{fmt(value(d.get('big bandwidth')), 'GB/s')} | {ratio} | {isolation} |")
+                    f"{fmt(value(d.get('big bandwidth')), 'GB/s')} | {isolation} |")
     return "\n".join(rows)
+
+
+def against_raw_table(data: dict) -> str:
+    """cucore against the raw driver per partition size: the medians over rounds and their ratios (the goal's
+    figures), and the pooled percentiles' ratios for reference."""
+    def pair(d: dict, metric: str, unit: str) -> str:
+        rec = d.get(metric)
+        return f"{fmt(value(rec), unit)} / {fmt(value(rec, 'peer_value'), unit)}"
+
+    rows = ["| green contexts | rounds | p50, cucore / raw | p99, cucore / raw | p99.9, cucore / raw "
+            "| big kernel, cucore / raw | ratios p50, p99, p99.9, big (goal ≤ 1.1) | pooled ratios p50, p99, p99.9 |",
+            "|---|---|---|---|---|---|---|---|"]
+    for s in settings_in_order(data):
+        d = data[s]
+        if "ratio" not in d.get("small p99.9", {}):
+            continue
+        rounds = value(d.get("rounds"))
+        big = value(d.get("big kernel SMs"))
+        sms = s.split("-")[1] + (f" + {big:.0f}" if big is not None else "") + " SMs"
+        ratios = ", ".join(ratio(d.get(m)) for m in ("small p50", "small p99", "small p99.9", "big kernel"))
+        pooled = ", ".join(ratio(d.get(f"pooled small {q}")) for q in ("p50", "p99", "p99.9"))
+        rows.append(f"| {sms} | {'—' if rounds is None else f'{rounds:.0f}'} | {pair(d, 'small p50', 'us')} | "
+                    f"{pair(d, 'small p99', 'us')} | {pair(d, 'small p99.9', 'us')} | "
+                    f"{pair(d, 'big kernel', 'ms')} | {ratios} | {pooled} |")
+    return "\n".join(rows)
+
+
+def table(data: dict) -> str:
+    return f"{settings_table(data)}\n\ncucore against the raw driver, same run:\n\n{against_raw_table(data)}"
 
 
 def update_doc(doc: pathlib.Path, text: str) -> None:
@@ -143,7 +183,7 @@ def plot(data: dict, png: pathlib.Path) -> bool:
     ax.set_yscale("log")
     ax.set_xlabel("big kernel bandwidth (GB/s)")
     ax.set_ylabel("small kernel latency (µs): ○ p50, □ p99, △ p99.9")
-    ax.set_title("Isolation with green contexts (bench_green)")
+    ax.set_title("Isolation with green contexts (bench_green; partitioned: medians over rounds)")
     ax.legend(fontsize=7, loc="upper left")
     ax.grid(True, which="both", alpha=0.3)
     png.parent.mkdir(parents=True, exist_ok=True)
