@@ -6,11 +6,14 @@
 //   compile in the same run (ratio). Loading the kernel needs a GPU; without one both stop at the
 //   ObjectCode, and the line says so. With a GPU, also the floor: a fresh process that reads the
 //   same cached cubin and loads it with the raw driver (cuLibraryLoadData + cuLibraryGetKernel, as
-//   cucore does; and cuModuleLoadData + cuModuleGetFunction, the context-bound way).
+//   cucore does; and cuModuleLoadData + cuModuleGetFunction, the context-bound way), and
+//   diagnostics that tell whether a load slower than the raw driver's is cucore's code or
+//   the process's state.
 // The children for the last one are this program run again with CUCORE_BENCH_CACHE_CHILD set
-// (to "1", or to "library"/"module" for the raw driver).
+// (to "1"; "library"/"module" for the raw driver; "cucore-raw"/"from-bytes" for the diagnostics).
 #include <fcntl.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -78,63 +81,113 @@ void init_device() {
 
 // ---------------------------------------------------------------- fresh-process child
 
+// Minor page faults and context switches so far: a child reports those of its
+// kernel load, so that a slow load can be told apart (faults on the image or the
+// driver's pages, a wait on another thread) on the GPU machine.
+struct Usage {
+  long faults = 0, switches = 0;
+};
+Usage usage_now() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return {r.ru_minflt, r.ru_nvcsw + r.ru_nivcsw};
+}
+
+double us_between(bench::clock::time_point a, bench::clock::time_point b) {
+  return std::chrono::duration<double, std::micro>(b - a).count();
+}
+
+// The raw driver's load, as cucore's get_kernel does it: cuLibraryLoadData, cuLibraryGetKernel.
+void raw_library_load(const void* image) {
+  const auto& d = cucore::detail::driver();
+  CUlibrary lib = nullptr;
+  CUkernel kernel = nullptr;
+  cucore::detail::check(d.cuLibraryLoadData(&lib, image, nullptr, nullptr, 0, nullptr, nullptr, 0),
+                        "cuLibraryLoadData");
+  cucore::detail::check(d.cuLibraryGetKernel(&kernel, lib, "saxpy"), "cuLibraryGetKernel");
+}
+
 // Source to kernel (or to ObjectCode without a GPU) through a FileStreamProgramCache
-// at $CUCORE_BENCH_CACHE_DIR; prints the microseconds it took. CUDA's own start-up
-// (driver load, cuInit, context) is done first and not counted: it is the same
-// with or without a cache.
-int child_main() {
+// at $CUCORE_BENCH_CACHE_DIR; prints the microseconds it took, its parts, and the
+// page faults and context switches of the load. CUDA's own start-up (driver load,
+// cuInit, context) is done first and not counted: it is the same with or without
+// a cache. The source is the input, made before timing (a program has it as a
+// literal or reads it). With `raw_load` (a diagnostic) the kernel is loaded from
+// the ObjectCode's bytes by the raw driver instead of by get_kernel.
+int child_main(bool raw_load) {
   init_device();
+  if (raw_load && !g_gpu) return 1;
   const std::string dir = std::getenv("CUCORE_BENCH_CACHE_DIR");
+  std::string source = source_2kb();
   const auto t0 = bench::clock::now();
   cucore::FileStreamProgramCache cache(dir);
-  cucore::Program program(source_2kb(), "c++", {.arch = g_arch});
+  cucore::Program program(std::move(source), "c++", {.arch = g_arch});
   const auto t1 = bench::clock::now();
   // The first key in a process pays one-time costs (the compiler identity's
   // memo, the first SHA-256); timed apart, then compile() computes it again (~1 us).
   (void)cucore::make_program_cache_key(program.code(), "c++", program.options(), cucore::CodeType::cubin);
   const auto t2 = bench::clock::now();
   cucore::ObjectCode code = program.compile(cucore::CodeType::cubin, {}, &cache);
+  const Usage u0 = usage_now();
   const auto t3 = bench::clock::now();
-  if (g_gpu) (void)code.get_kernel("saxpy");
+  if (raw_load)
+    raw_library_load(code.code().data());
+  else if (g_gpu)
+    (void)code.get_kernel("saxpy");
   const auto t4 = bench::clock::now();
-  auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
-  std::printf("%.3f %llu %.3f %.3f %.3f %.3f\n", us(t0, t4), static_cast<unsigned long long>(cache.stats().hits),
-              us(t0, t1), us(t1, t2), us(t2, t3), us(t3, t4));
+  const Usage u1 = usage_now();
+  std::printf("%.3f %llu %.3f %.3f %.3f %.3f %ld %ld\n", us_between(t0, t4),
+              static_cast<unsigned long long>(cache.stats().hits), us_between(t0, t1), us_between(t1, t2),
+              us_between(t2, t3), us_between(t3, t4), u1.faults - u0.faults, u1.switches - u0.switches);
   return 0;
 }
 
 // The raw driver's floor: the cubin the warm cache holds for the same source
 // ($CUCORE_BENCH_CACHE_FILE), read with plain calls and loaded with the driver
-// alone; prints the microseconds of the whole and of the load.
+// alone ("library", "module"), or by cucore's get_kernel ("from-bytes", a
+// diagnostic: cucore's load in a process that did nothing else of cucore's).
+// With $CUCORE_BENCH_CACHE_WAIT_US (a diagnostic) it waits that long before
+// the load, spinning, so the load comes as long after the context's creation
+// as a cucore child's does. Prints the microseconds of the read and the load
+// together and of the load alone, and the load's page faults and context switches.
 int raw_child_main(const std::string& how) {
   init_device();
   if (!g_gpu) return 1;
   const char* file = std::getenv("CUCORE_BENCH_CACHE_FILE");
+  const char* wait = std::getenv("CUCORE_BENCH_CACHE_WAIT_US");
+  const double wait_us = wait ? std::atof(wait) : 0;
   const auto t0 = bench::clock::now();
   const int fd = open(file, O_RDONLY | O_CLOEXEC);
   struct stat st;
   if (fd < 0 || fstat(fd, &st) != 0) return 1;
-  std::vector<char> bytes(static_cast<std::size_t>(st.st_size));
+  std::vector<std::byte> bytes(static_cast<std::size_t>(st.st_size));
   const bool read_all = read(fd, bytes.data(), bytes.size()) == st.st_size;
   close(fd);
   if (!read_all) return 1;
   const auto t1 = bench::clock::now();
-  const auto& d = cucore::detail::driver();
+  while (us_between(t1, bench::clock::now()) < wait_us) {
+  }
+  std::optional<cucore::ObjectCode> code;
+  if (how == "from-bytes") code = cucore::ObjectCode::from_bytes(std::move(bytes), cucore::CodeType::cubin);
+  const Usage u0 = usage_now();
+  const auto t2 = bench::clock::now();
   if (how == "library") {
-    CUlibrary lib = nullptr;
-    CUkernel kernel = nullptr;
-    cucore::detail::check(d.cuLibraryLoadData(&lib, bytes.data(), nullptr, nullptr, 0, nullptr, nullptr, 0),
-                          "cuLibraryLoadData");
-    cucore::detail::check(d.cuLibraryGetKernel(&kernel, lib, "saxpy"), "cuLibraryGetKernel");
-  } else {
+    raw_library_load(bytes.data());
+  } else if (how == "module") {
+    const auto& d = cucore::detail::driver();
     CUmodule module = nullptr;
     CUfunction function = nullptr;
     cucore::detail::check(d.cuModuleLoadData(&module, bytes.data()), "cuModuleLoadData");
     cucore::detail::check(d.cuModuleGetFunction(&function, module, "saxpy"), "cuModuleGetFunction");
+  } else if (how == "from-bytes") {
+    (void)code->get_kernel("saxpy");
+  } else {
+    return 1;
   }
-  const auto t2 = bench::clock::now();
-  auto us = [](auto a, auto b) { return std::chrono::duration<double, std::micro>(b - a).count(); };
-  std::printf("%.3f %.3f\n", us(t0, t2), us(t1, t2));
+  const auto t3 = bench::clock::now();
+  const Usage u1 = usage_now();
+  std::printf("%.3f %.3f %ld %ld\n", us_between(t0, t1) + us_between(t2, t3), us_between(t2, t3),
+              u1.faults - u0.faults, u1.switches - u0.switches);
   return 0;
 }
 
@@ -144,6 +197,7 @@ struct ChildResult {
   // of which: constructing the Program, the first key, compile() through the
   // cache (key again + disk read), loading the kernel
   double program_us = 0, key_us = 0, compile_us = 0, load_us = 0;
+  long load_faults = 0, load_switches = 0;  // during the load
 };
 
 // Runs this program again with `env` added; its standard output, or nullopt
@@ -178,25 +232,43 @@ std::optional<std::string> run_self(const std::vector<std::string>& extra_env) {
   return out;
 }
 
-// Runs a cucore child; its times in microseconds (negative on failure) and whether it hit.
-ChildResult run_child(const std::string& dir) {
-  auto got = run_self({"CUCORE_BENCH_CACHE_CHILD=1", "CUCORE_BENCH_CACHE_DIR=" + dir});
+// Runs a cucore child ("1"; "cucore-raw" loads with the raw driver); its times
+// in microseconds (negative on failure) and whether it hit.
+ChildResult run_child(const std::string& dir, const char* mode = "1") {
+  auto got = run_self({std::string("CUCORE_BENCH_CACHE_CHILD=") + mode, "CUCORE_BENCH_CACHE_DIR=" + dir});
   if (!got) return {};
   const std::string& out = *got;
   ChildResult r;
   unsigned long long hits = 0;
-  if (std::sscanf(out.c_str(), "%lf %llu %lf %lf %lf %lf", &r.us, &hits, &r.program_us, &r.key_us, &r.compile_us,
-                  &r.load_us) != 6)
+  if (std::sscanf(out.c_str(), "%lf %llu %lf %lf %lf %lf %ld %ld", &r.us, &hits, &r.program_us, &r.key_us,
+                  &r.compile_us, &r.load_us, &r.load_faults, &r.load_switches) != 8)
     return {};
   r.hit = hits > 0;
+  return r;
+}
+
+// A raw child's figures: read + load, the load alone, its faults and switches.
+struct RawResult {
+  double all_us = -1, load_us = 0;
+  long load_faults = 0, load_switches = 0;
+};
+
+RawResult run_raw_child(const std::vector<std::string>& env) {
+  auto got = run_self(env);
+  RawResult r;
+  if (!got || std::sscanf(got->c_str(), "%lf %lf %ld %ld", &r.all_us, &r.load_us, &r.load_faults,
+                          &r.load_switches) != 4)
+    return {};
   return r;
 }
 
 }  // namespace
 
 int main() {
-  if (const char* child = std::getenv("CUCORE_BENCH_CACHE_CHILD"))
-    return std::string(child) == "1" ? child_main() : raw_child_main(child);
+  if (const char* child = std::getenv("CUCORE_BENCH_CACHE_CHILD")) {
+    const std::string how = child;
+    return how == "1" || how == "cucore-raw" ? child_main(how == "cucore-raw") : raw_child_main(how);
+  }
   init_device();
   std::printf("program cache benchmarks (%s%s)\n", g_arch.c_str(), g_gpu ? "" : ", no GPU: kernels are not loaded");
 
@@ -285,7 +357,8 @@ int main() {
       std::fprintf(stderr, "bench_program_cache: the child process failed\n");
       return 1;
     }
-    std::vector<double> warm_us, cold_us, program_us, key_us, compile_us, load_us;
+    std::vector<ChildResult> warm_children;
+    std::vector<double> cold_us;
     bool all_hit = true;
     for (int i = 0; i < 11; ++i) {
       fs::path cold = root / ("cold-" + std::to_string(i));
@@ -297,50 +370,97 @@ int main() {
       }
       all_hit = all_hit && w.hit && !c.hit;
       cold_us.push_back(c.us);
-      warm_us.push_back(w.us);
-      program_us.push_back(w.program_us);
-      key_us.push_back(w.key_us);
-      compile_us.push_back(w.compile_us);
-      load_us.push_back(w.load_us);
+      warm_children.push_back(w);
     }
+    // The median of one field over children's results.
+    auto median_of = [](const auto& results, auto field) {
+      std::vector<double> v;
+      for (const auto& r : results) v.push_back(static_cast<double>(r.*field));
+      return bench::median(v);
+    };
     const char* what = g_gpu ? "fresh process: source -> loaded kernel, warm disk"
                              : "fresh process: source -> ObjectCode, warm disk (no GPU: no load)";
-    bench::Comparison c{what, "us", bench::median(warm_us), bench::median(cold_us), "cold compile, same run"};
+    bench::Comparison c{what, "us", median_of(warm_children, &ChildResult::us), bench::median(cold_us),
+                        "cold compile, same run"};
     bench::report(c);
     bench::report_value(std::string(what) + " (goal 500 us)", c.cucore, "us", 500);
     // Where a warm start goes (medians of each part).
-    bench::report_value("  of which the cache and Program construction", bench::median(program_us), "us");
-    bench::report_value("  of which the first key (toolchain identity memo, first SHA-256)", bench::median(key_us),
-                        "us");
-    bench::report_value("  of which compile(cubin, cache): key + disk hit", bench::median(compile_us), "us");
-    if (g_gpu) bench::report_value("  of which get_kernel (module load)", bench::median(load_us), "us");
+    bench::report_value("  of which the cache and Program construction",
+                        median_of(warm_children, &ChildResult::program_us), "us");
+    bench::report_value("  of which the first key (toolchain identity memo, first SHA-256)",
+                        median_of(warm_children, &ChildResult::key_us), "us");
+    bench::report_value("  of which compile(cubin, cache): key + disk hit",
+                        median_of(warm_children, &ChildResult::compile_us), "us");
+    const double load_us = median_of(warm_children, &ChildResult::load_us);
+    if (g_gpu) bench::report_value("  of which get_kernel (module load)", load_us, "us");
     if (!all_hit) std::printf("  warning: a warm run missed the cache or a cold run hit it\n");
     if (g_gpu) {
       // The floor: the same cubin read and loaded by the raw driver in a fresh process.
       const std::string file =
           "CUCORE_BENCH_CACHE_FILE=" + cucore::FileStreamProgramCache(warm).entry_path(key).string();
-      std::vector<double> lib_us, lib_load_us, mod_us, mod_load_us;
+      std::vector<RawResult> lib, mod;
       for (int i = 0; i < 11; ++i) {
-        double lib_all = 0, lib_load = 0, mod_all = 0, mod_load = 0;
-        auto l = run_self({"CUCORE_BENCH_CACHE_CHILD=library", file});
-        auto m = run_self({"CUCORE_BENCH_CACHE_CHILD=module", file});
-        if (!l || !m || std::sscanf(l->c_str(), "%lf %lf", &lib_all, &lib_load) != 2 ||
-            std::sscanf(m->c_str(), "%lf %lf", &mod_all, &mod_load) != 2) {
+        lib.push_back(run_raw_child({"CUCORE_BENCH_CACHE_CHILD=library", file}));
+        mod.push_back(run_raw_child({"CUCORE_BENCH_CACHE_CHILD=module", file}));
+        if (lib.back().all_us < 0 || mod.back().all_us < 0) {
           std::fprintf(stderr, "bench_program_cache: a raw-driver child failed\n");
           return 1;
         }
-        lib_us.push_back(lib_all);
-        lib_load_us.push_back(lib_load);
-        mod_us.push_back(mod_all);
-        mod_load_us.push_back(mod_load);
       }
+      const double raw_load = median_of(lib, &RawResult::load_us);
       bench::report({"fresh process: warm disk -> loaded kernel vs raw read+load", "us", c.cucore,
-                     bench::median(lib_us), "raw driver: read + cuLibraryLoadData + GetKernel"});
-      bench::report({"fresh process: kernel load alone vs raw load", "us", bench::median(load_us),
-                     bench::median(lib_load_us), "raw cuLibraryLoadData + cuLibraryGetKernel"});
-      bench::report_value("  raw cuModuleLoadData + cuModuleGetFunction, same cubin", bench::median(mod_load_us),
+                     median_of(lib, &RawResult::all_us), "raw driver: read + cuLibraryLoadData + GetKernel"});
+      bench::report({"fresh process: kernel load alone vs raw load", "us", load_us, raw_load,
+                     "raw cuLibraryLoadData + cuLibraryGetKernel"});
+      bench::report_value("  raw cuModuleLoadData + cuModuleGetFunction, same cubin",
+                          median_of(mod, &RawResult::load_us), "us");
+      bench::report_value("  raw read + cuModuleLoadData + cuModuleGetFunction", median_of(mod, &RawResult::all_us),
                           "us");
-      bench::report_value("  raw read + cuModuleLoadData + cuModuleGetFunction", bench::median(mod_us), "us");
+
+      // Where a slower load than the raw driver's comes from. Each child swaps
+      // one thing: cucore's warm start then the raw load (same code as the
+      // floor, cucore's process state); cucore's get_kernel in a process that did
+      // nothing else of cucore's (cucore's code, the raw process's state); the
+      // raw load after waiting as long after the context's creation as a cucore
+      // child does (time alone). The first near get_kernel's figure and the
+      // second near the raw load's: the process's state; the reverse: cucore's
+      // code; the third near get_kernel's: something the driver does meanwhile.
+      std::vector<double> before_load;
+      for (const auto& w : warm_children) before_load.push_back(w.us - w.load_us);
+      const double raw_read = median_of(lib, &RawResult::all_us) - raw_load;
+      const std::string wait =
+          "CUCORE_BENCH_CACHE_WAIT_US=" + std::to_string(std::max(0.0, bench::median(before_load) - raw_read));
+      std::vector<ChildResult> after_start;
+      std::vector<RawResult> in_raw, waited;
+      for (int i = 0; i < 11; ++i) {
+        after_start.push_back(run_child(warm.string(), "cucore-raw"));
+        in_raw.push_back(run_raw_child({"CUCORE_BENCH_CACHE_CHILD=from-bytes", file}));
+        waited.push_back(run_raw_child({"CUCORE_BENCH_CACHE_CHILD=library", file, wait}));
+        if (after_start.back().us < 0 || !after_start.back().hit || in_raw.back().all_us < 0 ||
+            waited.back().all_us < 0) {
+          std::fprintf(stderr, "bench_program_cache: a diagnostic child failed (or missed the warm cache)\n");
+          return 1;
+        }
+      }
+      struct Line {
+        const char* name;
+        double value;
+        const char* unit;
+      };
+      for (const auto& [name, value, unit] : {
+               Line{"raw load after cucore's warm start", median_of(after_start, &ChildResult::load_us), "us"},
+               Line{"cucore's get_kernel in a raw process", median_of(in_raw, &RawResult::load_us), "us"},
+               Line{"raw load after waiting as long as cucore's start", median_of(waited, &RawResult::load_us), "us"},
+               Line{"page faults in get_kernel", median_of(warm_children, &ChildResult::load_faults), "faults"},
+               Line{"page faults in the raw load", median_of(lib, &RawResult::load_faults), "faults"},
+               Line{"page faults in the raw load after cucore's start",
+                    median_of(after_start, &ChildResult::load_faults), "faults"},
+               Line{"page faults in cucore's get_kernel in a raw process", median_of(in_raw, &RawResult::load_faults),
+                    "faults"},
+               Line{"context switches in get_kernel", median_of(warm_children, &ChildResult::load_switches),
+                    "switches"},
+               Line{"context switches in the raw load", median_of(lib, &RawResult::load_switches), "switches"}})
+        bench::report_value(std::string("  diagnostic: ") + name, value, unit);
     }
   }
   std::error_code ec;

@@ -25,6 +25,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 
 #include "cache/cache_dir.hpp"
@@ -103,8 +104,111 @@ ToolchainMemo identity_from_loaded() {
   return id;
 }
 
-std::string search_fingerprint() {
-  std::string fp = "cucore-nvrtc-search-v1\n";
+// [addr, addr + size) as a pointer when it lies inside one of the object's
+// loaded segments, else nullptr.
+const char* loaded(const dl_phdr_info& object, ElfW(Addr) addr, std::size_t size) {
+  for (ElfW(Half) k = 0; k < object.dlpi_phnum; ++k) {
+    const ElfW(Phdr)& ph = object.dlpi_phdr[k];
+    const ElfW(Addr) begin = object.dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && addr >= begin && size <= ph.p_memsz && addr - begin <= ph.p_memsz - size)
+      return reinterpret_cast<const char*>(addr);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<RunPaths> run_paths_of(const dl_phdr_info& object) {
+  const ElfW(Dyn)* dyn = nullptr;
+  std::size_t dyn_size = 0;
+  for (ElfW(Half) k = 0; k < object.dlpi_phnum; ++k) {
+    const ElfW(Phdr)& ph = object.dlpi_phdr[k];
+    if (ph.p_type != PT_DYNAMIC) continue;
+    dyn_size = ph.p_memsz;
+    dyn = reinterpret_cast<const ElfW(Dyn)*>(loaded(object, object.dlpi_addr + ph.p_vaddr, dyn_size));
+    if (!dyn) return std::nullopt;
+  }
+  RunPaths out;
+  if (!dyn) return out;  // linked statically: nothing of it steers a search
+  ElfW(Addr) strtab = 0;
+  std::size_t strsz = 0;
+  std::optional<std::size_t> rpath, runpath;
+  for (std::size_t k = 0; k < dyn_size / sizeof(ElfW(Dyn)) && dyn[k].d_tag != DT_NULL; ++k) {
+    switch (dyn[k].d_tag) {
+      case DT_STRTAB: strtab = dyn[k].d_un.d_ptr; break;
+      case DT_STRSZ: strsz = dyn[k].d_un.d_val; break;
+      case DT_RPATH: rpath = dyn[k].d_un.d_val; break;
+      case DT_RUNPATH: runpath = dyn[k].d_un.d_val; break;
+      default: break;
+    }
+  }
+  if (!rpath && !runpath) return out;
+  // The loader relocates the table's address in place where it can (glibc on
+  // x86-64 does); elsewhere it is still relative to the object's base.
+  const char* table = loaded(object, strtab, strsz);
+  if (!table) table = loaded(object, object.dlpi_addr + strtab, strsz);
+  if (!table) return std::nullopt;
+  auto string_at = [&](std::optional<std::size_t> at, std::string& s) {
+    if (!at) return true;
+    if (*at >= strsz) return false;
+    s.assign(table + *at, ::strnlen(table + *at, strsz - *at));
+    return true;
+  };
+  if (!string_at(rpath, out.rpath) || !string_at(runpath, out.runpath)) return std::nullopt;
+  return out;
+}
+
+namespace {
+
+// The path this process's executable was started by, from the auxiliary
+// vector (no system call) when that names one file (absolute, not a /proc or
+// /dev alias such as /proc/self/exe); else the kernel's (a fresh process's
+// readlink of /proc/self/exe costs more than the rest of a fingerprint).
+std::string executable_path() {
+  const char* execfn = reinterpret_cast<const char*>(::getauxval(AT_EXECFN));
+  const std::string_view fn = execfn ? execfn : "";
+  if (fn.starts_with('/') && !fn.starts_with("/proc/") && !fn.starts_with("/dev/")) return std::string(fn);
+  char exe[4096];
+  const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe);
+  return std::string(exe, n > 0 ? static_cast<std::size_t>(n) : 0);
+}
+
+// Any object of libcucore's: its address finds libcucore among the loaded objects.
+constexpr char kSelf = 0;
+
+// The two loaded objects whose run paths steer the OS loader when libcucore
+// dlopens NVRTC: the executable (the first object dl_iterate_phdr visits) and
+// libcucore itself.
+struct SearchingObjects {
+  bool exe_seen = false;
+  std::optional<RunPaths> exe, self;
+  std::string self_path;
+};
+
+int visit_object(dl_phdr_info* info, size_t, void* data) {
+  auto& w = *static_cast<SearchingObjects*>(data);
+  if (!w.exe_seen) {
+    w.exe_seen = true;
+    w.exe = run_paths_of(*info);
+  }
+  if (!loaded(*info, reinterpret_cast<ElfW(Addr)>(&kSelf), 1)) return 0;
+  w.self = run_paths_of(*info);
+  w.self_path = info->dlpi_name ? info->dlpi_name : "";
+  return 1;
+}
+
+}  // namespace
+
+void append_run_paths(std::string& fp, std::string_view label, const std::optional<RunPaths>& paths,
+                      const std::function<std::string()>& location) {
+  const std::string l(label);
+  if (paths) fp += l + " rpath=" + paths->rpath + "\n" + l + " runpath=" + paths->runpath + "\n";
+  if (!paths || paths->rpath.find('$') != std::string::npos || paths->runpath.find('$') != std::string::npos)
+    fp += l + "=" + location() + "\n";
+}
+
+std::string toolchain_search_fingerprint() {
+  std::string fp = "cucore-nvrtc-search-v2\n";
   for (const char* var : {"CUCORE_NVRTC_PATH", "LD_LIBRARY_PATH", "CONDA_PREFIX", "CUDA_PATH", "CUDA_HOME"}) {
     const char* v = std::getenv(var);
     fp += std::string(var) + "=" + (v ? v : "") + "\n";
@@ -114,25 +218,19 @@ std::string search_fingerprint() {
   if (auto s = stamp_of("/etc/ld.so.cache"))
     fp += "ld.so.cache=" + std::to_string(s->ino) + "," + std::to_string(s->size) + "," + std::to_string(s->mtime_ns) +
           "\n";
-  // The executable's RPATH steers the OS loader too. The path it was started
-  // by, from the auxiliary vector (no system call: a fresh process's readlink
-  // of /proc/self/exe costs more than the rest of this), when that names one
-  // file (absolute, not a /proc or /dev alias such as /proc/self/exe); else
-  // the kernel's.
-  const char* execfn = reinterpret_cast<const char*>(::getauxval(AT_EXECFN));
-  const std::string_view fn = execfn ? execfn : "";
-  if (fn.starts_with('/') && !fn.starts_with("/proc/") && !fn.starts_with("/dev/")) {
-    fp += "exe=" + std::string(fn) + "\n";
-  } else {
-    char exe[4096];
-    ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe);
-    fp += "exe=" + std::string(exe, n > 0 ? static_cast<std::size_t>(n) : 0) + "\n";
-  }
+  // The run paths of the executable and of libcucore steer the OS loader's
+  // search too; their locations only through a token such as $ORIGIN.
+  SearchingObjects w;
+  dl_iterate_phdr(visit_object, &w);
+  append_run_paths(fp, "exe", w.exe, executable_path);
+  append_run_paths(fp, "libcucore", w.self, [&w] { return w.self_path; });
   return fp;
 }
 
+namespace {
+
 fs::path memo_dir() { return fs::path(cucore_cache_root().native() + "/toolchain"); }
-std::string memo_name() { return "nvrtc-" + to_hex(sha256(search_fingerprint())).substr(0, 32); }
+std::string memo_name() { return "nvrtc-" + to_hex(sha256(toolchain_search_fingerprint())).substr(0, 32); }
 
 // The memo, if its files are unchanged since it was written.
 std::optional<ToolchainMemo> read_memo(const std::string& name) {

@@ -4,12 +4,15 @@
 // so that a fresh process need not load NVRTC (~8 ms) to key a cache hit.
 // Internal to libcucore.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <cucore/program.hpp>
+
+struct dl_phdr_info;
 
 namespace cucore::detail {
 
@@ -40,6 +43,23 @@ struct ToolchainMemo {
   std::string identity;
   std::vector<ToolchainStamp> stamps;
 };
+
+// What names the memo: everything that steers the search for NVRTC.
+std::string toolchain_search_fingerprint();
+
+// A loaded object's run paths (DT_RPATH, DT_RUNPATH), read from its dynamic
+// section in memory: all of it that steers the OS loader's search for a
+// library it dlopens, but for its location where they use $ORIGIN. std::nullopt
+// when the section or its strings lie outside the object's loaded segments.
+struct RunPaths {
+  std::string rpath, runpath;
+};
+std::optional<RunPaths> run_paths_of(const dl_phdr_info& object);
+// Appends an object's run paths to a fingerprint, and its `location()` (asked
+// for only then) when they name it through a token or could not be read.
+void append_run_paths(std::string& fp, std::string_view label, const std::optional<RunPaths>& paths,
+                      const std::function<std::string()>& location);
+
 std::optional<ToolchainMemo> parse_toolchain_memo(std::string_view text);
 std::string format_toolchain_memo(const ToolchainMemo& memo);  // "" if it cannot be written
 

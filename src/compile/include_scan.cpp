@@ -235,6 +235,13 @@ struct Lexer {
 }  // namespace
 
 IncludeScan scan_includes(std::string_view text) {
+  // A directive needs a '#' (or its digraph "%:"), a test the name
+  // __has_include; line splices could join either from pieces. A text with
+  // none of them has nothing to find: kernels without includes skip the lexer,
+  // which costs a fresh process's warm start ~6 us per 2 KB.
+  if (text.find('#') == std::string_view::npos && text.find('\\') == std::string_view::npos &&
+      text.find("%:") == std::string_view::npos && text.find("__has_include") == std::string_view::npos)
+    return {};
   Lexer lexer(text);
   lexer.run();
   return std::move(lexer.out);

@@ -8,7 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <dlfcn.h>
+#include <elf.h>
 #include <fcntl.h>
+#include <link.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mount.h>
@@ -32,8 +34,10 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <map>
 #include <new>
+#include <optional>
 #include <random>
 #include <sstream>
 #include <string>
@@ -347,7 +351,8 @@ int child_main(const std::string& role) {
 
 using Env = std::map<std::string, std::string>;
 
-pid_t spawn_child(const std::string& role, Env env) {
+// `exe` is the path the child is started by (the kernel's alias by default).
+pid_t spawn_child(const std::string& role, Env env, const std::string& exe = "/proc/self/exe") {
   env["CUCORE_CACHE_TEST_CHILD"] = role;
   std::vector<std::string> entries;
   for (char** e = environ; *e; ++e) {
@@ -358,10 +363,10 @@ pid_t spawn_child(const std::string& role, Env env) {
   std::vector<char*> envp;
   for (auto& s : entries) envp.push_back(s.data());
   envp.push_back(nullptr);
-  char exe[] = "/proc/self/exe";
-  char* argv[] = {exe, nullptr};
+  std::string argv0 = exe;
+  char* argv[] = {argv0.data(), nullptr};
   pid_t pid = -1;
-  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  if (posix_spawn(&pid, exe.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
   return pid;
 }
 
@@ -393,11 +398,11 @@ std::map<std::string, std::string> read_result(const fs::path& file) {
 
 // Runs one child to completion; its result map.
 std::map<std::string, std::string> run_child(const std::string& role, const fs::path& scratch, Env env,
-                                             int seconds = 300) {
+                                             int seconds = 300, const std::string& exe = "/proc/self/exe") {
   static int n = 0;
   fs::path out = scratch / ("result-" + std::to_string(n++));
   env["CUCORE_CACHE_TEST_OUT"] = out.string();
-  int rc = wait_child(spawn_child(role, env), seconds);
+  int rc = wait_child(spawn_child(role, env, exe), seconds);
   EXPECT_EQ(rc, 0) << "child " << role << (rc == -1 ? " hung" : "");
   return read_result(out);
 }
@@ -1381,6 +1386,212 @@ TEST_F(FileCache, CompilerIdentityMemoSparesLaterProcessesLoadingNvrtc) {
   EXPECT_EQ(third["loaded_after"], "1");
   EXPECT_EQ(third["identity"], first["identity"]);
   EXPECT_EQ(run_child("identity", root_, env)["loaded_after"], "0");  // rewritten
+}
+
+// The main program's object, as dl_iterate_phdr hands it out (the first it visits).
+std::optional<detail::RunPaths> main_program_run_paths() {
+  std::optional<detail::RunPaths> out;
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        *static_cast<std::optional<detail::RunPaths>*>(data) = detail::run_paths_of(*info);
+        return 1;
+      },
+      &out);
+  return out;
+}
+
+// An ELF file's run paths, read from the file itself (not from memory, as
+// cucore reads them): its dynamic segment's DT_RPATH and DT_RUNPATH strings.
+detail::RunPaths run_paths_in_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  const std::string image((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  auto at = [&](std::size_t offset, auto& out) {
+    if (offset + sizeof out > image.size()) throw std::runtime_error("truncated ELF file " + file.string());
+    std::memcpy(&out, image.data() + offset, sizeof out);
+  };
+  ElfW(Ehdr) eh;
+  at(0, eh);
+  std::vector<ElfW(Phdr)> ph(eh.e_phnum);
+  for (std::size_t k = 0; k < ph.size(); ++k) at(eh.e_phoff + k * eh.e_phentsize, ph[k]);
+  auto file_offset = [&](ElfW(Addr) vaddr) {
+    for (const auto& p : ph)
+      if (p.p_type == PT_LOAD && vaddr >= p.p_vaddr && vaddr < p.p_vaddr + p.p_filesz)
+        return vaddr - p.p_vaddr + p.p_offset;
+    throw std::runtime_error("an address outside the loaded segments of " + file.string());
+  };
+  detail::RunPaths out;
+  for (const auto& p : ph) {
+    if (p.p_type != PT_DYNAMIC) continue;
+    ElfW(Addr) strtab = 0;
+    std::vector<std::pair<ElfW(Sxword), std::size_t>> wanted;
+    for (std::size_t off = p.p_offset; off + sizeof(ElfW(Dyn)) <= p.p_offset + p.p_filesz; off += sizeof(ElfW(Dyn))) {
+      ElfW(Dyn) d;
+      at(off, d);
+      if (d.d_tag == DT_NULL) break;
+      if (d.d_tag == DT_STRTAB) strtab = d.d_un.d_ptr;
+      if (d.d_tag == DT_RPATH || d.d_tag == DT_RUNPATH) wanted.emplace_back(d.d_tag, d.d_un.d_val);
+    }
+    for (const auto& [tag, index] : wanted)
+      (tag == DT_RPATH ? out.rpath : out.runpath) = std::string(image.c_str() + file_offset(strtab) + index);
+  }
+  return out;
+}
+
+std::string random_path(std::mt19937& rng) {
+  static const char kChars[] = "abcdefghijklmnopqrstuvwxyz0123456789_-./";
+  std::string s = "/";
+  for (auto n = 1 + rng() % 40; n-- > 0;) s += kChars[rng() % (sizeof kChars - 1)];
+  return s;
+}
+
+// A loaded object made by hand: one segment holding a dynamic array and its
+// string table, at a base of our choosing.
+struct HandMadeObject {
+  std::vector<ElfW(Dyn)> memory;  // the segment: the dynamic array, then the strings
+  ElfW(Phdr) ph[2]{};
+  dl_phdr_info info{};
+
+  // `relocated`: DT_STRTAB holds the table's address (as glibc leaves it on
+  // x86-64), else its offset from the base, as the file has it.
+  HandMadeObject(const std::vector<std::pair<ElfW(Sxword), std::string>>& strings, bool relocated) {
+    std::string table(1, '\0');
+    std::vector<ElfW(Dyn)> dyn;
+    for (const auto& [tag, s] : strings) {
+      dyn.push_back({tag, {table.size()}});
+      table += s + '\0';
+    }
+    const std::size_t dyn_bytes = (dyn.size() + 3) * sizeof(ElfW(Dyn));
+    memory.resize((dyn_bytes + table.size()) / sizeof(ElfW(Dyn)) + 1);
+    char* seg = reinterpret_cast<char*>(memory.data());
+    const ElfW(Addr) fake_vaddr = 0x10000;  // where the segment "was linked"
+    const ElfW(Addr) base = reinterpret_cast<ElfW(Addr)>(seg) - fake_vaddr;
+    std::memcpy(seg + dyn_bytes, table.data(), table.size());
+    dyn.push_back({DT_STRTAB, {(relocated ? base : 0) + fake_vaddr + dyn_bytes}});
+    dyn.push_back({DT_STRSZ, {table.size()}});
+    dyn.push_back({DT_NULL, {0}});
+    std::memcpy(seg, dyn.data(), dyn.size() * sizeof(ElfW(Dyn)));
+    ph[0].p_type = PT_LOAD;
+    ph[0].p_vaddr = fake_vaddr;
+    ph[0].p_memsz = memory.size() * sizeof(ElfW(Dyn));
+    ph[1].p_type = PT_DYNAMIC;
+    ph[1].p_vaddr = fake_vaddr;
+    ph[1].p_memsz = dyn_bytes;
+    info.dlpi_addr = base;
+    info.dlpi_phdr = ph;
+    info.dlpi_phnum = 2;
+  }
+  ElfW(Dyn)& entry(ElfW(Sxword) tag) {
+    for (auto& d : memory)
+      if (d.d_tag == tag) return d;
+    throw std::logic_error("no such entry");
+  }
+};
+
+TEST(ToolchainSearch, RunPathsAreReadFromAnObjectsDynamicSection) {
+  std::mt19937 rng(23);
+  for (int t = 0; t < 50; ++t) {
+    const std::string rpath = random_path(rng), runpath = "$ORIGIN" + random_path(rng);
+    for (bool relocated : {true, false}) {
+      HandMadeObject both({{DT_RPATH, rpath}, {DT_RUNPATH, runpath}}, relocated);
+      auto got = detail::run_paths_of(both.info);
+      ASSERT_TRUE(got.has_value());
+      EXPECT_EQ(got->rpath, rpath);
+      EXPECT_EQ(got->runpath, runpath);
+      HandMadeObject one({{DT_RUNPATH, runpath}}, relocated);
+      got = detail::run_paths_of(one.info);
+      ASSERT_TRUE(got.has_value());
+      EXPECT_EQ(got->rpath, "");
+      EXPECT_EQ(got->runpath, runpath);
+    }
+  }
+  // Nothing is read outside the object's segments: a string table, a string or
+  // a dynamic array that lies elsewhere makes the paths unknown.
+  const std::string path = random_path(rng);
+  HandMadeObject far({{DT_RUNPATH, path}}, true);
+  far.entry(DT_STRTAB).d_un.d_ptr += far.ph[0].p_memsz;
+  EXPECT_FALSE(detail::run_paths_of(far.info).has_value());
+  HandMadeObject past({{DT_RUNPATH, path}}, true);
+  past.entry(DT_RUNPATH).d_un.d_val = past.entry(DT_STRSZ).d_un.d_val;
+  EXPECT_FALSE(detail::run_paths_of(past.info).has_value());
+  HandMadeObject outside({{DT_RUNPATH, path}}, true);
+  outside.ph[1].p_vaddr += outside.ph[0].p_memsz;
+  EXPECT_FALSE(detail::run_paths_of(outside.info).has_value());
+  // A string the table ends inside is cut at the table's end, not read past it.
+  HandMadeObject cut({{DT_RUNPATH, path}}, true);
+  cut.entry(DT_STRSZ).d_un.d_val -= 3;  // its last two characters and its terminator
+  auto got = detail::run_paths_of(cut.info);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->runpath, path.substr(0, path.size() - 2));
+  // An object without a dynamic section (linked statically) has none.
+  HandMadeObject plain({{DT_RUNPATH, path}}, true);
+  plain.info.dlpi_phnum = 1;
+  got = detail::run_paths_of(plain.info);
+  ASSERT_TRUE(got.has_value());
+  EXPECT_EQ(got->rpath + got->runpath, "");
+}
+
+TEST(ToolchainSearch, TheProcessesRunPathsAreThoseItsFilesDeclare) {
+  auto exe = main_program_run_paths();
+  ASSERT_TRUE(exe.has_value());
+  const detail::RunPaths in_file = run_paths_in_file("/proc/self/exe");
+  EXPECT_EQ(exe->rpath, in_file.rpath);
+  EXPECT_EQ(exe->runpath, in_file.runpath);
+  const std::string fp = detail::toolchain_search_fingerprint();
+  EXPECT_NE(fp.find("\nexe rpath=" + in_file.rpath + "\nexe runpath=" + in_file.runpath + "\n"), std::string::npos)
+      << fp;
+  Dl_info self{};
+  ASSERT_NE(::dladdr(reinterpret_cast<void*>(&detail::toolchain_search_fingerprint), &self), 0);
+  const detail::RunPaths lib = run_paths_in_file(self.dli_fname);
+  EXPECT_NE(fp.find("\nlibcucore rpath=" + lib.rpath + "\nlibcucore runpath=" + lib.runpath + "\n"), std::string::npos)
+      << self.dli_fname << "\n" << fp;
+}
+
+TEST(ToolchainSearch, AnObjectsLocationCountsOnlyThroughATokenOrWhenUnread) {
+  std::mt19937 rng(29);
+  for (int t = 0; t < 50; ++t) {
+    const std::string where = random_path(rng), plain = random_path(rng);
+    int asked = 0;
+    auto location = [&] {
+      ++asked;
+      return where;
+    };
+    std::string fp;
+    detail::append_run_paths(fp, "exe", detail::RunPaths{plain, random_path(rng)}, location);
+    EXPECT_EQ(asked, 0) << "the location was looked up though no run path depends on it";
+    EXPECT_EQ(fp.find(where), std::string::npos) << fp;
+    for (const auto& paths : {detail::RunPaths{plain, "$ORIGIN/../lib"}, detail::RunPaths{"${ORIGIN}" + plain, ""},
+                              detail::RunPaths{"/opt/$LIB", plain}}) {
+      fp.clear();
+      detail::append_run_paths(fp, "exe", paths, location);
+      EXPECT_NE(fp.find("\nexe=" + where + "\n"), std::string::npos) << fp;
+    }
+    fp.clear();
+    detail::append_run_paths(fp, "exe", std::nullopt, location);
+    EXPECT_EQ(fp, "exe=" + where + "\n");
+    EXPECT_EQ(asked, 4);
+  }
+}
+
+TEST_F(FileCache, TheMemoServesTheExecutableHoweverItIsStarted) {
+  // Started through the kernel's alias, through its real path and through a
+  // symlink, the same executable's search is the same: one memo serves all
+  // (its location counts only when a run path names it through $ORIGIN).
+  auto paths = main_program_run_paths();
+  ASSERT_TRUE(paths.has_value());
+  if ((paths->rpath + paths->runpath).find('$') != std::string::npos)
+    GTEST_SKIP() << "this test binary's run paths name its location (" << paths->rpath << paths->runpath
+                 << "): its memo depends on where it was started from";
+  Env env{{"XDG_CACHE_HOME", root_.string()}};
+  EXPECT_EQ(run_child("identity", root_, env)["loaded_after"], "1");  // nothing known yet
+  const fs::path real = fs::read_symlink("/proc/self/exe");
+  const fs::path link = root_ / "through-a-link";
+  fs::create_symlink(real, link);
+  EXPECT_EQ(run_child("identity", root_, env, 300, real.string())["loaded_after"], "0") << real;
+  EXPECT_EQ(run_child("identity", root_, env, 300, link.string())["loaded_after"], "0") << link;
+  EXPECT_EQ(run_child("identity", root_, env)["loaded_after"], "0");
+  int memos = 0;
+  for (const auto& e : fs::directory_iterator(root_ / "cucore" / "toolchain")) memos += e.is_regular_file();
+  EXPECT_EQ(memos, 1);
 }
 
 // Runs the tool with the environment pointing every cache at `home` (so the

@@ -483,6 +483,43 @@ TEST(IncludeScan, RandomTextNeverBreaksIt) {
   }
 }
 
+TEST(IncludeScan, TextsWithoutAHashFindTheSameAsTheFullLexer) {
+  // scan_includes skips its lexer for texts with nothing that could start a
+  // directive. Random texts without a '#' (but with "%:", __has_include and
+  // line splices that can make directives without one) must give what the
+  // lexer gives: the lexer runs on the same text after a line holding a null
+  // directive ("#"), whose results shift by that line.
+  std::mt19937 rng(31);
+  const std::vector<std::string> pieces = {
+      "%:include \"a.h\"\n", "%:  include <b/c.h>\n", "%\\\n:include \"s.h\"\n", "%:in\\\nclude <d.h>\n",
+      "x = __has_include(<e.h>);\n", "__has_incl\\\nude(\"f.h\")\n", "__has_include_next(<g.h>)\n",
+      "%:include H\n", "%:include", "%:", "%", ":", "include", " ", "\"a.h\"", "<b/c.h>", "\n", "\\\n", "(", ")",
+      "x", "/*", "*/", "//", "'", "\"", "R\"(", ")\"", "int k = 5 % 3;", "_", "has_include", "\\"};
+  int found = 0;
+  for (int t = 0; t < 3000; ++t) {
+    std::string text;
+    for (auto n = rng() % 12; n-- > 0;) text += pieces[rng() % pieces.size()];
+    const detail::IncludeScan fast = detail::scan_includes(text);
+    const detail::IncludeScan full = detail::scan_includes("#\n" + text);
+    ASSERT_EQ(fast.directives.size(), full.directives.size()) << text;
+    for (std::size_t k = 0; k < fast.directives.size(); ++k) {
+      const auto& a = fast.directives[k];
+      const auto& b = full.directives[k];
+      EXPECT_EQ(a.name, b.name) << text;
+      EXPECT_EQ(a.angled, b.angled) << text;
+      EXPECT_EQ(a.has_include, b.has_include) << text;
+      EXPECT_EQ(a.line + 1, b.line) << text;
+      if (!a.has_include) {
+        EXPECT_EQ(a.begin + 2, b.begin) << text;
+        EXPECT_EQ(a.end + 2, b.end) << text;
+      }
+    }
+    EXPECT_EQ(fast.unfollowable.empty(), full.unfollowable.empty()) << text;
+    found += !fast.directives.empty() || !fast.unfollowable.empty();
+  }
+  EXPECT_GT(found, 300) << "too few of the random texts held a directive to test anything";
+}
+
 // ---------------------------------------------------------------- manifests
 
 TEST_F(Includes, ManifestsCheckStatsFirstAndContentsOnlyWhenNeeded) {
