@@ -13,6 +13,7 @@
 #include <cucore/program_cache.hpp>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -20,8 +21,10 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "cache/program_key.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
+#include "loader/toolkit.hpp"
 
 namespace cucore::compute::detail {
 
@@ -59,6 +62,44 @@ std::string sha256_hex(const std::vector<std::vector<std::byte>>& blobs) {
   return hex;
 }
 
+namespace {
+
+// Whether every header `code` includes is the toolkit's (angled relative names
+// and no include path): then make_program_cache_key names the build as
+// Program::compile's own key would, the compiler's identity standing for the
+// headers. An operator whose source includes its own headers needs
+// Program::compile's key, which reads them.
+bool toolkit_only(const std::string& code) {
+  const cucore::detail::IncludeScan& scan = cucore::detail::code_includes(code);
+  return scan.unfollowable.empty() &&
+         std::all_of(scan.directives.begin(), scan.directives.end(),
+                     [](const cucore::detail::IncludeDirective& d) { return d.angled && !d.name.starts_with('/'); });
+}
+
+// The TU compiled to LTO-IR and linked (with the user's LTO-IR) by nvJitLink,
+// told that the host reads the tuning table alone, so the device variables
+// nothing uses go: NVRTC's device-as-default-execution-space makes every
+// constant of the CCCL headers a device variable (some 1300 for a reduce: 5x
+// the cubin, each one the driver's to place and relocate in every process).
+// Without nvJitLink (and no user LTO-IR) NVRTC's plain cubin stands in.
+ObjectCode link_tu(const Program& program, const TuSource& tu, const ProgramOptions& plain, const std::string& arch) {
+  if (tu.ltoirs.empty() && !cucore::detail::nvjitlink_available())
+    return Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels);
+  ObjectCode ltoir = program.compile(CodeType::ltoir, tu.kernels);
+  std::vector<ObjectCode> inputs{ltoir};
+  for (std::size_t i = 0; i < tu.ltoirs.size(); ++i)
+    inputs.push_back(ObjectCode::from_ltoir(tu.ltoirs[i], "operator " + std::to_string(i)));
+  Linker linker(std::move(inputs), LinkerOptions{.name = program.options().name,
+                                                 .arch = arch,
+                                                 .link_time_optimization = true,
+                                                 .variables_used = {"cucore_tuning"}});
+  ObjectCode linked = linker.link(CodeType::cubin);
+  std::vector<std::byte> bytes(linked.code().begin(), linked.code().end());
+  return ObjectCode::from_bytes(std::move(bytes), CodeType::cubin, program.options().name, ltoir.symbol_mapping());
+}
+
+}  // namespace
+
 CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCache* cache) {
   ProgramCache& c = cache ? *cache : default_program_cache();
   ProgramOptions o;
@@ -68,26 +109,20 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
   // NVRTC's JIT mode refuses host functions; CUB's unannotated helpers become device ones.
   o.device_as_default_execution_space = true;
   ObjectCode obj;
-  if (tu.ltoirs.empty()) {
+  if (tu.ltoirs.empty() && !toolkit_only(tu.code)) {
     obj = Program(tu.code, "c++", o).compile(CodeType::cubin, tu.kernels, &c);
   } else {
+    const ProgramOptions plain = o;
     o.relocatable_device_code = true;
     o.link_time_optimization = true;
     Program program(tu.code, "c++", o);
     // The linked cubin is keyed by the source, options and every LTO-IR module.
     const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
-                                                   "cucore.compute linked 1:" + sha256_of(tu.ltoirs));
+                                                   "cucore.compute linked 2:" + sha256_of(tu.ltoirs));
     if (auto hit = c.get(key, CodeType::cubin)) {
       obj = *hit;
     } else {
-      ObjectCode ltoir = program.compile(CodeType::ltoir, tu.kernels);
-      std::vector<ObjectCode> inputs{ltoir};
-      for (std::size_t i = 0; i < tu.ltoirs.size(); ++i)
-        inputs.push_back(ObjectCode::from_ltoir(tu.ltoirs[i], "operator " + std::to_string(i)));
-      Linker linker(std::move(inputs), LinkerOptions{.name = o.name, .arch = arch, .link_time_optimization = true});
-      ObjectCode linked = linker.link(CodeType::cubin);
-      std::vector<std::byte> bytes(linked.code().begin(), linked.code().end());
-      obj = ObjectCode::from_bytes(std::move(bytes), CodeType::cubin, o.name, ltoir.symbol_mapping());
+      obj = link_tu(program, tu, plain, arch);
       c.put(key, obj);
     }
   }
