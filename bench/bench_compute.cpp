@@ -5,8 +5,11 @@
 // reduce and transform also as a share of the device-to-device copy bandwidth.
 // Then build times: cold (NVRTC), warm in memory, and warm on disk in a fresh
 // process (goal <= 5 ms from the call to a runnable object), split into the
-// build and the first call, beside the raw driver's floor in a fresh process:
-// loading the same cubin, and a first launch of an empty kernel.
+// build and the first call's steps, each step into the driver's entry points
+// (timed through cucore's driver table) and cucore's own time, with the
+// libraries each step loaded; the same with CUDA_MODULE_LOADING=EAGER; beside
+// the raw driver's floor in a fresh process: loading the same cubin, getting
+// its kernels' functions (onto the device), a first launch of an empty kernel.
 //   bench_compute                   all of it
 //   bench_compute --child-disk DIR  (internal) the fresh process of the disk case
 //   bench_compute --child-raw CUBIN EMPTY_CUBIN  (internal) the raw driver's floor
@@ -28,10 +31,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <map>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "common.hpp"
+#include "driver_timing.hpp"
 #include "loader/driver.hpp"
 
 #ifdef CUCORE_BENCH_CUB_PEER
@@ -87,7 +94,15 @@ bench::Comparison compare_gpu(const std::string& name, StreamRef s, const std::f
 
 constexpr double kGoal = 1.0 / 0.97;
 
+// The fresh-process disk case, phase by phase, each split into the driver's
+// calls (by entry point) and cucore's own time, with the libraries each phase
+// loaded. The first call is the one-shot form's steps made explicit: the
+// temporary-storage size, its allocation from the device's pool, the launch
+// (which loads the kernels), the stream-ordered free, and the sync.
+// Prints "hits N" (the disk cache's), then per phase "phase NAME MS", "driver
+// NAME ENTRY CALLS MS" and "libs NAME FILE...".
 int child_disk(const char* dir) {
+  namespace dt = bench::driver_timing;
   // A fresh process: the device is initialised first (not part of the figure).
   Device(0).set_current();
   Stream s;
@@ -95,16 +110,41 @@ int child_disk(const char* dir) {
   Buffer in = mr.allocate(64, s), out = mr.allocate(4, s);
   s.sync();
   FileStreamProgramCache cache(dir);
-  const auto t0 = Clock::now();
-  Reduce sum(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), OpKind::plus, Type::int32(),
-             {.build = {.cache = &cache}});
-  const double build_ms = ms_since(t0);
-  const auto t1 = Clock::now();
-  sum(Iterator::pointer(Type::int32(), in), Iterator::pointer(Type::int32(), out), 16, Value(0), s);
-  s.sync();
-  const double call_ms = ms_since(t1);
-  std::printf("%.4f %llu %.4f %.4f\n", ms_since(t0), static_cast<unsigned long long>(cache.stats().hits), build_ms,
-              call_ms);
+  dt::install();
+  std::string report;
+  auto libs = dt::loaded_libraries();
+  auto phase = [&](const char* name, const std::function<void()>& fn) {
+    const dt::Totals before = dt::g_totals;
+    const auto t0 = Clock::now();
+    fn();
+    const double ms = ms_since(t0);
+    char line[512];
+    std::snprintf(line, sizeof line, "phase %s %.4f\n", name, ms);
+    report += line;
+    for (const auto& c : dt::since(before)) {
+      std::snprintf(line, sizeof line, "driver %s %s %lu %.4f\n", name, c.name.c_str(), c.calls, c.ms);
+      report += line;
+    }
+    auto now = dt::loaded_libraries();
+    const auto added = dt::newly_loaded(libs, now);
+    if (!added.empty()) {
+      report += std::string("libs ") + name;
+      for (const auto& l : added) report += " " + l;
+      report += "\n";
+    }
+    libs = std::move(now);
+  };
+  std::optional<Reduce> sum;
+  const Iterator I = Iterator::pointer(Type::int32(), in), O = Iterator::pointer(Type::int32(), out);
+  std::size_t bytes = 0;
+  Buffer temp;
+  phase("build", [&] { sum.emplace(I, O, OpKind::plus, Type::int32(), ReduceOptions{.build = {.cache = &cache}}); });
+  phase("size", [&] { bytes = (*sum)(nullptr, 0, I, O, 16, Value(0), s); });
+  phase("alloc", [&] { temp = mr.allocate(bytes, s); });
+  phase("launch", [&] { (*sum)(temp.data(), bytes, I, O, 16, Value(0), s); });
+  phase("free", [&] { temp.close(s); });
+  phase("sync", [&] { s.sync(); });
+  std::printf("hits %llu\n%s", static_cast<unsigned long long>(cache.stats().hits), report.c_str());
   return 0;
 }
 
@@ -119,8 +159,9 @@ std::vector<char> file_bytes(const char* path) {
 }
 
 // The raw driver's floor in a fresh process, initialised as child_disk is:
-// reading and loading the cubin the disk cache holds for the reduce, then a
-// first launch (and sync) of an empty kernel.
+// reading and loading the cubin the disk cache holds for the reduce, then its
+// kernels' functions in the current context (with lazy loading, what loads
+// them onto the device), then a first launch (and sync) of an empty kernel.
 int child_raw(const char* cubin, const char* empty_cubin) {
   Device(0).set_current();
   Stream s;
@@ -138,6 +179,12 @@ int child_raw(const char* cubin, const char* empty_cubin) {
   std::vector<CUkernel> kernels(count);
   if (count) check(d.cuLibraryEnumerateKernels(kernels.data(), count, lib), "cuLibraryEnumerateKernels");
   const double load_ms = ms_since(t0);
+  const auto tf = Clock::now();
+  for (CUkernel kernel : kernels) {
+    CUfunction f = nullptr;
+    check(d.cuKernelGetFunction(&f, kernel), "cuKernelGetFunction");
+  }
+  const double function_ms = ms_since(tf);
   const auto t1 = Clock::now();
   std::vector<char> b = file_bytes(empty_cubin);
   CUlibrary empty = nullptr;
@@ -151,8 +198,111 @@ int child_raw(const char* cubin, const char* empty_cubin) {
   c.hStream = s.handle();
   check(d.cuLaunchKernelEx(&c, reinterpret_cast<CUfunction>(k), nullptr, nullptr), "cuLaunchKernelEx");
   check(d.cuStreamSynchronize(s.handle()), "cuStreamSynchronize");
-  std::printf("%.4f %.4f %u\n", load_ms, ms_since(t1), count);
+  std::printf("%.4f %.4f %u %.4f\n", load_ms, ms_since(t1), count, function_ms);
   return 0;
+}
+
+// One fresh-process disk run (child_disk's output); its total is its phases'.
+struct DiskRun {
+  double total = 0;
+  std::vector<std::pair<std::string, double>> phases;                    // in order
+  std::map<std::pair<std::string, std::string>, std::pair<unsigned long, double>> driver;  // (phase, entry)
+  std::vector<std::pair<std::string, std::string>> libs;                 // (phase, files)
+  double phase(const std::string& name) const {
+    for (const auto& [n, ms] : phases)
+      if (n == name) return ms;
+    return 0;
+  }
+};
+
+std::optional<DiskRun> run_disk_child(const std::string& cmd) {
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return std::nullopt;
+  DiskRun r;
+  unsigned long long hits = 0;
+  bool ok = false;
+  char line[4096];
+  while (std::fgets(line, sizeof line, p)) {
+    char a[256], b[256];
+    double ms = 0;
+    unsigned long calls = 0;
+    int used = 0;
+    if (std::sscanf(line, "hits %llu", &hits) == 1) {
+      ok = hits > 0;  // a disk hit, as the case means
+    } else if (std::sscanf(line, "phase %255s %lf", a, &ms) == 2) {
+      r.phases.emplace_back(a, ms);
+      r.total += ms;
+    } else if (std::sscanf(line, "driver %255s %255s %lu %lf", a, b, &calls, &ms) == 4) {
+      r.driver[{a, b}] = {calls, ms};
+    } else if (std::sscanf(line, "libs %255s %n", a, &used) == 1 && used > 0) {
+      std::string files(line + used);
+      while (!files.empty() && files.back() == '\n') files.pop_back();
+      r.libs.emplace_back(a, files);
+    }
+  }
+  pclose(p);
+  if (!ok) return std::nullopt;
+  return r;
+}
+
+// Medians over the runs: the whole, the build, the first call and its steps,
+// and (with `detail`) each step's driver entry points and cucore's own time,
+// and the libraries each step loaded (from the first run).
+void report_disk_runs(const std::string& title, const std::vector<DiskRun>& runs, bool detail) {
+  static const std::pair<const char*, const char*> kSteps[] = {
+      {"size", "temporary storage size"},      {"alloc", "temporary storage allocation (device pool)"},
+      {"launch", "kernel launch (loads the kernels)"}, {"free", "stream-ordered free"},
+      {"sync", "sync"}};
+  auto median_of = [&](const std::function<double(const DiskRun&)>& f) {
+    std::vector<double> v;
+    for (const auto& r : runs) v.push_back(f(r));
+    return bench::median(v);
+  };
+  // One step's driver entry points (those of 2 us or more) and cucore's own time.
+  auto split = [&](const std::string& phase) {
+    std::set<std::string> entries;
+    for (const auto& r : runs)
+      for (const auto& [key, value] : r.driver)
+        if (key.first == phase) entries.insert(key.second);
+    for (const auto& entry : entries) {
+      auto pick = [&](const DiskRun& r, bool calls) {
+        auto it = r.driver.find({phase, entry});
+        if (it == r.driver.end()) return 0.0;
+        return calls ? static_cast<double>(it->second.first) : it->second.second;
+      };
+      const double ms = median_of([&](const DiskRun& r) { return pick(r, false); });
+      const long calls = static_cast<long>(median_of([&](const DiskRun& r) { return pick(r, true); }));
+      if (ms >= 0.002)
+        bench::report_value("      " + phase + ": " + entry + " (" + std::to_string(calls) +
+                                (calls == 1 ? " call)" : " calls)"),
+                            ms, "ms");
+    }
+    bench::report_value("      " + phase + ": cucore's own (outside the driver)", median_of([&](const DiskRun& r) {
+                          double in_driver = 0;
+                          for (const auto& [key, value] : r.driver)
+                            if (key.first == phase) in_driver += value.second;
+                          return r.phase(phase) - in_driver;
+                        }),
+                        "ms");
+  };
+  bench::report_value(title, median_of([](const DiskRun& r) { return r.total; }), "ms", detail ? 5.0 : 0.0);
+  bench::report_value("  of which the build (from the disk cache)",
+                      median_of([](const DiskRun& r) { return r.phase("build"); }), "ms", detail ? 5.0 : 0.0);
+  if (detail) split("build");
+  bench::report_value("  of which the first call (load, launch, sync)", median_of([](const DiskRun& r) {
+                        double ms = 0;
+                        for (const auto& [step, what] : kSteps) ms += r.phase(step);
+                        return ms;
+                      }),
+                      "ms");
+  if (!detail) return;
+  for (const auto& [step, what] : kSteps) {
+    bench::report_value(std::string("    ") + step + ": " + what,
+                        median_of([&](const DiskRun& r) { return r.phase(step); }), "ms");
+    split(step);
+  }
+  for (const auto& [phase, files] : runs.front().libs)
+    std::printf("      libraries the %s loaded: %s\n", phase.c_str(), files.c_str());
 }
 
 }  // namespace
@@ -329,40 +479,38 @@ int main(int argc, char** argv) {
         std::fclose(f);
       }
     }
-    std::vector<double> times, build, call, raw_load, raw_launch;
+    std::vector<DiskRun> lazy, eager;
+    std::vector<double> raw_load, raw_launch, raw_function;
+    unsigned raw_kernels = 0;
     for (int i = 0; i < 7; ++i) {
-      const std::string cmd = std::string("'") + exe + "' --child-disk '" + dir.string() + "'";
-      if (FILE* p = popen(cmd.c_str(), "r")) {
-        double ms = 0, build_ms = 0, call_ms = 0;
-        unsigned long long hits = 0;
-        if (std::fscanf(p, "%lf %llu %lf %lf", &ms, &hits, &build_ms, &call_ms) == 4 && hits > 0) {
-          times.push_back(ms);
-          build.push_back(build_ms);
-          call.push_back(call_ms);
-        }
-        pclose(p);
-      }
+      const std::string child = std::string("'") + exe + "' --child-disk '" + dir.string() + "'";
+      if (auto r = run_disk_child(child)) lazy.push_back(std::move(*r));
+      // The same with every kernel loaded onto the device at load time (is the
+      // first launch's cost lazy loading?).
+      if (auto r = run_disk_child("CUDA_MODULE_LOADING=EAGER " + child)) eager.push_back(std::move(*r));
       if (cubin.empty()) continue;
       const std::string raw = std::string("'") + exe + "' --child-raw '" + cubin + "' '" + empty + "'";
       if (FILE* p = popen(raw.c_str(), "r")) {
-        double load_ms = 0, launch_ms = 0;
-        unsigned count = 0;
-        if (std::fscanf(p, "%lf %lf %u", &load_ms, &launch_ms, &count) == 3) {
+        double load_ms = 0, launch_ms = 0, function_ms = 0;
+        if (std::fscanf(p, "%lf %lf %u %lf", &load_ms, &launch_ms, &raw_kernels, &function_ms) == 4) {
           raw_load.push_back(load_ms);
           raw_launch.push_back(launch_ms);
+          raw_function.push_back(function_ms);
         }
         pclose(p);
       }
     }
-    if (!times.empty()) {
-      bench::report_value("compute: build reduce, warm on disk (fresh process)", bench::median(times), "ms", 5.0);
-      bench::report_value("  of which the build (from the disk cache)", bench::median(build), "ms");
-      bench::report_value("  of which the first call (load, launch, sync)", bench::median(call), "ms");
+    if (!lazy.empty()) {
+      report_disk_runs("compute: build reduce, warm on disk (fresh process)", lazy, true);
+      if (!eager.empty()) report_disk_runs("compute: warm on disk, CUDA_MODULE_LOADING=EAGER", eager, false);
     } else {
       std::printf("compute: the fresh-process disk case did not run\n");
     }
     if (!raw_load.empty()) {
       bench::report_value("  floor: raw read + cuLibraryLoadData of that cubin", bench::median(raw_load), "ms");
+      bench::report_value("  floor: raw cuKernelGetFunction of its " + std::to_string(raw_kernels) +
+                              " kernels (onto the device)",
+                          bench::median(raw_function), "ms");
       bench::report_value("  floor: raw first launch + sync, empty kernel", bench::median(raw_launch), "ms");
     }
     std::remove(empty.c_str());

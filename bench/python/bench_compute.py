@@ -3,8 +3,10 @@ PyTorch at 2^28 elements, in one process on one stream, alternating after
 warm-up (medians of event-timed samples): reduce, inclusive scan, radix sort
 pairs, histogram (256 even bins: int32 samples all in range, int32 samples 3/4
 out of range, bytes; the samples bench_compute makes), SAXPY. Then build times in fresh processes:
-the first call of cucore.compute (cold, and warm from its disk cache) and of
-cuda.compute. Writes JSON lines to $CUCORE_BENCH_JSON (as the C++ benchmarks do).
+the first call of cucore.compute (cold, and warm from its disk cache: split into
+make_reduce_into, the goal's "call to a runnable object", and the first call's
+steps, with the libraries each step loaded) and of cuda.compute. Writes JSON
+lines to $CUCORE_BENCH_JSON (as the C++ benchmarks do).
 Exits 0 with a message when there is no GPU or no CuPy.
 
     PYTHONPATH=<build>/python python3 bench/python/bench_compute.py
@@ -17,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 N = 1 << 28
 SAMPLES = int(os.environ.get("CUCORE_BENCH_ROUNDS", "7"))
@@ -88,6 +91,34 @@ def compare(name, reps, cases):
         report(f"py compute: {name}", ours, peer, ms, 1.0 if peer.startswith("cuda.compute") else 0.0)
 
 
+def host_times(name, cases, reps=300):
+    """Host microseconds per call of each case (its Python, argument reading and
+    launches: what a loop of calls spends before the GPU gets the work), on an
+    input small enough that the GPU keeps up, fewer launches than the driver
+    queues; alternating samples, medians."""
+    if len(cases) < 2:
+        return
+    for fn in cases.values():
+        fn()
+    cp.cuda.Device().synchronize()
+    times = {k: [] for k in cases}
+    for i in range(SAMPLES):
+        for k in (list(cases) if i % 2 else list(reversed(cases))):
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                cases[k]()
+            times[k].append((time.perf_counter() - t0) / reps * 1e6)
+            cp.cuda.Device().synchronize()
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ours = med.pop("cucore")
+    for peer, us in med.items():
+        ratio = ours / us if us else 0.0
+        label = f"py compute: {name} call, host time (2^16 items)"
+        print(f"{label:<44} cucore {ours:9.3f} us   {peer:<16} {us:9.3f} us   ratio {ratio:.3f}")
+        rows.append({"name": label, "unit": "us", "cucore": ours, "peer": peer, "peer_value": us, "ratio": ratio,
+                     "goal_ratio": 1.0})
+
+
 def temp(nbytes):
     return cp.empty(max(int(nbytes), 1), np.uint8)
 
@@ -101,6 +132,7 @@ def main():
             ccc_name = f"cuda.compute {version('cuda-cccl')}"
         except Exception:
             pass
+    print(f"bench_compute.py: cucore.compute builds CUB from CCCL {cuc.cccl_version()}; peer: {ccc_name}")
     a = cp.random.randint(0, 1024, N, dtype=np.int32)
     out1 = cp.empty(1, np.int32)
     init = np.array([0], np.int32)
@@ -118,6 +150,11 @@ def main():
         ta = torch.as_tensor(a, device="cuda")
         cases["PyTorch"] = lambda: torch.sum(ta)
     compare("reduce sum int32 2^28", 20, cases)
+    host_cases = {"cucore": lambda: r(temp_storage=t, d_in=a, d_out=out1, num_items=1 << 16, h_init=init)}
+    if ccc is not None:
+        host_cases[ccc_name] = lambda: rc(temp_storage=tc, d_in=a, d_out=out1, num_items=1 << 16,
+                                          op=ccc.OpKind.PLUS, h_init=init)
+    host_times("reduce", host_cases)
 
     # inclusive scan
     b = cp.empty(N, np.int32)
@@ -242,53 +279,102 @@ def main():
     compare("SAXPY float 2^28", 10, cases)
 
 
+# A fresh process's first reduce, step by step: make_reduce_into (the call to
+# a runnable object: the goal's definition), then the first call after it (the
+# temporary storage size, its allocation by CuPy, the call, the sync), with the
+# shared libraries each step loaded. Prints one JSON line.
 CHILD = r'''
-import sys, time
+import json, sys, time
 import numpy as np, cupy as cp
 which = sys.argv[1]
 d_in = cp.arange(1000, dtype=np.int32); d_out = cp.empty(1, np.int32); cp.cuda.Device().synchronize()
 if which == "cucore":
     import cucore.compute as m
-    t0 = time.perf_counter()
-    r = m.make_reduce_into(d_in=d_in, d_out=d_out, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
 else:
     import cuda.compute as m
-    t0 = time.perf_counter()
-    r = m.make_reduce_into(d_in=d_in, d_out=d_out, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
-n = r(temp_storage=None, d_in=d_in, d_out=d_out, num_items=1000, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
-tmp = cp.empty(max(n, 1), np.uint8)
-r(temp_storage=tmp, d_in=d_in, d_out=d_out, num_items=1000, op=m.OpKind.PLUS, h_init=np.array([0], np.int32))
-cp.cuda.Device().synchronize()
+
+
+def libs():
+    with open("/proc/self/maps") as f:
+        return {line.split()[-1] for line in f if ".so" in line}
+
+
+steps, loaded = {}, {}
+seen = libs()
+
+
+def step(name, fn):
+    global seen
+    t = time.perf_counter()
+    r = fn()
+    steps[name] = (time.perf_counter() - t) * 1e3
+    now = libs()
+    if now - seen:
+        loaded[name] = sorted(p.rsplit("/", 1)[-1] for p in now - seen)
+    seen = now
+    return r
+
+
+init = np.array([0], np.int32)
+r = step("make", lambda: m.make_reduce_into(d_in=d_in, d_out=d_out, op=m.OpKind.PLUS, h_init=init))
+call = dict(d_in=d_in, d_out=d_out, num_items=1000, op=m.OpKind.PLUS, h_init=init)
+n = step("size", lambda: r(temp_storage=None, **call))
+tmp = step("alloc", lambda: cp.empty(max(n, 1), np.uint8))
+step("call", lambda: r(temp_storage=tmp, **call))
+step("sync", lambda: cp.cuda.Device().synchronize())
 assert int(d_out.get()[0]) == 499500
-print(f"{(time.perf_counter() - t0) * 1e3:.3f}")
+print(json.dumps({"steps": steps, "loaded": loaded}))
 '''
 
+FIRST_CALL_STEPS = [("size", "temporary storage size"), ("alloc", "its allocation (CuPy)"),
+                    ("call", "the call (host)"), ("sync", "sync")]
 
-def child_ms(which, env):
+
+def child_run(which, env):
     r = subprocess.run([sys.executable, "-c", CHILD, which], env=env, capture_output=True, text=True, timeout=600)
     if r.returncode != 0:
         print(f"bench_compute.py: {which} build child failed: {r.stderr.strip().splitlines()[-1:]}")
         return None
-    return float(r.stdout.strip().splitlines()[-1])
+    run = json.loads(r.stdout.strip().splitlines()[-1])
+    s = run["steps"]
+    run["first_call"] = sum(s[k] for k, _ in FIRST_CALL_STEPS)
+    run["total"] = s["make"] + run["first_call"]
+    return run
+
+
+def median_of(runs, fn):
+    return statistics.median(fn(r) for r in runs)
 
 
 def build_times():
     with tempfile.TemporaryDirectory() as d:
         env = dict(os.environ, CUCORE_PROGRAM_CACHE_DIR=d)
-        cold = child_ms("cucore", env)
-        warm = [child_ms("cucore", env) for _ in range(3)]
-    peer = [child_ms("cuda.compute", dict(os.environ)) for _ in range(2)] if ccc is not None else []
+        cold = child_run("cucore", env)
+        warm = [child_run("cucore", env) for _ in range(5)]
+    peer = [child_run("cuda.compute", dict(os.environ)) for _ in range(2)] if ccc is not None else []
     peer = [p for p in peer if p is not None]
     warm = [w for w in warm if w is not None]
+    peer_ms = median_of(peer, lambda r: r["total"]) if peer else None
     if cold is not None and peer:
-        report("py compute: first call, cold build (reduce)", cold, "cuda.compute", statistics.median(peer))
+        report("py compute: first call, cold build (reduce)", cold["total"], "cuda.compute", peer_ms)
     if warm:
-        ms = statistics.median(warm)
-        print(f"{'py compute: first call, warm disk cache':<44} cucore {ms:9.3f} ms   (goal <= 5 ms)")
-        rows.append({"name": "py compute: first call, warm disk cache (fresh process)", "unit": "ms", "cucore": ms,
-                     "goal": 5.0})
+        def value(name, ms, goal=0.0):
+            print(f"{name:<44} cucore {ms:9.3f} ms" + (f"   (goal <= {goal:g} ms)" if goal else ""))
+            rows.append({"name": name, "unit": "ms", "cucore": ms, "goal": goal})
+
+        value("py compute: first call, warm disk cache (fresh process)", median_of(warm, lambda r: r["total"]), 5.0)
+        value("  of which make_reduce_into (to a runnable object)", median_of(warm, lambda r: r["steps"]["make"]),
+              5.0)
+        value("  of which the first call after it", median_of(warm, lambda r: r["first_call"]))
+        for key, what in FIRST_CALL_STEPS:
+            value(f"    {key}: {what}", median_of(warm, lambda r: r["steps"][key]))
+        for step_name, files in warm[0]["loaded"].items():
+            print(f"      libraries the {step_name} loaded: {' '.join(files)}")
         if peer:
-            report("py compute: first call, second process (reduce)", ms, "cuda.compute", statistics.median(peer))
+            report("py compute: first call, second process (reduce)", median_of(warm, lambda r: r["total"]),
+                   "cuda.compute", peer_ms)
+            report("py compute: make_reduce_into, second process", median_of(warm, lambda r: r["steps"]["make"]),
+                   "cuda.compute", median_of(peer, lambda r: r["steps"]["make"]))
 
 
 if __name__ == "__main__":

@@ -660,6 +660,70 @@ nb::object view_dlpack(nb::handle self, nb::handle stream, nb::handle max_versio
 
 }  // namespace
 
+namespace {
+// C-contiguous: each stride (in `unit`s) the product of the dimensions after it
+// (dimensions of one element have any stride).
+bool compact(const int64_t* shape, const int64_t* strides, int ndim, int64_t unit) {
+  int64_t expect = unit;
+  for (int i = ndim - 1; i >= 0; --i) {
+    if (shape[i] > 1 && strides[i] != expect) return false;
+    expect *= shape[i];
+  }
+  return true;
+}
+
+[[noreturn]] void not_contiguous() { throw nb::value_error("cucore.compute: arrays must be C-contiguous"); }
+}  // namespace
+
+bool read_device_array(nb::handle obj, DeviceArrayInfo& out) {
+  PyObject* o = obj.ptr();
+  if (const auto* api = exchange_api(Py_TYPE(o)); api && api->dltensor_from_py_object_no_sync) {
+    dlpack::DLTensor t{};
+    if (api->dltensor_from_py_object_no_sync(o, &t) != 0) throw nb::python_error();
+    const auto type = t.device.device_type;
+    if (type != dlpack::kDLCUDA && type != dlpack::kDLCUDAManaged && type != dlpack::kDLCUDAHost) return false;
+    out.ptr = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
+    out.dtype = t.dtype;
+    out.itemsize = (static_cast<std::size_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
+    out.count = 1;
+    for (int i = 0; i < t.ndim; ++i) out.count *= static_cast<std::uint64_t>(t.shape[i]);
+    if (t.strides && out.count > 1 && !compact(t.shape, t.strides, t.ndim, 1)) not_contiguous();
+    return true;
+  }
+  PyObject* raw = PyObject_GetAttrString(o, "__cuda_array_interface__");
+  if (!raw) {
+    if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw nb::python_error();
+    PyErr_Clear();
+    return false;
+  }
+  nb::object cai = nb::steal(raw);
+  if (!PyDict_Check(raw)) throw nb::type_error("__cuda_array_interface__ is not a dict");
+  nb::dict d = nb::borrow<nb::dict>(cai);
+  nb::object data = d["data"];
+  out.ptr = data.is_none() ? 0 : static_cast<std::uintptr_t>(nb::cast<unsigned long long>(data[0]));
+  const std::string ts = nb::cast<std::string>(d["typestr"]);
+  if (!dl_from_typestr(ts, out.dtype)) out.dtype = {0, 0, 0};  // a struct: its itemsize still counts
+  out.itemsize = ts.size() > 2 ? static_cast<std::size_t>(std::atoi(ts.c_str() + 2)) : 0;
+  nb::tuple shape = nb::cast<nb::tuple>(d["shape"]);
+  const int n = static_cast<int>(nb::len(shape));
+  int64_t dims[32], steps[32];
+  if (n > 32) throw nb::value_error("__cuda_array_interface__: more than 32 dimensions");
+  out.count = 1;
+  for (int i = 0; i < n; ++i) {
+    dims[i] = nb::cast<int64_t>(shape[i]);
+    out.count *= static_cast<std::uint64_t>(dims[i]);
+  }
+  PyObject* strides = PyDict_GetItemString(raw, "strides");  // borrowed
+  if (strides && strides != Py_None && out.count > 1) {
+    nb::tuple st = nb::cast<nb::tuple>(nb::handle(strides));
+    if (static_cast<int>(nb::len(st)) != n)
+      throw nb::value_error("__cuda_array_interface__: strides and shape differ in length");
+    for (int i = 0; i < n; ++i) steps[i] = nb::cast<int64_t>(st[i]);
+    if (!compact(dims, steps, n, static_cast<int64_t>(out.itemsize))) not_contiguous();
+  }
+  return true;
+}
+
 nb::object make_dlpack_capsule(dlpack::DLManagedTensor* t) {
   return capsule(t, "dltensor", [](PyObject* c) { capsule_destructor<dlpack::DLManagedTensor>(c, "dltensor"); });
 }

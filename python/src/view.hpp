@@ -121,6 +121,20 @@ void install_dlpack_methods(nb::handle type) {
   }
 }
 
+// A device array as calls that take arrays by the dozen read it
+// (cucore.compute's): its address, element type and count, through the DLPack
+// C exchange API's non-owning form (PyTorch) or the CUDA Array Interface
+// (CuPy, Numba), with no stream ordering and no device lookup. False when the
+// object offers neither, or is not in device memory (the caller takes the
+// general path); ValueError when the array is not C-contiguous.
+struct DeviceArrayInfo {
+  std::uintptr_t ptr = 0;
+  dlpack::DLDataType dtype{0, 0, 0};  // lanes 0: no DLPack type (a struct)
+  std::size_t itemsize = 0;
+  std::uint64_t count = 0;
+};
+bool read_device_array(nb::handle obj, DeviceArrayInfo& out);
+
 // The view as libcucore's StridedMemoryView (BufferError for a dtype DLPack
 // cannot describe).
 cucore::StridedMemoryView cpp_view(const PyView& v);

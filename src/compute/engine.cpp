@@ -24,6 +24,7 @@
 #include "cache/program_key.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
+#include "loader/toolkit.hpp"
 
 namespace cucore::compute::detail {
 
@@ -61,6 +62,38 @@ std::string sha256_hex(const std::vector<std::vector<std::byte>>& blobs) {
   return hex;
 }
 
+namespace {
+
+// Whether every header `code` includes is the toolkit's (angled relative names
+// and no include path): then make_program_cache_key names the build as
+// Program::compile's own key would, the compiler's identity standing for the
+// headers. An operator whose source includes its own headers needs
+// Program::compile's key, which reads them.
+bool toolkit_only(const std::string& code) {
+  const cucore::detail::IncludeScan& scan = cucore::detail::code_includes(code);
+  return scan.unfollowable.empty() &&
+         std::all_of(scan.directives.begin(), scan.directives.end(),
+                     [](const cucore::detail::IncludeDirective& d) { return d.angled && !d.name.starts_with('/'); });
+}
+
+// The TU's LTO-IR linked (with the user's LTO-IR) by nvJitLink, told that the
+// host reads the tuning table alone, so the device variables nothing uses go:
+// under NVRTC every constant of the CCCL headers is a device variable (some
+// 1300 for a reduce: 5x the cubin, each one the driver's to place and relocate
+// when the module enters a context, 5-8 ms at the first launch on an H200).
+ObjectCode link_tu(const ObjectCode& ltoir, const TuSource& tu, const std::string& name, const std::string& arch) {
+  std::vector<ObjectCode> inputs{ltoir};
+  for (std::size_t i = 0; i < tu.ltoirs.size(); ++i)
+    inputs.push_back(ObjectCode::from_ltoir(tu.ltoirs[i], "operator " + std::to_string(i)));
+  Linker linker(std::move(inputs),
+                LinkerOptions{.name = name, .arch = arch, .link_time_optimization = true, .variables_used = {"cucore_tuning"}});
+  ObjectCode linked = linker.link(CodeType::cubin);
+  std::vector<std::byte> bytes(linked.code().begin(), linked.code().end());
+  return ObjectCode::from_bytes(std::move(bytes), CodeType::cubin, name, ltoir.symbol_mapping());
+}
+
+}  // namespace
+
 CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCache* cache) {
   ProgramCache& c = cache ? *cache : default_program_cache();
   ProgramOptions o;
@@ -69,59 +102,40 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
   o.std = "c++17";
   // NVRTC's JIT mode refuses host functions; CUB's unannotated helpers become device ones.
   o.device_as_default_execution_space = true;
-  // Every build is compiled to LTO-IR and linked by nvJitLink, with or without
-  // user operators' LTO-IR: only the link can drop the device variables no
-  // kernel uses. CCCL's headers define hundreds (under NVRTC every static
-  // constexpr member, e.g. integral_constant::value, becomes one); a cubin that
-  // keeps them costs the driver 5-8 ms to load into a context at the first
-  // launch, against ~0.1 ms without. cucore_tuning is read from the cubin, so it stays.
+  const ProgramOptions plain = o;
   o.relocatable_device_code = true;
   o.link_time_optimization = true;
-  Program program(tu.code, "c++", o);
-  auto link = [&](const ObjectCode& ltoir) {
-    std::vector<ObjectCode> inputs{ltoir};
-    for (std::size_t i = 0; i < tu.ltoirs.size(); ++i)
-      inputs.push_back(ObjectCode::from_ltoir(tu.ltoirs[i], "operator " + std::to_string(i)));
-    Linker linker(std::move(inputs), LinkerOptions{.name = o.name,
-                                                   .arch = arch,
-                                                   .link_time_optimization = true,
-                                                   .variables_used = {"cucore_tuning"},
-                                                   .optimize_unused_variables = true});
-    ObjectCode linked = linker.link(CodeType::cubin);
-    std::vector<std::byte> bytes(linked.code().begin(), linked.code().end());
-    return ObjectCode::from_bytes(std::move(bytes), CodeType::cubin, o.name, ltoir.symbol_mapping());
-  };
-  constexpr std::string_view kLinkRecipe = "cucore.compute linked 2, unused variables dropped:";
-  // A TU whose includes are all the toolkit's (<...>; CCCL's, covered by the
-  // compiler identity in the key) is keyed by its text alone: a warm start
-  // reads one entry. An operator that includes its own headers instead goes
-  // through the header-aware cache as LTO-IR, and the linked cubin is keyed by
-  // that LTO-IR's content, which follows every header it read.
-  const cucore::detail::IncludeScan& scan = cucore::detail::code_includes(tu.code);
-  const bool toolkit_only =
-      scan.unfollowable.empty() && std::all_of(scan.directives.begin(), scan.directives.end(), [](const auto& d) {
-        return d.angled && !d.name.starts_with('/');
-      });
+  const Program program(tu.code, "c++", o);
+  const bool linker = !tu.ltoirs.empty() || cucore::detail::nvjitlink_available();
+  constexpr std::string_view kRecipe = "cucore.compute linked 2:";
   ObjectCode obj;
-  if (toolkit_only) {
+  if (toolkit_only(tu.code)) {
+    // Keyed by the text alone (the compiler's identity names CCCL): a warm
+    // start reads one entry. Without nvJitLink, NVRTC's plain cubin stands in.
     const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
-                                                   std::string(kLinkRecipe) + sha256_of(tu.ltoirs));
+                                                   std::string(kRecipe) + sha256_of(tu.ltoirs));
     if (auto hit = c.get(key, CodeType::cubin)) {
       obj = *hit;
     } else {
-      obj = link(program.compile(CodeType::ltoir, tu.kernels));
+      obj = linker ? link_tu(program.compile(CodeType::ltoir, tu.kernels), tu, o.name, arch)
+                   : Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels);
       c.put(key, obj);
     }
+  } else if (!linker) {
+    obj = Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels, &c);
   } else {
+    // An operator that includes its own headers: its LTO-IR goes through the
+    // header-aware cache, and the linked cubin is keyed by that LTO-IR's bytes,
+    // which follow every header it read.
     const ObjectCode ltoir = program.compile(CodeType::ltoir, tu.kernels, &c);
     std::vector<std::vector<std::byte>> blobs{{ltoir.code().begin(), ltoir.code().end()}};
     blobs.insert(blobs.end(), tu.ltoirs.begin(), tu.ltoirs.end());
     const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
-                                                   std::string(kLinkRecipe) + "of the LTO-IR " + sha256_of(blobs));
+                                                   std::string(kRecipe) + "of the LTO-IR " + sha256_of(blobs));
     if (auto hit = c.get(key, CodeType::cubin)) {
       obj = *hit;
     } else {
-      obj = link(ltoir);
+      obj = link_tu(ltoir, tu, o.name, arch);
       c.put(key, obj);
     }
   }

@@ -36,8 +36,10 @@ struct CompiledCode {
   std::vector<long long> tuning;
 };
 
-// Compiles `tu` for `arch` through `cache` (nullptr: the default cache): a plain
-// cubin from NVRTC, or NVRTC LTO-IR linked with the user's LTO-IR by nvJitLink.
+// Compiles `tu` for `arch` through `cache` (nullptr: the default cache): NVRTC
+// LTO-IR linked (with the user's LTO-IR) by nvJitLink, which leaves out the
+// device variables nothing reads; or, when an operator's source includes its
+// own headers (which only Program::compile's key follows), NVRTC's plain cubin.
 // Needs no GPU. Throws CompileError with the compiler's log.
 CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCache* cache);
 

@@ -14,8 +14,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
+#include <span>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "compute/codegen.hpp"
 #include "compute/engine.hpp"
@@ -312,6 +316,69 @@ TEST(ComputeBuild, TuningTableIsReadBackFromTheCubin) {
   for (std::size_t i = 0; i + 13 <= mangled.size(); ++i)
     if (std::memcmp(mangled.data() + i, "cucore_tuning", 13) == 0) mangled[i] = std::byte{'X'};
   EXPECT_THROW(compute::detail::read_tuning(mangled, 3), std::runtime_error);
+}
+
+namespace {
+// The defined data symbols (STT_OBJECT) of a 64-bit ELF cubin, by name.
+std::vector<std::string> data_symbols(std::span<const std::byte> b) {
+  auto at = [&](std::uint64_t off, auto& v) {
+    if (off + sizeof v > b.size()) throw std::runtime_error("truncated cubin");
+    std::memcpy(&v, b.data() + off, sizeof v);
+  };
+  std::uint64_t shoff = 0;
+  std::uint16_t shentsize = 0, shnum = 0;
+  at(0x28, shoff);
+  at(0x3A, shentsize);
+  at(0x3C, shnum);
+  std::vector<std::string> names;
+  for (std::uint16_t i = 0; i < shnum; ++i) {
+    const std::uint64_t h = shoff + std::uint64_t(i) * shentsize;
+    std::uint32_t type = 0, link = 0;
+    std::uint64_t off = 0, size = 0;
+    at(h + 4, type);
+    at(h + 24, off);
+    at(h + 32, size);
+    at(h + 40, link);
+    if (type != 2) continue;  // SHT_SYMTAB
+    std::uint64_t stroff = 0;
+    at(shoff + std::uint64_t(link) * shentsize + 24, stroff);
+    for (std::uint64_t e = off; e + 24 <= off + size; e += 24) {
+      std::uint32_t name = 0;
+      unsigned char info = 0;
+      std::uint16_t shndx = 0;
+      at(e, name);
+      at(e + 4, info);
+      at(e + 6, shndx);
+      if ((info & 0xf) == 1 && shndx != 0)
+        names.emplace_back(reinterpret_cast<const char*>(b.data() + stroff + name));
+    }
+  }
+  return names;
+}
+
+// A cache that keeps what is put into it and never hits.
+struct Recording final : ProgramCache {
+  std::vector<ObjectCode> puts;
+  std::optional<ObjectCode> get(std::string_view) override { return std::nullopt; }
+  void put(std::string_view, const ObjectCode& code) override { puts.push_back(code); }
+  bool erase(std::string_view) override { return false; }
+  void clear() override { puts.clear(); }
+  std::size_t size_bytes() const override { return 0; }
+  CacheStats stats() const override { return {}; }
+};
+}  // namespace
+
+TEST(ComputeBuild, CubinHoldsNoDeviceVariableButTheTuningTable) {
+  // NVRTC makes every constant of the CCCL headers a device variable (some
+  // 1300 for a reduce); the build links them away, so a process loading the
+  // cubin has none to place and relocate.
+  Recording cache;
+  Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(), {.build = {.arch = "sm_90", .cache = &cache}});
+  ASSERT_EQ(cache.puts.size(), 1u);
+  const std::vector<std::string> names = data_symbols(cache.puts[0].code());
+  std::string listed;
+  for (std::size_t i = 0; i < names.size() && i < 5; ++i) listed += " " + names[i];
+  EXPECT_EQ(names, std::vector<std::string>{"cucore_tuning"}) << names.size() << " data symbols:" << listed << " ...";
 }
 
 TEST(ComputeBuild, CcclVersionComesFromTheHeaders) {

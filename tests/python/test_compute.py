@@ -93,6 +93,45 @@ def test_python_callable_needs_numba_cuda(monkeypatch):
                                 op=lambda x: x + 1, compute_capability=90)
 
 
+class _FakeArray:
+    """A device array as the CUDA Array Interface describes it (never dereferenced here)."""
+
+    def __init__(self, n, typestr, strides=None, ptr=0x7f0000000000):
+        self.__cuda_array_interface__ = {"shape": (n,), "typestr": typestr, "data": (ptr, False), "version": 3,
+                                         "strides": strides}
+
+
+def test_calls_read_arrays_and_refuse_mismatches_before_running():
+    # A built object's call reads its arrays in C++: their element type, and
+    # whether they are C-contiguous, are checked before anything runs.
+    i32 = _FakeArray(1000, "<i4")
+    red = cc.make_reduce_into(d_in=i32, d_out=_FakeArray(1, "<i4"), op=cc.OpKind.PLUS,
+                              h_init=np.array([0], np.int32), compute_capability=90)
+
+    def call(**kw):
+        args = dict(temp_storage=None, d_in=i32, d_out=_FakeArray(1, "<i4"), num_items=1000,
+                    h_init=np.array([0], np.int32))
+        args.update(kw)
+        return red(**args)
+
+    with pytest.raises(ValueError, match=r"in is a ptr<float32> iterator, but the object was built for ptr<int32>"):
+        call(d_in=_FakeArray(1000, "<f4"))
+    with pytest.raises(ValueError, match=r"out is a ptr<uint64> iterator, but the object was built for ptr<int32>"):
+        call(d_out=_FakeArray(1, "<u8"))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        call(d_in=_FakeArray(1000, "<i4", strides=(8,)))
+    with pytest.raises(ValueError, match="in is a count<int32> iterator"):
+        call(d_in=cc.CountingIterator(np.int32(0)))
+    with pytest.raises(ValueError, match="single value"):
+        call(h_init=np.array([1, 2], np.int32))
+    with pytest.raises(TypeError, match="neither an iterator nor a device array"):
+        call(d_in=object())
+    scan = cc.make_exclusive_scan(d_in=i32, d_out=i32, op=cc.OpKind.PLUS, init_value=np.int32(0),
+                                  compute_capability=90)
+    with pytest.raises(ValueError, match=r"in is a ptr<int16> iterator"):
+        scan(temp_storage=None, d_in=_FakeArray(10, "<i2"), d_out=i32, init_value=np.int32(0), num_items=10)
+
+
 # ---- GPU -------------------------------------------------------------------------------
 @pytest.fixture
 def cp():
@@ -248,3 +287,70 @@ print(s["hits"], s["misses"])
     assert first.stdout.split()[-1] != "0", "the first process found kernels in an empty cache"
     hits, misses = map(int, second.stdout.split()[-2:])
     assert (hits, misses) == (1, 0), "the second process compiled instead of reading the disk cache"
+
+
+@pytest.mark.gpu
+def test_make_reduce_into_calls_take_every_array_and_value_form(cp):
+    # The call reads CuPy arrays (CUDA Array Interface), PyTorch tensors (the
+    # DLPack exchange API), cucore Buffers and CuPy arrays as temporary storage,
+    # and initial values as numpy arrays, numpy scalars, Python numbers or
+    # values of another dtype (converted), each on random data.
+    n = 100003
+    h = rng.integers(-1000, 1000, n, dtype=np.int64)
+    d_in, d_out = cp.asarray(h), cp.empty(1, np.int64)
+    red = cc.make_reduce_into(d_in=d_in, d_out=d_out, op=cc.OpKind.PLUS, h_init=np.array([0], np.int64))
+    nbytes = red(temp_storage=None, d_in=d_in, d_out=d_out, num_items=n, h_init=np.array([0], np.int64))
+    buf = cucore.Device(0).memory_resource.allocate(nbytes)
+    temps = [cp.empty(nbytes, np.uint8), buf]
+    inits = [np.array([7], np.int64), np.int64(-9), 11, np.int32(5), np.array(3.0)]
+    for i, init in enumerate(inits):
+        red(temp_storage=temps[i % 2], d_in=d_in, d_out=d_out, num_items=n, h_init=init)
+        assert int(d_out.get()[0]) == int(h.sum()) + int(init if np.ndim(init) == 0 else init[0]), repr(init)
+    m = n // 3  # a prefix
+    red(temp_storage=temps[0], d_in=d_in, d_out=d_out, num_items=m, h_init=np.int64(0))
+    assert int(d_out.get()[0]) == int(h[:m].sum())
+    with pytest.raises(ValueError, match="too small"):
+        red(temp_storage=cp.empty(nbytes - 1, np.uint8), d_in=d_in, d_out=d_out, num_items=n, h_init=np.int64(0))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        red(temp_storage=temps[0], d_in=cp.asarray(np.repeat(h, 2))[::2], d_out=d_out, num_items=n,
+            h_init=np.int64(0))
+    buf.close()
+    with pytest.raises(cucore.ClosedError):
+        red(temp_storage=buf, d_in=d_in, d_out=d_out, num_items=n, h_init=np.int64(0))
+    torch = pytest.importorskip("torch")
+    t_in = torch.as_tensor(d_in, device="cuda")
+    t_out = torch.empty(1, dtype=torch.int64, device="cuda")
+    red(temp_storage=torch.empty(nbytes, dtype=torch.uint8, device="cuda"), d_in=t_in, d_out=t_out, num_items=n,
+        h_init=np.int64(1))
+    assert int(t_out.item()) == int(h.sum()) + 1
+    with pytest.raises(ValueError, match="ptr<float32> iterator"):
+        red(temp_storage=temps[0], d_in=t_in.float(), d_out=t_out, num_items=n, h_init=np.int64(0))
+
+
+@pytest.mark.gpu
+def test_built_scans_sorts_and_histograms_take_torch_and_cupy_arrays(cp):
+    torch = pytest.importorskip("torch")
+    n = 4099
+    h = rng.integers(0, 1 << 16, n, dtype=np.int32)
+    t_in, c_out = torch.as_tensor(h, device="cuda"), cp.empty(n, np.int32)
+    scan = cc.make_exclusive_scan(d_in=t_in, d_out=c_out, op=cc.OpKind.PLUS, init_value=np.int32(3))
+    temp = cp.empty(scan(temp_storage=None, d_in=t_in, d_out=c_out, init_value=np.int32(3), num_items=n), np.uint8)
+    scan(temp_storage=temp, d_in=t_in, d_out=c_out, init_value=np.int32(3), num_items=n)
+    np.testing.assert_array_equal(c_out.get(), (3 + np.concatenate([[0], np.cumsum(h)[:-1]])).astype(np.int32))
+    keys_out = torch.empty(n, dtype=torch.int32, device="cuda")
+    sort = cc.make_radix_sort(d_in_keys=t_in, d_out_keys=keys_out, d_in_values=None, d_out_values=None,
+                              order=cc.SortOrder.ASCENDING)
+    nb = sort(temp_storage=None, d_in_keys=t_in, d_out_keys=keys_out, d_in_values=None, d_out_values=None,
+              num_items=n)
+    sort(temp_storage=torch.empty(nb, dtype=torch.uint8, device="cuda"), d_in_keys=t_in, d_out_keys=keys_out,
+         d_in_values=None, d_out_values=None, num_items=n)
+    np.testing.assert_array_equal(keys_out.cpu().numpy(), np.sort(h))
+    hist = torch.empty(64, dtype=torch.int32, device="cuda")
+    lv, lo, hi = np.array([65], np.int32), np.array([0], np.int32), np.array([1 << 16], np.int32)
+    he = cc.make_histogram_even(d_samples=t_in, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
+                                h_upper_level=hi, num_samples=n)
+    tb = he(temp_storage=None, d_samples=t_in, d_histogram=hist, h_num_output_levels=lv, h_lower_level=lo,
+            h_upper_level=hi, num_samples=n)
+    he(temp_storage=cp.empty(max(tb, 1), np.uint8), d_samples=t_in, d_histogram=hist, h_num_output_levels=lv,
+       h_lower_level=lo, h_upper_level=hi, num_samples=n)
+    np.testing.assert_array_equal(hist.cpu().numpy(), np.histogram(h, bins=64, range=(0, 1 << 16))[0])

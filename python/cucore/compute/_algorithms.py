@@ -10,7 +10,7 @@ from cucore._core import _compute as _c
 
 from cucore.compute._iterators import IteratorBase, array_info, to_iterator, value_dtype
 from cucore.compute._ops import OpKind, op_key, to_op
-from cucore.compute._types import dtype_of, np, to_type, to_value
+from cucore.compute._types import dtype_of, np, to_type, to_value, value_arg
 
 
 class Determinism(enum.IntEnum):
@@ -75,6 +75,7 @@ def _arch(compute_capability):
 
 
 def _temp(temp_storage):
+    """(address, bytes) of temporary storage: what the calls' C++ side does not read itself."""
     if temp_storage is None:
         return 0, 0
     if hasattr(temp_storage, "handle") and hasattr(temp_storage, "size") and not hasattr(temp_storage, "dtype"):
@@ -104,28 +105,34 @@ def _init_or_identity(h_init, op, d_in):
 
 # ---------------------------------------------------------------- reduce
 
+# The built objects' calls hand their arguments to C++ as they are (arrays,
+# iterators, temporary storage, numpy initial values of the built type): a
+# call's Python time is GPU idle time when it starts the stream's work.
+
 class _Reduce:
-    def __init__(self, d_in, d_out, op, h_init, determinism, arch):
-        init_dt = dtype_of(_init_or_identity(h_init, op, d_in))
+    def __init__(self, it_in, it_out, op, init_dt, determinism, arch):
         self._init_dt = init_dt
-        self._obj = _c.Reduce(to_iterator(d_in), to_iterator(d_out), to_op(op, (init_dt, init_dt), init_dt),
-                              to_type(init_dt), int(determinism), arch)
+        self._init_t = to_type(init_dt)
+        self._obj = _c.Reduce(it_in, it_out, to_op(op, (init_dt, init_dt), init_dt), self._init_t, int(determinism),
+                              arch)
         self._op = op
 
     def __call__(self, *, temp_storage, d_in, d_out, num_items: int, op=None, h_init=None, stream=None):
-        ptr, nbytes = _temp(temp_storage)
-        init = to_value(_init_or_identity(h_init, self._op, d_in), self._init_dt)
-        return self._obj(ptr, nbytes, to_iterator(d_in), to_iterator(d_out), num_items, init, stream)
+        if h_init is None:
+            h_init = _init_or_identity(None, self._op, d_in)
+        return self._obj(temp_storage, d_in, d_out, num_items, value_arg(h_init, self._init_dt), self._init_t,
+                         stream)
 
 
 def make_reduce_into(*, d_in, d_out, op, h_init=None, **kwargs):
     """A reduction object for these kinds of arrays/iterators, operator and initial value."""
     determinism = Determinism(kwargs.get("determinism", Determinism.RUN_TO_RUN))
-    init = _init_or_identity(h_init, op, d_in)
+    init_dt = dtype_of(_init_or_identity(h_init, op, d_in))
     arch = _arch(kwargs.get("compute_capability"))
-    key = ("reduce", to_iterator(d_in).signature, to_iterator(d_out).signature,
-           op_key(op, (dtype_of(init),) * 2, dtype_of(init)), str(dtype_of(init)), int(determinism), arch)
-    return _cached(key, lambda: _Reduce(d_in, d_out, op, h_init, determinism, arch))
+    it_in, it_out = to_iterator(d_in), to_iterator(d_out)
+    key = ("reduce", it_in.signature, it_out.signature, op_key(op, (init_dt, init_dt), init_dt), str(init_dt),
+           int(determinism), arch)
+    return _cached(key, lambda: _Reduce(it_in, it_out, op, init_dt, determinism, arch))
 
 
 def reduce_into(*, d_in, d_out, num_items: int, op, h_init=None, stream=None, **kwargs):
@@ -142,39 +149,35 @@ def reduce_into(*, d_in, d_out, num_items: int, op, h_init=None, stream=None, **
 # ---------------------------------------------------------------- scans
 
 class _Scan:
-    def __init__(self, d_in, d_out, op, init_value, inclusive, arch):
-        self._inclusive = inclusive
-        acc = dtype_of(init_value) if init_value is not None else value_dtype(d_in)
+    def __init__(self, it_in, it_out, op, acc, with_init, inclusive, arch):
         self._acc = acc
+        self._init_t = to_type(acc) if with_init else None
         op_c = to_op(op, (acc, acc), acc)
         if inclusive:
-            self._obj = _c.InclusiveScan(to_iterator(d_in), to_iterator(d_out), op_c,
-                                         to_type(acc) if init_value is not None else None, arch)
+            self._obj = _c.InclusiveScan(it_in, it_out, op_c, self._init_t, arch)
         else:
-            self._obj = _c.ExclusiveScan(to_iterator(d_in), to_iterator(d_out), op_c, to_type(acc), arch)
+            self._obj = _c.ExclusiveScan(it_in, it_out, op_c, self._init_t, arch)
 
     def __call__(self, *, temp_storage, d_in, d_out, op=None, init_value=None, num_items: int, stream=None):
-        ptr, nbytes = _temp(temp_storage)
-        init = to_value(init_value, self._acc) if init_value is not None else None
-        return self._obj(ptr, nbytes, to_iterator(d_in), to_iterator(d_out), num_items, init, stream)
+        init = value_arg(init_value, self._acc) if init_value is not None else None
+        return self._obj(temp_storage, d_in, d_out, num_items, init, self._init_t, stream)
 
 
-def _scan_key(kind, d_in, d_out, op, init_value, arch):
+def _make_scan(inclusive, d_in, d_out, op, init_value, compute_capability):
+    arch = _arch(compute_capability)
     acc = dtype_of(init_value) if init_value is not None else value_dtype(d_in)
-    return (kind, to_iterator(d_in).signature, to_iterator(d_out).signature, op_key(op, (acc, acc), acc),
-            None if init_value is None else str(acc), arch)
+    it_in, it_out = to_iterator(d_in), to_iterator(d_out)
+    key = ("inclusive" if inclusive else "exclusive", it_in.signature, it_out.signature, op_key(op, (acc, acc), acc),
+           None if init_value is None else str(acc), arch)
+    return _cached(key, lambda: _Scan(it_in, it_out, op, acc, init_value is not None, inclusive, arch))
 
 
 def make_inclusive_scan(*, d_in, d_out, op, init_value=None, compute_capability=None):
-    arch = _arch(compute_capability)
-    return _cached(_scan_key("inclusive", d_in, d_out, op, init_value, arch),
-                   lambda: _Scan(d_in, d_out, op, init_value, True, arch))
+    return _make_scan(True, d_in, d_out, op, init_value, compute_capability)
 
 
 def make_exclusive_scan(*, d_in, d_out, op, init_value, compute_capability=None):
-    arch = _arch(compute_capability)
-    return _cached(_scan_key("exclusive", d_in, d_out, op, init_value, arch),
-                   lambda: _Scan(d_in, d_out, op, init_value, False, arch))
+    return _make_scan(False, d_in, d_out, op, init_value, compute_capability)
 
 
 def inclusive_scan(*, d_in, d_out, op, init_value=None, num_items: int, stream=None):
@@ -198,35 +201,35 @@ def _out_dtype(d_out, fallback):
 
 
 class _UnaryTransform:
-    def __init__(self, d_in, d_out, op, arch):
-        op_c = to_op(op, (value_dtype(d_in),), _out_dtype(d_out, value_dtype(d_in)))
-        self._obj = _c.UnaryTransform(to_iterator(d_in), to_iterator(d_out), op_c, arch)
+    def __init__(self, it_in, it_out, op_c, arch):
+        self._obj = _c.UnaryTransform(it_in, it_out, op_c, arch)
 
     def __call__(self, *, d_in, d_out, op=None, num_items: int, stream=None):
-        self._obj(to_iterator(d_in), to_iterator(d_out), num_items, stream)
+        self._obj(d_in, d_out, num_items, stream)
 
 
 class _BinaryTransform:
-    def __init__(self, d_in1, d_in2, d_out, op, arch):
-        op_c = to_op(op, (value_dtype(d_in1), value_dtype(d_in2)), _out_dtype(d_out, value_dtype(d_in1)))
-        self._obj = _c.BinaryTransform(to_iterator(d_in1), to_iterator(d_in2), to_iterator(d_out), op_c, arch)
+    def __init__(self, it_in1, it_in2, it_out, op_c, arch):
+        self._obj = _c.BinaryTransform(it_in1, it_in2, it_out, op_c, arch)
 
     def __call__(self, *, d_in1, d_in2, d_out, op=None, num_items: int, stream=None):
-        self._obj(to_iterator(d_in1), to_iterator(d_in2), to_iterator(d_out), num_items, stream)
+        self._obj(d_in1, d_in2, d_out, num_items, stream)
 
 
 def make_unary_transform(*, d_in, d_out, op, compute_capability=None):
     arch = _arch(compute_capability)
-    key = ("unary", to_iterator(d_in).signature, to_iterator(d_out).signature,
-           op_key(op, (value_dtype(d_in),), _out_dtype(d_out, value_dtype(d_in))), arch)
-    return _cached(key, lambda: _UnaryTransform(d_in, d_out, op, arch))
+    it_in, it_out = to_iterator(d_in), to_iterator(d_out)
+    types = ((value_dtype(d_in),), _out_dtype(d_out, value_dtype(d_in)))
+    key = ("unary", it_in.signature, it_out.signature, op_key(op, *types), arch)
+    return _cached(key, lambda: _UnaryTransform(it_in, it_out, to_op(op, *types), arch))
 
 
 def make_binary_transform(*, d_in1, d_in2, d_out, op, compute_capability=None):
     arch = _arch(compute_capability)
-    key = ("binary", to_iterator(d_in1).signature, to_iterator(d_in2).signature, to_iterator(d_out).signature,
-           op_key(op, (value_dtype(d_in1), value_dtype(d_in2)), _out_dtype(d_out, value_dtype(d_in1))), arch)
-    return _cached(key, lambda: _BinaryTransform(d_in1, d_in2, d_out, op, arch))
+    it_in1, it_in2, it_out = to_iterator(d_in1), to_iterator(d_in2), to_iterator(d_out)
+    types = ((value_dtype(d_in1), value_dtype(d_in2)), _out_dtype(d_out, value_dtype(d_in1)))
+    key = ("binary", it_in1.signature, it_in2.signature, it_out.signature, op_key(op, *types), arch)
+    return _cached(key, lambda: _BinaryTransform(it_in1, it_in2, it_out, to_op(op, *types), arch))
 
 
 def unary_transform(*, d_in, d_out, op, num_items: int, stream=None):
@@ -264,12 +267,10 @@ class _RadixSort:
     def __call__(self, *, temp_storage, d_in_keys, d_out_keys, d_in_values, d_out_values, num_items: int,
                  begin_bit=None, end_bit=None, stream=None):
         db, keys, values, selector = _sort_arrays(d_in_keys, d_out_keys, d_in_values, d_out_values)
-        ptr, nbytes = _temp(temp_storage)
-        k = [array_info(x)[0] for x in keys]
-        v = [array_info(x)[0] if x is not None else 0 for x in values]
         begin = 0 if begin_bit is None else int(begin_bit)
         end = self._key_dt.itemsize * 8 if end_bit is None else int(end_bit)
-        nbytes_out, sel = self._obj(ptr, nbytes, k[0], k[1], v[0], v[1], num_items, begin, end, db, selector, stream)
+        nbytes_out, sel = self._obj(temp_storage, keys[0], keys[1], values[0], values[1], num_items, begin, end, db,
+                                    selector, stream)
         if db and temp_storage is not None:
             d_in_keys.selector = sel
             if d_in_values is not None:
@@ -290,11 +291,8 @@ def radix_sort(*, d_in_keys, d_out_keys, d_in_values=None, d_out_values=None, nu
     sorter = make_radix_sort(d_in_keys=d_in_keys, d_out_keys=d_out_keys, d_in_values=d_in_values,
                              d_out_values=d_out_values, order=order)
     db, keys, values, selector = _sort_arrays(d_in_keys, d_out_keys, d_in_values, d_out_values)
-    key_dt = array_info(keys[0])[1]
-    k = [array_info(x)[0] for x in keys]
-    v = [array_info(x)[0] if x is not None else 0 for x in values]
-    sel = sorter._obj.run(k[0], k[1], v[0], v[1], num_items, 0 if begin_bit is None else int(begin_bit),
-                          key_dt.itemsize * 8 if end_bit is None else int(end_bit), db, selector, stream)
+    sel = sorter._obj.run(keys[0], keys[1], values[0], values[1], num_items, 0 if begin_bit is None else int(begin_bit),
+                          sorter._key_dt.itemsize * 8 if end_bit is None else int(end_bit), db, selector, stream)
     if db:
         d_in_keys.selector = sel
         if d_in_values is not None:
@@ -312,12 +310,10 @@ class _Histogram:
 
     def __call__(self, *, temp_storage, d_samples, d_histogram, h_num_output_levels, h_lower_level, h_upper_level,
                  num_samples: int, stream=None):
-        ptr, nbytes = _temp(temp_storage)
         levels = int(np.asarray(h_num_output_levels).flatten()[0])
         lo = to_value(np.asarray(h_lower_level).flatten()[0], self._level_dt)
         hi = to_value(np.asarray(h_upper_level).flatten()[0], self._level_dt)
-        return self._obj(ptr, nbytes, to_iterator(d_samples), array_info(d_histogram)[0], levels, lo, hi,
-                         num_samples, stream)
+        return self._obj(temp_storage, d_samples, d_histogram, levels, lo, hi, num_samples, stream)
 
 
 def make_histogram_even(*, d_samples, d_histogram, h_num_output_levels, h_lower_level, h_upper_level, num_samples,

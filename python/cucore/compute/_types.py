@@ -100,6 +100,15 @@ def to_value(v, dtype=None) -> "_c.Value":
     return _c.Value(to_type(arr.dtype), arr.tobytes())
 
 
+def value_arg(v, dtype):
+    """An initial value as a built object's call takes it: a one-element numpy
+    array or scalar already of `dtype` as it is (the call reads its bytes),
+    anything else converted to a Value."""
+    if isinstance(v, (np.ndarray, np.generic)) and v.dtype == dtype and v.size == 1:
+        return v
+    return to_value(v, dtype)
+
+
 def dtype_of(v):
     _need_numpy()
     if hasattr(v, "_cucore_struct"):
