@@ -106,7 +106,8 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
   o.relocatable_device_code = true;
   o.link_time_optimization = true;
   const Program program(tu.code, "c++", o);
-  const bool linker = !tu.ltoirs.empty() || cucore::detail::nvjitlink_available();
+  // Asked only when something must be built: finding nvJitLink loads it (~5 ms).
+  auto linker = [&] { return !tu.ltoirs.empty() || cucore::detail::nvjitlink_available(); };
   constexpr std::string_view kRecipe = "cucore.compute linked 2:";
   ObjectCode obj;
   if (toolkit_only(tu.code)) {
@@ -117,11 +118,11 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
     if (auto hit = c.get(key, CodeType::cubin)) {
       obj = *hit;
     } else {
-      obj = linker ? link_tu(program.compile(CodeType::ltoir, tu.kernels), tu, o.name, arch)
+      obj = linker() ? link_tu(program.compile(CodeType::ltoir, tu.kernels), tu, o.name, arch)
                    : Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels);
       c.put(key, obj);
     }
-  } else if (!linker) {
+  } else if (!linker()) {
     obj = Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels, &c);
   } else {
     // An operator that includes its own headers: its LTO-IR goes through the

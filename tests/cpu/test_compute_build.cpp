@@ -9,7 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include <dlfcn.h>
+#include <unistd.h>
+
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
@@ -112,6 +116,44 @@ TEST(ComputeBuild, ReduceKeysFollowTheOperatorsSourceAndItsHeaders) {
   write_op(k + 1);
   EXPECT_EQ(build("cucore_test_op", include), 2u) << "an edited header the operator includes must miss";
   std::filesystem::remove_all(tmpl);
+}
+
+// The child half of AWarmBuildInAFreshProcessLoadsNoCompiler (disabled: only
+// the parent runs it).
+TEST(ComputeBuild, DISABLED_WarmBuildChild) {
+  const char* dir = std::getenv("CUCORE_COMPUTE_WARM_BUILD_CACHE");
+  if (!dir) GTEST_SKIP() << "runs as the child of AWarmBuildInAFreshProcessLoadsNoCompiler";
+  FileStreamProgramCache disk(dir);
+  Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(), {.build = {.arch = "sm_90", .cache = &disk}});
+  EXPECT_EQ(disk.stats().misses, 0u);
+  EXPECT_GE(disk.stats().hits, 1u);
+  // Loading either compiler costs a fresh process milliseconds (nvJitLink ~5 ms).
+  for (const char* so : {"libnvrtc.so.13", "libnvrtc.so", "libnvJitLink.so.13", "libnvJitLink.so"})
+    EXPECT_EQ(dlopen(so, RTLD_LAZY | RTLD_NOLOAD), nullptr) << so << " was loaded by a build the disk cache holds";
+}
+
+TEST(ComputeBuild, AWarmBuildInAFreshProcessLoadsNoCompiler) {
+  const auto dir = std::filesystem::temp_directory_path() / ("cucore-warm-build-" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  {
+    FileStreamProgramCache disk(dir);
+    Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(), {.build = {.arch = "sm_90", .cache = &disk}});
+    ASSERT_EQ(disk.stats().misses, 1u);
+  }
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  ASSERT_GT(len, 0);
+  exe[len] = 0;
+  const std::string cmd = "CUCORE_COMPUTE_WARM_BUILD_CACHE='" + dir.string() + "' '" + exe +
+                          "' --gtest_also_run_disabled_tests --gtest_filter=ComputeBuild.DISABLED_WarmBuildChild 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string output;
+  char buf[512];
+  while (fgets(buf, sizeof buf, p)) output += buf;
+  EXPECT_EQ(pclose(p), 0) << output;
+  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(ComputeBuild, ReduceUserStructWithSourceOperatorAndGpuToGpuDeterminism) {
