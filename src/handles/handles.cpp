@@ -130,7 +130,7 @@ EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOp
   return box;
 }
 
-EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, const EventOptions& options) {
+EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, EventOptions options) {
   auto box = make_box<EventBox>();
   box->ctx = ctx;
   box->options = options;

@@ -109,8 +109,8 @@ EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOp
 // The event another process exported (cuIpcOpenEventHandle of the
 // CU_IPC_HANDLE_SIZE bytes at `handle`) in `ctx`, which must be current; the
 // box owns it (cuEventDestroy, as the driver requires) and keeps the handle as
-// its own IPC handle.
-EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, const EventOptions& options);
+// its own IPC handle. (`options` by value: three flags, in a register.)
+EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, EventOptions options);
 
 // ---- memory pools --------------------------------------------------------------
 

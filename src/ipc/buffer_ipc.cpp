@@ -73,7 +73,7 @@ struct MappingBox {
   CUstream stream = nullptr;
   int device = -1;  // the pool's device (-1: a pinned pool): its context unmaps where none is current
 
-  MappingBox() = default;
+  MappingBox() noexcept {}  // not = default: make_box would zero the whole box first
   MappingBox(const MappingBox&) = delete;
   MappingBox& operator=(const MappingBox&) = delete;
   ~MappingBox() {
