@@ -8,7 +8,9 @@
 // Goal: each within 1.05x of the raw calls. cucore's buffer and event
 // descriptors are made once per object (the peers ask the driver every time,
 // as code without such a cache does). Where cucore's semantics need more than
-// the bare calls, the peer does it too and the bench says what it costs.
+// the bare calls, the peer does it too and the bench says what it costs; and
+// both sides run once more over stubbed entry points, to print what cucore's
+// own code costs around the driver's work.
 #include <cucore/buffer.hpp>
 #include <cucore/checkpoint.hpp>
 #include <cucore/device.hpp>
@@ -22,6 +24,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -48,6 +51,7 @@ struct Exports {
 struct Result {
   double buffer_cucore = 0, buffer_raw = 0, buffer_bare = 0, event_cucore = 0, event_raw = 0;
   double size_check = 0, keep_descriptor = 0, get_current = 0;  // what cucore's semantics add, ns each
+  double buffer_own = 0, event_own = 0;  // cucore's own code around the driver calls (StubbedDriver), ns each
   char error[256] = {};
 };
 
@@ -57,6 +61,54 @@ double median_ns(const std::function<void()>& fn, int inner) {
   for (int i = 0; i < 21; ++i) t.push_back(bench::time_ns(fn, inner));
   return bench::median(t);
 }
+
+// The driver's entry points of an import and an event's open, stubbed (the
+// test seam), so timing cucore's calls against the raw calls under it leaves
+// what cucore's own code costs on this machine, apart from the driver's work.
+// The rest of the table is the real driver's; installed for its scope.
+class StubbedDriver {
+ public:
+  StubbedDriver(std::size_t range_size) {
+    real_ = &detail::driver();
+    (void)real_->cuCtxGetCurrent(&current_);
+    range_size_ = range_size;
+    table_ = *real_;
+    table_.cuCtxGetCurrent = [](CUcontext* c) {
+      *c = current_;
+      return CUDA_SUCCESS;
+    };
+    table_.cuIpcOpenEventHandle = [](CUevent* e, CUipcEventHandle) {
+      *e = reinterpret_cast<CUevent>(std::uintptr_t{0x1000});
+      return CUDA_SUCCESS;
+    };
+    table_.cuEventDestroy = [](CUevent) { return CUDA_SUCCESS; };
+    table_.cuMemPoolImportFromShareableHandle = [](CUmemoryPool* p, void*, CUmemAllocationHandleType,
+                                                   unsigned long long) {
+      *p = reinterpret_cast<CUmemoryPool>(std::uintptr_t{0x2000});
+      return CUDA_SUCCESS;
+    };
+    table_.cuMemPoolImportPointer = [](CUdeviceptr* p, CUmemoryPool, CUmemPoolPtrExportData*) {
+      *p = 0x3000;
+      return CUDA_SUCCESS;
+    };
+    table_.cuPointerGetAttribute = [](void* v, CUpointer_attribute, CUdeviceptr) {
+      *static_cast<std::size_t*>(v) = range_size_;
+      return CUDA_SUCCESS;
+    };
+    table_.cuMemFreeAsync = [](CUdeviceptr, CUstream) { return CUDA_SUCCESS; };
+    table_.cuMemPoolDestroy = [](CUmemoryPool) { return CUDA_SUCCESS; };
+    detail::set_driver_table_for_testing(&table_);
+  }
+  ~StubbedDriver() { detail::set_driver_table_for_testing(real_); }
+  StubbedDriver(const StubbedDriver&) = delete;
+  StubbedDriver& operator=(const StubbedDriver&) = delete;
+
+ private:
+  static inline CUcontext current_ = nullptr;
+  static inline std::size_t range_size_ = 0;
+  const detail::DriverTable* real_;
+  detail::DriverTable table_;
+};
 
 // The importing side: times import+map+unmap of the pool and buffer, and
 // open+destroy of the event, through cucore and through the raw driver.
@@ -137,6 +189,38 @@ CUCORE_CHILD_ROLE(bench_importer) {
     // cucore's one call more: which context is current (the opened event's, kept in its box).
     CUcontext current = nullptr;
     r.get_current = median_ns([&] { (void)drv.cuCtxGetCurrent(&current); }, 10000);
+    {
+      // cucore's own code: both sides again over the stubbed entry points (the
+      // raw sides through the table as installed, not `drv`).
+      StubbedDriver stubbed(d.size);
+      auto stub_raw = [&] {
+        const auto& t = detail::driver();
+        int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+        CUmemoryPool pool = nullptr;
+        (void)t.cuMemPoolImportFromShareableHandle(&pool, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                   CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+        CUmemPoolPtrExportData data;
+        std::memcpy(data.reserved, d.payload.data(), sizeof data.reserved);
+        CUdeviceptr p = 0;
+        (void)t.cuMemPoolImportPointer(&p, pool, &data);
+        std::size_t extent = 0;
+        (void)t.cuPointerGetAttribute(&extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, p);
+        if (d.size > extent) throw std::runtime_error("the descriptor's size exceeds the mapping");
+        (void)t.cuMemFreeAsync(p, s.handle());
+        (void)t.cuMemPoolDestroy(pool);
+        ::close(own);
+      };
+      auto stub_ev_raw = [&] {
+        const auto& t = detail::driver();
+        CUevent e = nullptr;
+        detail::check(t.cuIpcOpenEventHandle(&e, eh), "cuIpcOpenEventHandle");
+        detail::check(t.cuEventDestroy(e), "cuEventDestroy");
+      };
+      auto cb = bench::compare("ipc import+map+unmap buffer (stubbed)", "raw", ours, stub_raw, 21, 200, 3);
+      r.buffer_own = cb.cucore - cb.peer;
+      auto ce2 = bench::compare("ipc open+close event (stubbed)", "raw", ev_ours, stub_ev_raw, 21, 2000, 3);
+      r.event_own = ce2.cucore - ce2.peer;
+    }
     s.sync();
   } catch (const std::exception& e) {
     std::snprintf(r.error, sizeof r.error, "%s", e.what());
@@ -191,8 +275,10 @@ void imports(DeviceMemoryResource& mr, Buffer& b, Event& e) {
   bench::report({"ipc import+map+unmap buffer", "ns", r.buffer_cucore, r.buffer_bare, "bare driver calls"});
   bench::report_value("  of which: size check (RANGE_SIZE)", r.size_check, "ns");
   bench::report_value("  of which: pool descriptor dup+close", r.keep_descriptor, "ns");
+  bench::report_value("  cucore's own code (driver calls stubbed)", r.buffer_own, "ns");
   bench::report({"ipc open+close event", "ns", r.event_cucore, r.event_raw, "raw driver"}, 1.05);
   bench::report_value("  of which: cuCtxGetCurrent", r.get_current, "ns");
+  bench::report_value("  cucore's own code (driver calls stubbed)", r.event_own, "ns");
 }
 
 template <typename F>

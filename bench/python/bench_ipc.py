@@ -19,13 +19,10 @@ import statistics
 import sys
 import time
 
+from _common import import_cucore, import_cuda_core
+
 ROUNDS = int(os.environ.get("CUCORE_BENCH_ROUNDS", "15"))
 NUMBER = 200
-
-
-def skip(msg: str) -> None:
-    print(f"bench_ipc: skipped: {msg}")
-    sys.exit(0)
 
 
 def per_call(fn, number):
@@ -81,19 +78,8 @@ def _child(queue, mr_ours, d_ours, mr_cc, d_cc):
 
 
 def main() -> int:
-    try:
-        import cucore
-    except ImportError as e:
-        skip(f"cucore is not importable ({e})")
-    try:
-        if cucore.Device.count() == 0:
-            skip("no CUDA device")
-    except Exception as e:
-        skip(f"no usable GPU ({str(e).splitlines()[0]})")
-    try:
-        import cuda.core as cc
-    except Exception as e:
-        skip(f"NVIDIA's cuda.core is not installed ({e})")
+    cucore = import_cucore("bench_ipc")
+    cc = import_cuda_core("bench_ipc")
 
     dev_ours, dev_cc = cucore.Device(0), cc.Device(0)
     dev_ours.set_current()

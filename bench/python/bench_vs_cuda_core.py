@@ -18,6 +18,8 @@ import subprocess
 import sys
 import time
 
+from _common import import_cucore, import_cuda_core, skip
+
 SAXPY = r"""
 extern "C" __global__ void saxpy(float alpha, const float* __restrict__ x,
                                  const float* __restrict__ y, float* out, int n) {
@@ -29,30 +31,21 @@ extern "C" __global__ void saxpy(float alpha, const float* __restrict__ x,
 ROUNDS = int(os.environ.get("CUCORE_BENCH_ROUNDS", "15"))
 
 
-def skip(msg: str) -> None:
-    print(f"bench_vs_cuda_core: skipped: {msg}")
-    sys.exit(0)
-
-
+BENCH = "bench_vs_cuda_core"
 try:
     import numpy as np
 except ImportError:
-    skip("numpy is not installed")
+    skip(BENCH, "numpy is not installed")
+cucore = import_cucore(BENCH)
 try:
-    import cucore
     from cucore.utils import StridedMemoryView as CuView
 except ImportError as e:
-    skip(f"cucore is not importable ({e})")
+    skip(BENCH, f"cucore is not importable ({e})")
+cc = import_cuda_core(BENCH)
 try:
-    if cucore.Device.count() == 0:
-        skip("no CUDA device")
-except Exception as e:
-    skip(f"no usable GPU ({str(e).splitlines()[0]})")
-try:
-    import cuda.core as cc
     from cuda.core.utils import StridedMemoryView as CcView
 except Exception as e:
-    skip(f"NVIDIA's cuda.core is not installed ({e})")
+    skip(BENCH, f"NVIDIA's cuda.core is not installed ({e})")
 
 
 def per_call(fn, number: int) -> float:

@@ -6,12 +6,14 @@
 // Pickling and multiprocessing's reducers are in cucore/_ipc.py.
 #include <cucore/ipc.hpp>
 
+#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <system_error>
 #include <unordered_map>
+#include <vector>
 
 #include "common.hpp"
 
@@ -115,40 +117,99 @@ int device_ordinal(nb::handle d) {
 // object: the first get_ipc_descriptor makes it, later calls give the same one
 // (a lookup). An entry goes with its object (a weak reference's callback), so
 // an object made later at the same address never finds it; it is also made
-// anew when the object's handle changed. Used under the GIL only; never
-// destroyed (objects may go at interpreter exit).
+// anew when the object's handle changed. The lookup, on every call, is an
+// open-addressing table keyed by the object's address (a multiplicative hash
+// and linear probing: no division, no node to chase); the weak references
+// find their entry through a map used only when an entry comes or goes. Used
+// under the GIL only; never destroyed (objects may go at interpreter exit).
 class DescriptorCache {
  public:
   template <typename Make>
   nb::object get(nb::handle owner, std::uintptr_t handle, Make&& make) {
-    auto it = entries_.find(owner.ptr());
-    if (it != entries_.end() && it->second.handle == handle) return it->second.descriptor;
-    nb::object made = make();
-    if (it == entries_.end()) {
-      if (!forget_.is_valid())
-        forget_ = nb::cpp_function([this](nb::handle ref) { forget(ref); });
+    if (const Slot* s = find(owner.ptr()); s && s->handle == handle) [[likely]]
+      return s->descriptor;
+    nb::object made = make();  // may collect garbage, whose callbacks change the table: look again after
+    Slot* s = find(owner.ptr());
+    if (!s) {
+      if (!forget_.is_valid()) forget_ = nb::cpp_function([this](nb::handle ref) { forget(ref); });
       nb::object ref = nb::steal(PyWeakref_NewRef(owner.ptr(), forget_.ptr()));
       if (!ref.is_valid()) throw nb::python_error();
       owner_of_ref_.emplace(ref.ptr(), owner.ptr());
-      it = entries_.emplace(owner.ptr(), Entry{std::move(ref), {}, 0}).first;
+      s = insert(owner.ptr());
+      s->ref = std::move(ref);
     }
-    it->second.descriptor = made;
-    it->second.handle = handle;
+    s->descriptor = made;
+    s->handle = handle;
     return made;
   }
 
  private:
+  struct Slot {
+    PyObject* owner = nullptr;  // null: empty
+    std::uintptr_t handle = 0;
+    nb::object descriptor, ref;
+  };
+
+  std::size_t home(PyObject* owner) const noexcept {
+    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(owner) * 0x9E3779B97F4A7C15ull) >> shift_);
+  }
+  std::size_t mask() const noexcept { return slots_.size() - 1; }
+
+  Slot* find(PyObject* owner) noexcept {
+    if (slots_.empty()) return nullptr;
+    for (std::size_t i = home(owner);; i = (i + 1) & mask()) {
+      Slot& s = slots_[i];
+      if (s.owner == owner) return &s;
+      if (!s.owner) return nullptr;
+    }
+  }
+
+  // A new, empty entry for `owner` (not in the table); the table is at most half full.
+  Slot* insert(PyObject* owner) {
+    if (2 * (used_ + 1) > slots_.size()) grow();
+    std::size_t i = home(owner);
+    while (slots_[i].owner) i = (i + 1) & mask();
+    ++used_;
+    slots_[i].owner = owner;
+    return &slots_[i];
+  }
+
+  void grow() {
+    std::vector<Slot> old(slots_.empty() ? 16 : 2 * slots_.size());
+    old.swap(slots_);
+    shift_ = 64 - std::countr_zero(slots_.size());
+    for (Slot& s : old) {
+      if (!s.owner) continue;
+      std::size_t i = home(s.owner);
+      while (slots_[i].owner) i = (i + 1) & mask();
+      slots_[i] = std::move(s);
+    }
+  }
+
   void forget(nb::handle ref) {
     auto o = owner_of_ref_.find(ref.ptr());
     if (o == owner_of_ref_.end()) return;
-    auto node = entries_.extract(o->second);  // dropped after both tables are consistent
+    PyObject* owner = o->second;
     owner_of_ref_.erase(o);
+    std::size_t i = home(owner);
+    while (slots_[i].owner != owner) i = (i + 1) & mask();
+    Slot gone = std::move(slots_[i]);  // dropped after the table is consistent
+    // Backward-shift deletion: entries after the hole that would no longer be
+    // found past it move into it.
+    for (std::size_t j = (i + 1) & mask(); slots_[j].owner; j = (j + 1) & mask()) {
+      std::size_t k = home(slots_[j].owner);
+      if (((j - k) & mask()) >= ((j - i) & mask())) {
+        slots_[i] = std::move(slots_[j]);
+        i = j;
+      }
+    }
+    slots_[i] = Slot{};
+    --used_;
   }
-  struct Entry {
-    nb::object ref, descriptor;
-    std::uintptr_t handle;
-  };
-  std::unordered_map<PyObject*, Entry> entries_;
+
+  std::vector<Slot> slots_;  // a power of two in size, at most half used
+  std::size_t used_ = 0;
+  int shift_ = 64;
   std::unordered_map<PyObject*, PyObject*> owner_of_ref_;
   nb::object forget_;  // the weak references' callback
 };
@@ -158,8 +219,7 @@ DescriptorCache& descriptor_cache() {
   return *c;
 }
 
-// `self`'s descriptor: libcucore's checks every time (closed, not IPC-enabled,
-// a closed pool), then the object made once.
+// `self` as the libcucore object it holds (TypeError for anything else).
 template <typename T>
 const T& self_as(nb::handle self, PyTypeObject* type, const char* name) {
   if (!PyObject_TypeCheck(self.ptr(), type) || !nb::inst_ready(self))
@@ -167,6 +227,8 @@ const T& self_as(nb::handle self, PyTypeObject* type, const char* name) {
   return *nb::inst_ptr<T>(self);
 }
 
+// A buffer's descriptor: libcucore's checks every time (closed, not
+// IPC-enabled, a closed pool), then the object made once.
 nb::object buffer_descriptor(nb::handle self) {
   const auto& b = self_as<cucore::Buffer>(self, g_types.buffer, "Buffer");
   cucore::IPCBufferDescriptor d = b.ipc_descriptor();
@@ -176,10 +238,12 @@ nb::object buffer_descriptor(nb::handle self) {
   });
 }
 
+// An event's descriptor, once made, stays valid while its handle does (a
+// closed Event has none, which no entry matches): a hit needs no other check.
 nb::object event_descriptor(nb::handle self) {
   const auto& e = self_as<cucore::Event>(self, g_types.event, "Event");
-  cucore::IPCEventDescriptor d = e.ipc_descriptor();
-  return descriptor_cache().get(self, reinterpret_cast<std::uintptr_t>(e.handle()), [&] { return nb::cast(d); });
+  return descriptor_cache().get(self, reinterpret_cast<std::uintptr_t>(e.handle()),
+                                [&] { return nb::cast(e.ipc_descriptor()); });
 }
 
 // IPC members shared by the two pool resources.

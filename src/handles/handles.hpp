@@ -106,10 +106,11 @@ using EventHandle = std::shared_ptr<const EventBox>;
 
 // A new event in `ctx`, which must be current.
 EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOptions& options);
-// The event another process exported (cuIpcOpenEventHandle) in `ctx`, which
-// must be current; the box owns it (cuEventDestroy, as the driver requires)
-// and keeps `handle` as its own IPC handle.
-EventHandle open_ipc_event(const ContextHandle& ctx, const CUipcEventHandle& handle, const EventOptions& options);
+// The event another process exported (cuIpcOpenEventHandle of the
+// CU_IPC_HANDLE_SIZE bytes at `handle`) in `ctx`, which must be current; the
+// box owns it (cuEventDestroy, as the driver requires) and keeps the handle as
+// its own IPC handle. (`options` by value: three flags, in a register.)
+EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, EventOptions options);
 
 // ---- memory pools --------------------------------------------------------------
 

@@ -11,11 +11,11 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "handles/box_allocator.hpp"
 #include "handles/handles.hpp"
 #include "ipc/ipc_context.hpp"
 #include "loader/driver.hpp"
@@ -71,9 +71,9 @@ struct MappingBox {
   PoolHandle pool;          // the mapped pool stays imported while the pointer is
   StreamHandle stream_box;  // the stream it is freed on (when cucore's)
   CUstream stream = nullptr;
-  CUcontext ctx = nullptr;  // the pool's context (pool_context): where it is unmapped
+  int device = -1;  // the pool's device (-1: a pinned pool): its context unmaps where none is current
 
-  MappingBox() = default;
+  MappingBox() noexcept {}  // not = default: make_box would zero the whole box first
   MappingBox(const MappingBox&) = delete;
   MappingBox& operator=(const MappingBox&) = delete;
   ~MappingBox() {
@@ -93,18 +93,19 @@ struct MappingBox {
     const DriverTable* t = g_driver.load(std::memory_order_acquire);
     if (!t) return;  // no driver any more: the mapping goes with the process
     try {
-      std::optional<IpcContext> in;  // made only on a thread with no current context
-      call_in_context(ctx, in, [&] { return t->cuMemFreeAsync(ptr, stream); });
+      RetryScope scope;
+      call_in_context(scope, [&] { return primary_of(device < 0 ? 0 : device); },
+                      [&] { return t->cuMemFreeAsync(ptr, stream); });
     } catch (...) {
       // no context to free in: left to the process's end
     }
   }
 };
 
-// The mapping of `d` through `pool`, new or shared; `ctx` is the pool's
-// context (made current only where none is). Call without holding the
-// mappings' lock; the result may be the only share (drop it unlocked).
-std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, CUcontext ctx, const IPCBufferDescriptor& d,
+// The mapping of `d` through `pool`, new or shared; the calls run in the
+// current context, else in the pool's (call_in_context). Call without holding
+// the mappings' lock; the result may be the only share (drop it unlocked).
+std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, const IPCBufferDescriptor& d,
                                               const Stream& stream) {
   Mappings& m = mappings();
   std::unique_lock lock(m.mutex);
@@ -118,23 +119,24 @@ std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, CUcontext ct
   require(reinterpret_cast<const void*>(dr.cuMemPoolImportPointer), 11020, "sharing memory pools (IPC)");
   // The box first, so the pointer is owned the moment it exists. Once it has
   // one, the box's destructor takes the lock: unlock before it can run.
-  auto box = std::make_shared<MappingBox>();
+  auto box = make_box<MappingBox>();  // recycled: an import/unmap cycle mallocs no box
   box->descriptor = d;
   box->pool = pool.box_;
   box->stream_box = stream.box();
   box->stream = stream.handle();
-  box->ctx = ctx;
+  box->device = pool.host_ ? -1 : pool.device_;
   CUmemPoolPtrExportData data;
   std::memcpy(data.reserved, d.payload.data(), sizeof data.reserved);
   CUdeviceptr ptr = 0;
-  std::optional<IpcContext> in;
-  check(call_in_context(ctx, in, [&] { return dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data); }),
+  RetryScope scope;
+  auto context = [&] { return context_or_device0(pool_context(pool)); };
+  check(call_in_context(scope, context, [&] { return dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data); }),
         "cuMemPoolImportPointer");
   box->ptr = ptr;
   try {
     // The descriptor's size is the peer's word: it is checked against what was mapped (the one
     // driver call cucore adds to the import; bench_ipc reports its cost).
-    check(call_in_context(ctx, in, [&] {
+    check(call_in_context(scope, context, [&] {
             return dr.cuPointerGetAttribute(&box->extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, box->ptr);
           }),
           "cuPointerGetAttribute(RANGE_SIZE) of an imported Buffer");
@@ -196,7 +198,7 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
     throw CudaError(CUDA_ERROR_INVALID_VALUE, "Buffer::from_ipc_descriptor (the descriptor is of pool " +
                                                   uuid_to_string(*descriptor.pool_uuid) +
                                                   ", the memory resource is pool " + uuid_to_string(*ours) + ")");
-  auto box = detail::map_pointer(*pool, detail::pool_context(*pool), descriptor, stream);
+  auto box = detail::map_pointer(*pool, descriptor, stream);
   if (descriptor.size > box->extent)
     throw std::invalid_argument("IPC buffer descriptor size (" + std::to_string(descriptor.size) +
                                 ") exceeds mapped allocation extent (" + std::to_string(box->extent) + " bytes)");

@@ -48,11 +48,9 @@ Event Event::from_ipc_descriptor(const IPCEventDescriptor& descriptor) {
   detail::IpcContext in(nullptr);
   detail::ContextHandle ctx = detail::find_primary(in.get());  // the usual one, found without a lock
   if (!ctx) ctx = Context::from_handle(in.get()).box();
-  CUipcEventHandle h;
-  std::memcpy(h.reserved, descriptor.handle.data(), sizeof h.reserved);
   // What the driver opens behaves as an event made with CU_EVENT_DISABLE_TIMING.
-  EventOptions options{.timing_enabled = false, .busy_waited_sync = descriptor.blocking_sync, .ipc_enabled = true};
-  return Event(detail::open_ipc_event(ctx, h, options));
+  const EventOptions options{.timing_enabled = false, .busy_waited_sync = descriptor.blocking_sync, .ipc_enabled = true};
+  return Event(detail::open_ipc_event(ctx, descriptor.handle.data(), options));
 }
 
 }  // namespace cucore

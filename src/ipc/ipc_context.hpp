@@ -3,14 +3,16 @@
 // a thread where no context is current (a multiprocessing Queue's feeder
 // thread, a worker): the call runs in its object's own context, made current
 // for it where another (or none) is and put back after. When the right one is
-// current already, that costs one cuCtxGetCurrent; call_in_context, for the
-// hot paths, costs none.
+// current already, that costs one cuCtxGetCurrent. The hot paths (importing a
+// pool or a buffer, unmapping it) use call_in_context instead
+// (runtime/call_in_context.hpp), which costs none.
 #include <cucore/context.hpp>
 
 #include <optional>
 
 #include "loader/driver.hpp"
 #include "memory/pool_impl.hpp"
+#include "runtime/call_in_context.hpp"
 #include "runtime/device_state.hpp"
 
 namespace cucore::detail {
@@ -39,24 +41,13 @@ class IpcContext {
   std::optional<ScopedContext> scope_;
 };
 
-// For the calls of the hot paths (importing a buffer, unmapping it), which
-// change nothing when they fail: made as they are, and only where the driver
-// finds no current context (CUDA_ERROR_INVALID_CONTEXT) made again with `ctx`
-// current (IpcContext's rule) for `in`'s life. No call more in the usual case.
-template <typename Call>
-CUresult call_in_context(CUcontext ctx, std::optional<IpcContext>& in, Call&& call) {
-  CUresult r = call();
-  if (r != CUDA_ERROR_INVALID_CONTEXT || in) [[likely]]
-    return r;
-  in.emplace(ctx);
-  return call();
-}
+// The context a refused IPC call is made again in (call_in_context): the
+// object's own, or device 0's primary context for one that belongs to no
+// context (IpcContext's rule where none is current).
+inline CUcontext context_or_device0(CUcontext ctx) { return ctx ? ctx : primary_of(0); }
 
-// A pool's own context: its device's primary context (a mapped pool's, looked
-// up when it was mapped); null for a pinned pool, which belongs to no device.
-inline CUcontext pool_context(const PoolImpl& p) {
-  if (p.host_) return nullptr;
-  return p.mapped_ctx_ ? p.mapped_ctx_ : primary_of(p.device_);
-}
+// A pool's own context: its device's primary context; null for a pinned
+// pool, which belongs to no device.
+inline CUcontext pool_context(const PoolImpl& p) { return p.host_ ? nullptr : primary_of(p.device_); }
 
 }  // namespace cucore::detail

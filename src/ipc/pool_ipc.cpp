@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "handles/box_allocator.hpp"
 #include "handles/handles.hpp"
 #include "ipc/ipc_context.hpp"
 #include "loader/driver.hpp"
@@ -113,15 +114,15 @@ std::shared_ptr<PoolImpl> map_pool(int fd, int device, bool host, const std::opt
   FileDescriptor own = FileDescriptor::duplicate(fd);
   const DriverTable& d = driver();
   require(reinterpret_cast<const void*>(d.cuMemPoolImportFromShareableHandle), 11020, "sharing memory pools (IPC)");
-  const CUcontext ctx = host ? nullptr : primary_of(device);
+  // Imported in the current context, as cuda.core imports it (the pool is
+  // its device's whichever context that is); where none is current, in the
+  // device's primary context.
   PoolHandle box;
-  {
-    IpcContext in(ctx);
-    box = import_pool(own.get());
-  }
-  auto p = std::make_shared<PoolImpl>(std::move(box), device, /*ipc=*/true, host, /*mapped=*/true);
+  RetryScope scope;
+  call_in_context(scope, [&] { return context_or_device0(host ? nullptr : primary_of(device)); },
+                  [&] { box = import_pool(own.get()); });
+  auto p = make_box<PoolImpl>(std::move(box), device, /*ipc=*/true, host, /*mapped=*/true);
   p->mapped_from_ = std::move(own);
-  p->mapped_ctx_ = ctx;
   if (!uuid) return p;
   p->set_uuid(*uuid);
   // Two threads mapping one UUID at once: the first registered wins, the other's mapping goes.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "loader/driver.hpp"
+#include "runtime/call_in_context.hpp"
 #include "runtime/stream_context.hpp"
 
 namespace cucore {
@@ -57,44 +58,26 @@ inline void Buffer::reset() noexcept {
 }
 
 namespace {
-// A Buffer may die on a thread with no current context (cucore's graph release
-// thread, a finalizer, a user's worker): the driver then refuses, or worse,
-// the stream-ordered free. There the free runs in the stream's own context,
-// pushed for the call and popped after, so the thread is left as it was.
-class FreeContext {
- public:
-  explicit FreeContext(CUstream stream) noexcept {
-    if (detail::is_special_stream(stream)) return;  // the guard gives those a context
-    const auto* t = detail::g_driver.load(std::memory_order_acquire);
-    if (!t || !t->cuCtxGetCurrent || !t->cuStreamGetCtx || !t->cuCtxPushCurrent || !t->cuCtxPopCurrent) return;
-    CUcontext current = nullptr, ctx = nullptr;
-    if (t->cuCtxGetCurrent(&current) != CUDA_SUCCESS || current) return;
-    if (t->cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx && t->cuCtxPushCurrent(ctx) == CUDA_SUCCESS) table_ = t;
-  }
-  ~FreeContext() {
-    CUcontext popped = nullptr;
-    if (table_) table_->cuCtxPopCurrent(&popped);
-  }
-  FreeContext(const FreeContext&) = delete;
-  FreeContext& operator=(const FreeContext&) = delete;
-
- private:
-  const detail::DriverTable* table_ = nullptr;
-};
+// The context a Buffer's free runs in when the driver refuses it for want of
+// one: its stream's (a special stream gets the current one, or device 0's, from
+// StreamContextGuard, so none is offered for it). Asked only after a refusal.
+CUcontext stream_context_for_free(CUstream stream) noexcept {
+  if (detail::is_special_stream(stream)) return nullptr;
+  const auto* t = detail::g_driver.load(std::memory_order_acquire);
+  CUcontext ctx = nullptr;
+  if (!t || t->cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS) return nullptr;
+  return ctx;
+}
 }  // namespace
 
 void Buffer::destroy() noexcept {
-  // The free is tried as it is; only a refusal for want of a context pays for
-  // asking the driver which context is current (the common path makes no extra call).
+  // A Buffer may die on a thread with no current context (cucore's graph
+  // release thread, a finalizer, a user's worker): the free is made as it is,
+  // and only where the driver refuses it is it made again in its stream's
+  // context (call_in_context), so the usual path makes no extra call.
   try {
-    close();
-  } catch (const CudaError& e) {
-    if (e.code() != CUDA_ERROR_INVALID_CONTEXT) return;
-    try {
-      FreeContext context(stream_.handle());
-      close();
-    } catch (...) {
-    }
+    detail::RetryScope scope;
+    detail::call_in_context(scope, [&] { return stream_context_for_free(stream_.handle()); }, [&] { close(); });
   } catch (...) {
     // Destructors never throw; a failed free leaves the memory to the pool's owner.
   }

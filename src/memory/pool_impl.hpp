@@ -68,7 +68,6 @@ class PoolImpl final : public MemoryResource::Impl {
   // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
   FileDescriptor mapped_from_;  // a mapped pool: its own copy of the descriptor, to export it onward
-  CUcontext mapped_ctx_ = nullptr;  // a mapped device pool: its device's primary context (src/ipc/ipc_context.hpp)
   // The driver refuses cuMemPoolExportPointer (CUDA_ERROR_INVALID_VALUE) on a pool that was never
   // exported as a shareable handle; a pointer exported first exports the pool once (src/ipc/pool_ipc.cpp).
   void prepare_pointer_export() const;

@@ -25,9 +25,11 @@
 #include <cstring>
 #include <functional>
 #include <numeric>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -243,6 +245,94 @@ TEST(Ownership, ABufferOutlivesTheStreamItWasAllocatedOnAndFreesOnIt) {
   EXPECT_NE(FakeDriver::releases[0].find("on " + std::string(expect + 7)), std::string::npos)
       << FakeDriver::releases[0];
   EXPECT_EQ(FakeDriver::releases[1], expect);
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+// ---- a free on a thread with no current context -------------------------------------------
+
+namespace {
+// A driver that refuses a free made with no current context
+// (CUDA_ERROR_INVALID_CONTEXT, as the real one may), recording each refusal,
+// the context each accepted free ran in, and the context queries cucore makes.
+struct RefusingFree {
+  static inline decltype(detail::DriverTable::cuMemFreeAsync) base_free = nullptr;
+  static inline decltype(detail::DriverTable::cuCtxGetCurrent) base_current = nullptr;
+  static inline decltype(detail::DriverTable::cuStreamGetCtx) base_stream_ctx = nullptr;
+  static inline std::atomic<int> refused{0}, stream_ctx_calls{0}, current_calls{0};
+  static inline std::mutex mutex;
+  static inline std::vector<CUcontext> freed_in;  // the current context of each accepted free
+
+  static void install(FakeDriver& fake) {
+    refused = stream_ctx_calls = current_calls = 0;
+    freed_in.clear();
+    base_free = fake.table.cuMemFreeAsync;
+    base_current = fake.table.cuCtxGetCurrent;
+    base_stream_ctx = fake.table.cuStreamGetCtx;
+    fake.table.cuMemFreeAsync = [](CUdeviceptr p, CUstream s) {
+      CUcontext current = nullptr;
+      base_current(&current);
+      if (!current) {
+        ++refused;
+        return CUDA_ERROR_INVALID_CONTEXT;
+      }
+      {
+        std::lock_guard lock(mutex);
+        freed_in.push_back(current);
+      }
+      return base_free(p, s);
+    };
+    fake.table.cuStreamGetCtx = [](CUstream s, CUcontext* c) {
+      ++stream_ctx_calls;
+      return base_stream_ctx(s, c);
+    };
+    fake.table.cuCtxGetCurrent = [](CUcontext* c) {
+      ++current_calls;
+      return base_current(c);
+    };
+  }
+};
+}  // namespace
+
+TEST(Ownership, AFreeRefusedForWantOfAContextIsMadeAgainInItsStreamsContext) {
+  FakeDriver fake;
+  RefusingFree::install(fake);
+  Device d(0);
+  d.set_current();
+  {
+    Stream s = d.create_stream();
+    const CUcontext stream_ctx = s.context().handle();
+    ASSERT_NE(stream_ctx, nullptr);
+    DeviceMemoryResource mr(d);
+    std::mt19937 rng(23);
+    std::vector<Buffer> buffers;
+    for (int i = 0; i < 8; ++i) buffers.push_back(mr.allocate(64 + rng() % 4096, s));
+
+    // The usual path: a context is current, the free is made once and nothing more is asked.
+    Buffer usual = mr.allocate(128, s);
+    const int asked = RefusingFree::stream_ctx_calls + RefusingFree::current_calls;
+    usual = Buffer();
+    EXPECT_EQ(RefusingFree::refused.load(), 0);
+    EXPECT_EQ(RefusingFree::stream_ctx_calls + RefusingFree::current_calls, asked)
+        << "a free that was not refused asked the driver for a context";
+    ASSERT_EQ(RefusingFree::freed_in.size(), 1u);
+    RefusingFree::stream_ctx_calls = 0;
+
+    CUcontext before = reinterpret_cast<CUcontext>(1), after = reinterpret_cast<CUcontext>(1);
+    std::thread dropper([&] {  // a new thread: no context is current on it
+      RefusingFree::base_current(&before);
+      buffers.clear();
+      RefusingFree::base_current(&after);
+    });
+    dropper.join();
+    EXPECT_EQ(before, nullptr);
+    EXPECT_EQ(after, nullptr) << "the dropping thread was left with a context current";
+    EXPECT_EQ(RefusingFree::refused.load(), 8) << "each free is tried as it is first";
+    EXPECT_EQ(RefusingFree::stream_ctx_calls.load(), 8);
+    ASSERT_EQ(RefusingFree::freed_in.size(), 9u) << "every refused free was made again";
+    for (std::size_t i = 1; i < RefusingFree::freed_in.size(); ++i)
+      EXPECT_EQ(RefusingFree::freed_in[i], stream_ctx) << "free " << i << " ran outside its stream's context";
+    EXPECT_EQ(FakeDriver::pool_frees.load(), 9);
+  }
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
 
