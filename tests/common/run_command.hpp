@@ -2,6 +2,7 @@
 // Runs a shell command and collects its standard output and exit status
 // (tests of the CLI, and of nvidia-smi's view on the GPU machine).
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -24,6 +25,16 @@ inline CommandResult run_command(const std::string& cmd) {
   int st = pclose(p);
   r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+// Runs one test of this same test binary in a fresh process (`filter`, usually
+// a DISABLED_ child half), with `env` ("NAME='value'") in its environment.
+inline CommandResult run_own_test(const std::string& filter, const std::string& env) {
+  char exe[4096];
+  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (len <= 0) return {};
+  exe[len] = 0;
+  return run_command(env + " '" + exe + "' --gtest_also_run_disabled_tests --gtest_filter=" + filter + " 2>&1");
 }
 
 }  // namespace cucore::test

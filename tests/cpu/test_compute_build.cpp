@@ -13,7 +13,6 @@
 #include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <filesystem>
@@ -25,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "common/run_command.hpp"
 #include "compute/codegen.hpp"
 #include "compute/engine.hpp"
 #include "compute/histogram_scale.hpp"
@@ -140,19 +140,10 @@ TEST(ComputeBuild, AWarmBuildInAFreshProcessLoadsNoCompiler) {
     Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(), {.build = {.arch = "sm_90", .cache = &disk}});
     ASSERT_EQ(disk.stats().misses, 1u);
   }
-  char exe[4096];
-  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ASSERT_GT(len, 0);
-  exe[len] = 0;
-  const std::string cmd = "CUCORE_COMPUTE_WARM_BUILD_CACHE='" + dir.string() + "' '" + exe +
-                          "' --gtest_also_run_disabled_tests --gtest_filter=ComputeBuild.DISABLED_WarmBuildChild 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) output += buf;
-  EXPECT_EQ(pclose(p), 0) << output;
-  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+  const auto child = cucore::test::run_own_test("ComputeBuild.DISABLED_WarmBuildChild",
+                                                "CUCORE_COMPUTE_WARM_BUILD_CACHE='" + dir.string() + "'");
+  EXPECT_EQ(child.status, 0) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << child.out;
   std::filesystem::remove_all(dir);
 }
 

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "common/gpu.hpp"
+#include "common/run_command.hpp"
 #include "loader/driver.hpp"
 
 using namespace cucore;
@@ -504,19 +505,9 @@ TEST_F(Compute, DiskCacheHitInFreshProcess) {
     Reduce sum(it<int>(Buffer()), it<int>(Buffer()), OpKind::plus, Type::int32(), {.build = {.cache = &cache}});
     ASSERT_EQ(cache.stats().misses, 1u);
   }
-  char exe[4096];
-  const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  ASSERT_GT(len, 0);
-  exe[len] = 0;
-  const std::string cmd = "CUCORE_COMPUTE_TEST_CACHE='" + dir.string() + "' '" + exe +
-                          "' --gtest_also_run_disabled_tests --gtest_filter=Compute.DISABLED_DiskCacheChild 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  ASSERT_NE(p, nullptr);
-  std::string output;
-  char buf[512];
-  while (fgets(buf, sizeof buf, p)) output += buf;
-  const int status = pclose(p);
-  EXPECT_EQ(status, 0) << output;
-  EXPECT_NE(output.find("[  PASSED  ] 1 test"), std::string::npos) << output;
+  const auto child = cucore::test::run_own_test("Compute.DISABLED_DiskCacheChild",
+                                                "CUCORE_COMPUTE_TEST_CACHE='" + dir.string() + "'");
+  EXPECT_EQ(child.status, 0) << child.out;
+  EXPECT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << child.out;
   std::filesystem::remove_all(dir);
 }
