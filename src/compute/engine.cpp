@@ -109,21 +109,22 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
   // Asked only when something must be built: finding nvJitLink loads it (~5 ms).
   auto linker = [&] { return !tu.ltoirs.empty() || cucore::detail::nvjitlink_available(); };
   constexpr std::string_view kRecipe = "cucore.compute linked 2:";
+  // A TU whose includes are all the toolkit's is keyed by its text alone (the
+  // compiler's identity names CCCL): a warm start reads one entry.
+  const bool text_keyed = toolkit_only(tu.code);
+  const std::string text_key =
+      text_keyed ? make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
+                                          std::string(kRecipe) + sha256_of(tu.ltoirs))
+                 : std::string();
   ObjectCode obj;
-  if (toolkit_only(tu.code)) {
-    // Keyed by the text alone (the compiler's identity names CCCL): a warm
-    // start reads one entry. Without nvJitLink, NVRTC's plain cubin stands in.
-    const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
-                                                   std::string(kRecipe) + sha256_of(tu.ltoirs));
-    if (auto hit = c.get(key, CodeType::cubin)) {
-      obj = *hit;
-    } else {
-      obj = linker() ? link_tu(program.compile(CodeType::ltoir, tu.kernels), tu, o.name, arch)
-                   : Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels);
-      c.put(key, obj);
-    }
+  if (auto hit = text_keyed ? c.get(text_key, CodeType::cubin) : std::nullopt) {
+    obj = *hit;
   } else if (!linker()) {
+    // Without nvJitLink, NVRTC's plain cubin (variables and all), under its own key.
     obj = Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels, &c);
+  } else if (text_keyed) {
+    obj = link_tu(program.compile(CodeType::ltoir, tu.kernels), tu, o.name, arch);
+    c.put(text_key, obj);
   } else {
     // An operator that includes its own headers: its LTO-IR goes through the
     // header-aware cache, and the linked cubin is keyed by that LTO-IR's bytes,
@@ -133,8 +134,8 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
     blobs.insert(blobs.end(), tu.ltoirs.begin(), tu.ltoirs.end());
     const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
                                                    std::string(kRecipe) + "of the LTO-IR " + sha256_of(blobs));
-    if (auto hit = c.get(key, CodeType::cubin)) {
-      obj = *hit;
+    if (auto linked = c.get(key, CodeType::cubin)) {
+      obj = *linked;
     } else {
       obj = link_tu(ltoir, tu, o.name, arch);
       c.put(key, obj);
