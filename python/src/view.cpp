@@ -661,17 +661,6 @@ nb::object view_dlpack(nb::handle self, nb::handle stream, nb::handle max_versio
 }  // namespace
 
 namespace {
-// C-contiguous: each stride (in `unit`s) the product of the dimensions after it
-// (dimensions of one element have any stride).
-bool compact(const int64_t* shape, const int64_t* strides, int ndim, int64_t unit) {
-  int64_t expect = unit;
-  for (int i = ndim - 1; i >= 0; --i) {
-    if (shape[i] > 1 && strides[i] != expect) return false;
-    expect *= shape[i];
-  }
-  return true;
-}
-
 [[noreturn]] void not_contiguous() { throw nb::value_error("cucore.compute: arrays must be C-contiguous"); }
 }  // namespace
 
@@ -687,7 +676,9 @@ bool read_device_array(nb::handle obj, DeviceArrayInfo& out) {
     out.itemsize = (static_cast<std::size_t>(t.dtype.bits) * t.dtype.lanes + 7) / 8;
     out.count = 1;
     for (int i = 0; i < t.ndim; ++i) out.count *= static_cast<std::uint64_t>(t.shape[i]);
-    if (t.strides && out.count > 1 && !compact(t.shape, t.strides, t.ndim, 1)) not_contiguous();
+    if (t.strides && out.count > 1 &&
+        !cucore::is_contiguous_c({t.shape, std::size_t(t.ndim)}, {t.strides, std::size_t(t.ndim)}))
+      not_contiguous();
     return true;
   }
   PyObject* raw = PyObject_GetAttrString(o, "__cuda_array_interface__");
@@ -718,8 +709,15 @@ bool read_device_array(nb::handle obj, DeviceArrayInfo& out) {
     nb::tuple st = nb::cast<nb::tuple>(nb::handle(strides));
     if (static_cast<int>(nb::len(st)) != n)
       throw nb::value_error("__cuda_array_interface__: strides and shape differ in length");
-    for (int i = 0; i < n; ++i) steps[i] = nb::cast<int64_t>(st[i]);
-    if (!compact(dims, steps, n, static_cast<int64_t>(out.itemsize))) not_contiguous();
+    // In bytes: a stride that is not a whole number of items is not contiguous.
+    const auto item = static_cast<int64_t>(out.itemsize);
+    for (int i = 0; i < n; ++i) {
+      steps[i] = nb::cast<int64_t>(st[i]);
+      if (dims[i] <= 1) continue;  // an extent of one item: any stride
+      if (item == 0 || steps[i] % item != 0) not_contiguous();
+      steps[i] /= item;
+    }
+    if (!cucore::is_contiguous_c({dims, std::size_t(n)}, {steps, std::size_t(n)})) not_contiguous();
   }
   return true;
 }
