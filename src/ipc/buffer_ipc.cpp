@@ -1,13 +1,12 @@
 // Buffers shared between processes: export descriptors, and the mappings of
-// imported ones. Every import of one descriptor shares one mapping (a box
-// held by each mapped Buffer), unmapped exactly once when the last goes: the
-// driver does not count repeated imports of a pool pointer (the first free
-// unmaps them all) and refuses a second import of a pinned one, so cucore
-// never imports a pointer that is mapped already, as cuda.core does.
+// imported ones. Every import of one descriptor shares one mapping, unmapped
+// exactly once when the last Buffer using it goes: the driver does not count
+// repeated imports of a pool pointer (the first free unmaps them all) and
+// refuses a second import of a pinned one, so cucore never imports a pointer
+// that is mapped already, as cuda.core does.
 #include <cucore/buffer.hpp>
 #include <cucore/ipc.hpp>
 
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -26,70 +25,19 @@ namespace detail {
 namespace {
 
 using Payload = std::array<unsigned char, IPCBufferDescriptor::kPayloadSize>;
-struct MappingBox;
 
-// The live mappings, by the export data they were imported from. An entry
-// whose box is going (expired) stays until the box has unmapped its pointer,
-// and importers of the same data wait for that: importing it again before
-// the free would be undone by the free.
-struct Mappings {
-  using Table = std::map<Payload, std::weak_ptr<const MappingBox>>;
-  std::mutex mutex;
-  std::condition_variable released;
-  Table entries;
-  // Nodes of entries gone, for the next imports: a steady import/unmap cycle allocates no node.
-  static constexpr std::size_t kSpareNodes = 16;
-  std::vector<Table::node_type> spare;
-  Mappings() { spare.reserve(kSpareNodes); }
-
-  void add(const Payload& key, const std::shared_ptr<const MappingBox>& box) {  // under the lock; `key` is not in
-    if (spare.empty()) {
-      entries.emplace(key, box);
-      return;
-    }
-    Table::node_type node = std::move(spare.back());
-    spare.pop_back();
-    node.key() = key;
-    node.mapped() = box;
-    entries.insert(std::move(node));
-  }
-  void remove(Table::iterator it) {  // under the lock
-    Table::node_type node = entries.extract(it);
-    node.mapped().reset();
-    if (spare.size() < kSpareNodes) spare.push_back(std::move(node));
-  }
-};
-Mappings& mappings() {
-  static auto* m = new Mappings;  // never destroyed: boxes may go during static destruction
-  return *m;
-}
-
-struct MappingBox {
+// One imported pointer, in the table's node while any Buffer uses it.
+struct Mapping {
   CUdeviceptr ptr = 0;
   std::size_t extent = 0;  // the mapped allocation's size
   IPCBufferDescriptor descriptor;
   PoolHandle pool;          // the mapped pool stays imported while the pointer is
   StreamHandle stream_box;  // the stream it is freed on (when cucore's)
   CUstream stream = nullptr;
-  int device = -1;  // the pool's device (-1: a pinned pool): its context unmaps where none is current
+  int device = -1;     // the pool's device (-1: a pinned pool): its context unmaps where none is current
+  unsigned users = 0;  // the MappingUses (Buffers) of it; under the table's lock
 
-  MappingBox() noexcept {}  // not = default: make_box would zero the whole box first
-  MappingBox(const MappingBox&) = delete;
-  MappingBox& operator=(const MappingBox&) = delete;
-  ~MappingBox() {
-    if (!ptr) return;  // never mapped (nor entered in the table)
-    Mappings& m = mappings();
-    {
-      std::lock_guard lock(m.mutex);
-      // Expired entries are this box's: importers wait rather than replace them.
-      if (auto it = m.entries.find(descriptor.payload); it != m.entries.end() && it->second.expired())
-        m.remove(it);
-      unmap();
-    }
-    m.released.notify_all();
-  }
-
-  void unmap() noexcept {
+  void unmap() const noexcept {
     const DriverTable* t = g_driver.load(std::memory_order_acquire);
     if (!t) return;  // no driver any more: the mapping goes with the process
     try {
@@ -102,29 +50,81 @@ struct MappingBox {
   }
 };
 
-// The mapping of `d` through `pool`, new or shared; the calls run in the
-// current context, else in the pool's (call_in_context). Call without holding
-// the mappings' lock; the result may be the only share (drop it unlocked).
-std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, const IPCBufferDescriptor& d,
+// The live mappings, by the export data they were imported from. Users are
+// counted under the lock, and the last one unmaps and removes its entry under
+// it too, so an importer finds either a live mapping or none (never one being
+// unmapped, whose free would undo a new import). Plain counts under the lock
+// the import and the unmap take anyway: no weak references, no atomics.
+struct Mappings {
+  using Table = std::map<Payload, Mapping>;
+  std::mutex mutex;
+  Table entries;
+  // Nodes of entries gone, for the next imports: a steady import/unmap cycle allocates no node.
+  static constexpr std::size_t kSpareNodes = 16;
+  std::vector<Table::node_type> spare;
+  Mappings() { spare.reserve(kSpareNodes); }
+
+  // An entry for `key` (not in) whose Mapping the caller fills in, every field
+  // (a recycled node keeps its last one's); under the lock.
+  Table::iterator add(const Payload& key) {
+    if (spare.empty()) return entries.try_emplace(key).first;
+    Table::node_type node = std::move(spare.back());
+    spare.pop_back();
+    node.key() = key;
+    return entries.insert(std::move(node)).position;
+  }
+};
+Mappings& mappings() {
+  static auto* m = new Mappings;  // never destroyed: Buffers may go during static destruction
+  return *m;
+}
+
+// A Buffer's use of a mapping (its owner_): the last use unmaps it. The entry
+// (a map node: its address is stable) lives while a use does.
+struct MappingUse {
+  Mappings::Table::iterator entry{};
+  bool live = false;  // counted in entry's users
+
+  MappingUse() noexcept = default;
+  MappingUse(const MappingUse&) = delete;
+  MappingUse& operator=(const MappingUse&) = delete;
+  const Mapping& mapping() const noexcept { return entry->second; }
+  ~MappingUse() {
+    if (!live) return;
+    Mappings& m = mappings();
+    PoolHandle pool;  // the shares the entry held, dropped after the lock
+    StreamHandle stream;
+    {
+      std::lock_guard lock(m.mutex);
+      Mapping& e = entry->second;
+      if (--e.users) return;
+      e.unmap();
+      pool = std::move(e.pool);
+      stream = std::move(e.stream_box);
+      Mappings::Table::node_type node = m.entries.extract(entry);
+      if (m.spare.size() < Mappings::kSpareNodes) m.spare.push_back(std::move(node));
+    }
+  }
+};
+
+// A use of the mapping of `d` through `pool`, new or shared; the calls run in
+// the current context, else in the pool's (call_in_context). Call without
+// holding the mappings' lock; the result may be the only use (drop it unlocked).
+std::shared_ptr<const MappingUse> map_pointer(const PoolImpl& pool, const IPCBufferDescriptor& d,
                                               const Stream& stream) {
+  // Before the lock, so that an error after it is counted releases the use
+  // after the lock is given up (locals go in reverse order).
+  auto use = make_box<MappingUse>();  // recycled: an import/unmap cycle mallocs no box
   Mappings& m = mappings();
-  std::unique_lock lock(m.mutex);
-  for (;;) {
-    auto it = m.entries.find(d.payload);
-    if (it == m.entries.end()) break;
-    if (auto live = it->second.lock()) return live;
-    m.released.wait(lock);  // its last Buffer is unmapping it
+  std::lock_guard lock(m.mutex);
+  if (auto it = m.entries.find(d.payload); it != m.entries.end()) {
+    ++it->second.users;
+    use->entry = it;
+    use->live = true;
+    return use;
   }
   const DriverTable& dr = driver();
   require(reinterpret_cast<const void*>(dr.cuMemPoolImportPointer), 11020, "sharing memory pools (IPC)");
-  // The box first, so the pointer is owned the moment it exists. Once it has
-  // one, the box's destructor takes the lock: unlock before it can run.
-  auto box = make_box<MappingBox>();  // recycled: an import/unmap cycle mallocs no box
-  box->descriptor = d;
-  box->pool = pool.box_;
-  box->stream_box = stream.box();
-  box->stream = stream.handle();
-  box->device = pool.host_ ? -1 : pool.device_;
   CUmemPoolPtrExportData data;
   std::memcpy(data.reserved, d.payload.data(), sizeof data.reserved);
   CUdeviceptr ptr = 0;
@@ -132,20 +132,25 @@ std::shared_ptr<const MappingBox> map_pointer(const PoolImpl& pool, const IPCBuf
   auto context = [&] { return context_or_device0(pool_context(pool)); };
   check(call_in_context(scope, context, [&] { return dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data); }),
         "cuMemPoolImportPointer");
-  box->ptr = ptr;
-  try {
-    // The descriptor's size is the peer's word: it is checked against what was mapped (the one
-    // driver call cucore adds to the import; bench_ipc reports its cost).
-    check(call_in_context(scope, context, [&] {
-            return dr.cuPointerGetAttribute(&box->extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, box->ptr);
-          }),
-          "cuPointerGetAttribute(RANGE_SIZE) of an imported Buffer");
-    m.add(d.payload, box);
-  } catch (...) {
-    lock.unlock();
-    throw;
-  }
-  return box;
+  // Owned from here: entered with one user, so a failure below unmaps it.
+  use->entry = m.add(d.payload);
+  use->live = true;
+  Mapping& e = use->entry->second;
+  e.ptr = ptr;
+  e.extent = 0;
+  e.descriptor = d;
+  e.pool = pool.box_;
+  e.stream_box = stream.box();
+  e.stream = stream.handle();
+  e.device = pool.host_ ? -1 : pool.device_;
+  e.users = 1;
+  // The descriptor's size is the peer's word: it is checked against what was mapped (the one
+  // driver call cucore adds to the import; bench_ipc reports its cost).
+  check(call_in_context(scope, context, [&] {
+          return dr.cuPointerGetAttribute(&e.extent, CU_POINTER_ATTRIBUTE_RANGE_SIZE, e.ptr);
+        }),
+        "cuPointerGetAttribute(RANGE_SIZE) of an imported Buffer");
+  return use;
 }
 
 const char* kind_name(const PoolImpl& p) noexcept { return p.host_ ? "PinnedMemoryResource" : "DeviceMemoryResource"; }
@@ -155,7 +160,7 @@ const char* kind_name(const PoolImpl& p) noexcept { return p.host_ ? "PinnedMemo
 
 IPCBufferDescriptor Buffer::ipc_descriptor() const {
   require_open("ipc_descriptor");
-  if (mapped_) return static_cast<const detail::MappingBox*>(owner_.get())->descriptor;
+  if (mapped_) return static_cast<const detail::MappingUse*>(owner_.get())->mapping().descriptor;
   // Made once (below), then a load and a copy. Only pool Buffers have one.
   if (const IPCBufferDescriptor* made = ipc_export_.load(std::memory_order_acquire)) [[likely]] {
     const auto& pool = static_cast<const detail::PoolImpl&>(*mr_.impl());
@@ -198,12 +203,15 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
     throw CudaError(CUDA_ERROR_INVALID_VALUE, "Buffer::from_ipc_descriptor (the descriptor is of pool " +
                                                   uuid_to_string(*descriptor.pool_uuid) +
                                                   ", the memory resource is pool " + uuid_to_string(*ours) + ")");
-  auto box = detail::map_pointer(*pool, descriptor, stream);
-  if (descriptor.size > box->extent)
+  auto use = detail::map_pointer(*pool, descriptor, stream);
+  const detail::Mapping& m = use->mapping();  // fixed once made: read without the lock
+  if (descriptor.size > m.extent)
     throw std::invalid_argument("IPC buffer descriptor size (" + std::to_string(descriptor.size) +
-                                ") exceeds mapped allocation extent (" + std::to_string(box->extent) + " bytes)");
-  Buffer b(box->ptr, descriptor.size, mr, stream);
-  b.owner_ = std::move(box);
+                                ") exceeds mapped allocation extent (" + std::to_string(m.extent) + " bytes)");
+  // The mapping keeps the stream it is freed on: a Buffer on that stream needs no share of its own.
+  Buffer b = m.stream_box == stream.box() ? Buffer(m.ptr, descriptor.size, mr, StreamRef(stream))
+                                          : Buffer(m.ptr, descriptor.size, mr, stream);
+  b.owner_ = std::move(use);
   b.mapped_ = true;
   return b;
 }

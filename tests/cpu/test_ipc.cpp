@@ -685,6 +685,40 @@ TEST_F(Ipc, ImportedBuffersShareOneMappingFreedOnceAfterTheLast) {
   expect_clean();
 }
 
+// A mapped Buffer on the stream its mapping is freed on needs no share of that
+// stream of its own (the mapping keeps it); one on another stream keeps its own.
+// The ledger records a free on a stream that is gone.
+TEST_F(Ipc, MappedBuffersKeepTheStreamsTheyAreFreedOnAlive) {
+  {
+    DeviceMemoryResource mr(0, ipc_options());
+    Stream s0(Device(0).context(), {});
+    std::optional<Stream> s1(std::in_place, Device(0).context(), StreamOptions{});
+    std::optional<Stream> s2(std::in_place, Device(0).context(), StreamOptions{});
+    Buffer src = mr.allocate(4096, s0);
+    IPCBufferDescriptor d = src.ipc_descriptor();
+    DeviceMemoryResource mapped = DeviceMemoryResource::from_allocation_handle(Device(0), mr.allocation_handle());
+    Buffer a = Buffer::from_ipc_descriptor(mapped, d, *s1);  // makes the mapping: freed on s1
+    Buffer b = Buffer::from_ipc_descriptor(mapped, d, *s2);  // shares it, on another stream
+    const CUstream h1 = s1->handle(), h2 = s2->handle();
+    EXPECT_EQ(a.stream().handle(), h1);
+    EXPECT_EQ(b.stream().handle(), h2);
+    s1.reset();
+    s2.reset();
+    auto alive = [](CUstream h) {
+      std::lock_guard lock(FakeDriver::live_mutex);
+      return FakeDriver::live_streams.count(h) == 1;
+    };
+    EXPECT_TRUE(alive(h1)) << "the mapping keeps the stream it is freed on";
+    EXPECT_TRUE(alive(h2)) << "a Buffer on another stream keeps that one";
+    b.close();
+    EXPECT_FALSE(alive(h2)) << "b's stream outlived its last user";
+    EXPECT_TRUE(alive(h1)) << "a still uses the mapping";
+    a.close();  // the last use: unmapped on s1, which goes after
+    EXPECT_FALSE(alive(h1));
+  }
+  expect_clean();
+}
+
 TEST_F(Ipc, DescriptorsAreValidatedAndFailuresUnmapWhatTheyMapped) {
   {
     DeviceMemoryResource mr(0, ipc_options());
