@@ -26,6 +26,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <stdexcept>
@@ -292,7 +293,12 @@ void checkpoints() {
   namespace w = cucore::test::checkpoint_worker;
   std::size_t free_bytes = 0, total = 0;
   detail::check(detail::driver().cuMemGetInfo(&free_bytes, &total), "cuMemGetInfo");
+  // CUCORE_BENCH_CHECKPOINT_GIB: the largest size to checkpoint (0: none), for
+  // runs that measure only the IPC calls.
+  const char* limit_env = std::getenv("CUCORE_BENCH_CHECKPOINT_GIB");
+  const std::size_t limit = limit_env ? std::strtoull(limit_env, nullptr, 10) : 32;
   for (std::size_t gib : {1, 8, 32}) {
+    if (gib > limit) break;
     std::size_t bytes = gib << 30;
     if (bytes + (std::size_t(2) << 30) > free_bytes) {
       std::printf("checkpoint %zu GiB: skipped (%.1f GiB free on the device)\n", gib, free_bytes / 1073741824.0);
