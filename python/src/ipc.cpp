@@ -124,6 +124,12 @@ int device_ordinal(nb::handle d) {
 // under the GIL only; never destroyed (objects may go at interpreter exit).
 class DescriptorCache {
  public:
+  // The descriptor made for `owner` while it had `handle` (borrowed), else null.
+  PyObject* peek(PyObject* owner, std::uintptr_t handle) noexcept {
+    const Slot* s = find(owner);
+    return s && s->handle == handle ? s->descriptor.ptr() : nullptr;
+  }
+
   template <typename Make>
   nb::object get(nb::handle owner, std::uintptr_t handle, Make&& make) {
     if (const Slot* s = find(owner.ptr()); s && s->handle == handle) [[likely]]
@@ -244,6 +250,46 @@ nb::object event_descriptor(nb::handle self) {
   const auto& e = self_as<cucore::Event>(self, g_types.event, "Event");
   return descriptor_cache().get(self, reinterpret_cast<std::uintptr_t>(e.handle()),
                                 [&] { return nb::cast(e.ipc_descriptor()); });
+}
+
+// The ipc_descriptor properties as CPython's own (cuda.core's are): getset
+// descriptors whose getter answers a cache hit itself, with libcucore's checks
+// for a buffer, and leaves everything else (the first call, an error to raise
+// with nanobind's translation) to the bound function in `slow`.
+nb::object* g_buffer_descriptor_fn = nullptr;
+nb::object* g_event_descriptor_fn = nullptr;
+
+PyObject* buffer_descriptor_get(PyObject* self, void*) {
+  if (PyObject_TypeCheck(self, g_types.buffer) && nb::inst_ready(self)) [[likely]] {
+    const auto& b = *nb::inst_ptr<cucore::Buffer>(self);
+    try {
+      (void)b.ipc_descriptor();  // closed, not IPC-enabled, a closed pool: raised by the bound function
+      if (PyObject* hit = descriptor_cache().peek(self, static_cast<std::uintptr_t>(b.handle()))) {
+        Py_INCREF(hit);
+        return hit;
+      }
+    } catch (...) {
+    }
+  }
+  return PyObject_CallOneArg(g_buffer_descriptor_fn->ptr(), self);
+}
+
+PyObject* event_descriptor_get(PyObject* self, void*) {
+  if (PyObject_TypeCheck(self, g_types.event) && nb::inst_ready(self)) [[likely]] {
+    const auto& e = *nb::inst_ptr<cucore::Event>(self);
+    if (PyObject* hit = descriptor_cache().peek(self, reinterpret_cast<std::uintptr_t>(e.handle()))) {
+      Py_INCREF(hit);
+      return hit;
+    }
+  }
+  return PyObject_CallOneArg(g_event_descriptor_fn->ptr(), self);
+}
+
+// `def` (static: the descriptor refers to it) as the property `def->name` of `cls`.
+void add_getset(nb::handle cls, PyGetSetDef* def) {
+  nb::object d = nb::steal(PyDescr_NewGetSet(reinterpret_cast<PyTypeObject*>(cls.ptr()), def));
+  if (!d.is_valid()) throw nb::python_error();
+  cls.attr(def->name) = d;
 }
 
 // IPC members shared by the two pool resources.
@@ -380,7 +426,9 @@ void bind_ipc(nb::module_& m) {
   nb::handle buffer = reinterpret_cast<PyObject*>(g_types.buffer);
   const char* buffer_descriptor_doc = "Descriptor for sharing this buffer with other processes.";
   add_method(buffer, "get_ipc_descriptor", &buffer_descriptor, buffer_descriptor_doc);
-  add_property(buffer, "ipc_descriptor", &buffer_descriptor, buffer_descriptor_doc);
+  g_buffer_descriptor_fn = new nb::object(buffer.attr("get_ipc_descriptor"));
+  static PyGetSetDef buffer_getset{"ipc_descriptor", buffer_descriptor_get, nullptr, buffer_descriptor_doc, nullptr};
+  add_getset(buffer, &buffer_getset);
   add_property(buffer, "is_mapped", [](const cucore::Buffer& b) { return b.is_mapped(); },
                "Return True if this buffer is mapped into the process via IPC.");
   add_static(buffer, "from_ipc_descriptor", [](nb::handle mr, nb::handle ipc_descriptor, nb::handle stream) {
@@ -409,7 +457,9 @@ void bind_ipc(nb::module_& m) {
   nb::handle event = reinterpret_cast<PyObject*>(g_types.event);
   const char* event_descriptor_doc = "Descriptor for sharing this IPC-enabled event with other processes.";
   add_method(event, "get_ipc_descriptor", &event_descriptor, event_descriptor_doc);
-  add_property(event, "ipc_descriptor", event_descriptor, event_descriptor_doc);
+  g_event_descriptor_fn = new nb::object(event.attr("get_ipc_descriptor"));
+  static PyGetSetDef event_getset{"ipc_descriptor", event_descriptor_get, nullptr, event_descriptor_doc, nullptr};
+  add_getset(event, &event_getset);
   add_static(event, "from_ipc_descriptor", [](nb::handle ipc_descriptor) {
     if (!nb::isinstance<cucore::IPCEventDescriptor>(ipc_descriptor))
       raise_type_error("ipc_descriptor must be an IPCEventDescriptor, got " + type_name_of(ipc_descriptor));
