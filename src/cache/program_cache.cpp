@@ -19,6 +19,7 @@
 #include "cache/hashing.hpp"
 #include "cache/include_manifest.hpp"
 #include "cache/program_key.hpp"
+#include "cache/single_flight.hpp"
 #include "cache/toolchain_identity.hpp"
 #include "compile/program_compile.hpp"
 
@@ -317,6 +318,56 @@ std::atomic<std::uint64_t> g_flights_landed{0};
 
 }  // namespace
 
+namespace detail {
+
+std::uint64_t flights_landed() noexcept { return g_flights_landed.load(std::memory_order_acquire); }
+
+ObjectCode single_flight(ProgramCache& cache, const std::string& key, CodeType target, std::uint64_t landed_before,
+                         const std::function<ObjectCode(std::string& key)>& make) {
+  FlightKey fk{&cache, key};
+  std::shared_ptr<Flight> flight;
+  {
+    std::unique_lock lock(g_flights_mutex);
+    if (auto it = g_flights.find(fk); it != g_flights.end()) {
+      auto result = it->second->result;
+      lock.unlock();
+      return result.get();  // the leader's object, or its exception
+    }
+    if (g_flights_landed.load(std::memory_order_acquire) != landed_before) {
+      // A flight landed since our miss: it may have been this key's.
+      lock.unlock();
+      if (auto hit = cache.get(key, target)) return std::move(*hit);
+      lock.lock();
+      if (auto it = g_flights.find(fk); it != g_flights.end()) {
+        auto result = it->second->result;
+        lock.unlock();
+        return result.get();
+      }
+    }
+    flight = std::make_shared<Flight>();
+    g_flights.emplace(fk, flight);
+  }
+
+  auto land = [&] {
+    std::lock_guard lock(g_flights_mutex);
+    g_flights_landed.fetch_add(1, std::memory_order_acq_rel);
+    g_flights.erase(fk);
+  };
+  try {
+    std::string stored = key;
+    ObjectCode result = make(stored);
+    flight->promise.set_value(result);
+    land();
+    return result;
+  } catch (...) {
+    flight->promise.set_exception(std::current_exception());
+    land();
+    throw;
+  }
+}
+
+}  // namespace detail
+
 namespace {
 
 // The result of a compile that could not go through the cache, with a line in
@@ -466,7 +517,7 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
   Keying keying(*this, target, name_expressions);
   if (!keying.unfollowable().empty()) return uncached(*this, target, name_expressions, keying.unfollowable());
 
-  const std::uint64_t landed_before = g_flights_landed.load(std::memory_order_acquire);
+  const std::uint64_t landed_before = detail::flights_landed();
   const std::optional<std::string> quick = keying.quick_key();
   if (quick)
     if (auto hit = cache->get(*quick, target)) return std::move(*hit);
@@ -481,53 +532,16 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
   if (keyed.includes && quick != key)
     if (auto hit = cache->get(key, target)) return std::move(*hit);
 
-  FlightKey fk{cache, key};
-  std::shared_ptr<Flight> flight;
-  {
-    std::unique_lock lock(g_flights_mutex);
-    if (auto it = g_flights.find(fk); it != g_flights.end()) {
-      auto result = it->second->result;
-      lock.unlock();
-      return result.get();  // the leader's object, or its exception
-    }
-    if (g_flights_landed.load(std::memory_order_acquire) != landed_before) {
-      // A flight landed since our miss: it may have been this key's.
-      lock.unlock();
-      if (auto hit = cache->get(key, target)) return std::move(*hit);
-      lock.lock();
-      if (auto it = g_flights.find(fk); it != g_flights.end()) {
-        auto result = it->second->result;
-        lock.unlock();
-        return result.get();
-      }
-    }
-    flight = std::make_shared<Flight>();
-    g_flights.emplace(fk, flight);
-  }
-
-  auto land = [&] {
-    std::lock_guard lock(g_flights_mutex);
-    g_flights_landed.fetch_add(1, std::memory_order_acq_rel);
-    g_flights.erase(fk);
-  };
-  try {
+  return detail::single_flight(*cache, key, target, landed_before, [&](std::string& k) {
     ObjectCode result = detail::compile_program(*this, target, name_expressions,
                                                 keyed.includes ? &*keyed.includes : nullptr);
     // The key named the compiler from a memo; now that NVRTC is loaded, make
     // sure it named the one that compiled (else store under the right key).
-    if (auto again = keying.corrected(keyed)) key = std::move(*again);
-    if (auto* memory = dynamic_cast<InMemoryProgramCache*>(cache))
-      result = memory->put_if_absent(key, result);
-    else
-      cache->put(key, result);
-    flight->promise.set_value(result);
-    land();
+    if (auto again = keying.corrected(keyed)) k = std::move(*again);
+    if (auto* memory = dynamic_cast<InMemoryProgramCache*>(cache)) return memory->put_if_absent(k, result);
+    cache->put(k, result);
     return result;
-  } catch (...) {
-    flight->promise.set_exception(std::current_exception());
-    land();
-    throw;
-  }
+  });
 }
 
 }  // namespace cucore

@@ -22,6 +22,7 @@
 #include <unordered_map>
 
 #include "cache/program_key.hpp"
+#include "cache/single_flight.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
 #include "loader/toolkit.hpp"
@@ -116,15 +117,25 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
       text_keyed ? make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
                                           std::string(kRecipe) + sha256_of(tu.ltoirs))
                  : std::string();
+  // Links run once per key in the process, as Program::compile's compiles:
+  // objects built at once from one source (threads making the same algorithm)
+  // wait for the first one's link.
+  auto link_once = [&](const std::string& key, std::uint64_t landed_before, auto&& ltoir) {
+    return cucore::detail::single_flight(c, key, CodeType::cubin, landed_before, [&](std::string& k) {
+      ObjectCode linked = link_tu(ltoir(), tu, o.name, arch);
+      c.put(k, linked);
+      return linked;
+    });
+  };
   ObjectCode obj;
+  const std::uint64_t landed_before = cucore::detail::flights_landed();
   if (auto hit = text_keyed ? c.get(text_key, CodeType::cubin) : std::nullopt) {
     obj = *hit;
   } else if (!linker()) {
     // Without nvJitLink, NVRTC's plain cubin (variables and all), under its own key.
     obj = Program(tu.code, "c++", plain).compile(CodeType::cubin, tu.kernels, &c);
   } else if (text_keyed) {
-    obj = link_tu(program.compile(CodeType::ltoir, tu.kernels), tu, o.name, arch);
-    c.put(text_key, obj);
+    obj = link_once(text_key, landed_before, [&] { return program.compile(CodeType::ltoir, tu.kernels); });
   } else {
     // An operator that includes its own headers: its LTO-IR goes through the
     // header-aware cache, and the linked cubin is keyed by that LTO-IR's bytes,
@@ -134,12 +145,11 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
     blobs.insert(blobs.end(), tu.ltoirs.begin(), tu.ltoirs.end());
     const std::string key = make_program_cache_key(tu.code, "c++", program.options(), CodeType::cubin, tu.kernels,
                                                    std::string(kRecipe) + "of the LTO-IR " + sha256_of(blobs));
-    if (auto linked = c.get(key, CodeType::cubin)) {
+    const std::uint64_t before_link = cucore::detail::flights_landed();
+    if (auto linked = c.get(key, CodeType::cubin))
       obj = *linked;
-    } else {
-      obj = link_tu(ltoir, tu, o.name, arch);
-      c.put(key, obj);
-    }
+    else
+      obj = link_once(key, before_link, [&] { return ltoir; });
   }
   return {obj, read_tuning(obj.code(), tu.tuning_count)};
 }

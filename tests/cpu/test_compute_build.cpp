@@ -12,16 +12,19 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdint>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <latch>
 #include <optional>
 #include <random>
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/run_command.hpp"
@@ -145,6 +148,46 @@ TEST(ComputeBuild, AWarmBuildInAFreshProcessLoadsNoCompiler) {
   EXPECT_EQ(child.status, 0) << child.out;
   EXPECT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << child.out;
   std::filesystem::remove_all(dir);
+}
+
+// Objects built at once from one source (threads each making the same
+// algorithm) link once: the others wait for the first one's link, as
+// Program::compile's compiles do. The wrapped cache counts the puts: one per link.
+TEST(ComputeBuild, ThreadsBuildingOneAlgorithmAtOnceLinkOnce) {
+  class Counting final : public ProgramCache {
+   public:
+    using ProgramCache::put;
+    std::optional<ObjectCode> get(std::string_view key) override { return inner.get(key); }
+    std::optional<ObjectCode> get(std::string_view key, CodeType type) override { return inner.get(key, type); }
+    void put(std::string_view key, const ObjectCode& code) override {
+      ++puts;
+      inner.put(key, code);
+    }
+    bool erase(std::string_view key) override { return inner.erase(key); }
+    void clear() override { inner.clear(); }
+    std::size_t size_bytes() const override { return inner.size_bytes(); }
+    CacheStats stats() const override { return inner.stats(); }
+    InMemoryProgramCache inner;
+    std::atomic<int> puts{0};
+  } counting;
+  constexpr int kThreads = 6;
+  std::latch start(kThreads);
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&] {
+      start.arrive_and_wait();
+      try {
+        UnaryTransform(ptr<std::int16_t>(), Iterator::pointer(Type::int16(), 0),
+                       Op::source("[](short v) { return (short)(v * 3 - 1); }"), {.arch = "sm_90", .cache = &counting});
+      } catch (...) {
+        ++errors;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(counting.puts.load(), 1) << "each thread linked the same kernels";
+  EXPECT_EQ(counting.inner.entry_count(), 1u);
 }
 
 TEST(ComputeBuild, ReduceUserStructWithSourceOperatorAndGpuToGpuDeterminism) {
