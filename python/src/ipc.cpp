@@ -129,6 +129,12 @@ class DescriptorCache {
     const Slot* s = find(owner);
     return s && s->handle == handle ? s->descriptor.ptr() : nullptr;
   }
+  // The descriptor made for `owner` (borrowed), else null: for an object whose
+  // handle cannot change while it is open (an Event).
+  PyObject* peek(PyObject* owner) noexcept {
+    const Slot* s = find(owner);
+    return s ? s->descriptor.ptr() : nullptr;
+  }
 
   template <typename Make>
   nb::object get(nb::handle owner, std::uintptr_t handle, Make&& make) {
@@ -274,13 +280,15 @@ PyObject* buffer_descriptor_get(PyObject* self, void*) {
   return PyObject_CallOneArg(g_buffer_descriptor_fn->ptr(), self);
 }
 
+// A Python Event holds one event from its making to its close (nothing
+// replaces it), so an open one's entry is its own: no handle to compare.
 PyObject* event_descriptor_get(PyObject* self, void*) {
   if (PyObject_TypeCheck(self, g_types.event) && nb::inst_ready(self)) [[likely]] {
-    const auto& e = *nb::inst_ptr<cucore::Event>(self);
-    if (PyObject* hit = descriptor_cache().peek(self, reinterpret_cast<std::uintptr_t>(e.handle()))) {
-      Py_INCREF(hit);
-      return hit;
-    }
+    if (!nb::inst_ptr<cucore::Event>(self)->is_closed())
+      if (PyObject* hit = descriptor_cache().peek(self)) {
+        Py_INCREF(hit);
+        return hit;
+      }
   }
   return PyObject_CallOneArg(g_event_descriptor_fn->ptr(), self);
 }

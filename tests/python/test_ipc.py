@@ -515,6 +515,36 @@ def test_event_descriptor_of_an_ipc_event(device):
     d = e.get_ipc_descriptor()
     assert d == e.ipc_descriptor and len(d._reserved) == 64
     assert pickle.loads(pickle.dumps(d)) == d
+    # The property answers from the object made once (a getset descriptor, as
+    # cuda.core's), and refuses a closed event as the method does.
+    assert e.ipc_descriptor is d and e.ipc_descriptor is e.get_ipc_descriptor()
+    assert type(type(e).__dict__["ipc_descriptor"]).__name__ == "getset_descriptor"
+    plain = s.record()
+    with pytest.raises(Exception, match="not IPC-enabled"):
+        plain.ipc_descriptor
+    s.sync()
+    e.close()
+    with pytest.raises(Exception, match="closed"):
+        e.ipc_descriptor
+    with pytest.raises(Exception, match="closed"):
+        e.get_ipc_descriptor()
+
+
+def test_buffer_descriptor_property_checks_every_time(device):
+    s = device.create_stream()
+    mr = DeviceMemoryResource(device, DeviceMemoryResourceOptions(ipc_enabled=True))
+    b = mr.allocate(4096, stream=s)
+    d = b.ipc_descriptor
+    assert b.ipc_descriptor is d and b.get_ipc_descriptor() is d and d.size == 4096
+    b.close()
+    with pytest.raises(Exception, match="closed"):
+        b.ipc_descriptor
+    b2 = mr.allocate(4096, stream=s)
+    d2 = b2.ipc_descriptor
+    mr.close()  # a closed pool: its buffers are refused from now on, cached or not
+    with pytest.raises(Exception, match="closed"):
+        b2.ipc_descriptor
+    assert d2.size == 4096
     s.sync()
 
 
