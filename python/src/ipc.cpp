@@ -129,15 +129,20 @@ class DescriptorCache {
     const Slot* s = find(owner);
     return s && s->handle == handle ? s->descriptor.ptr() : nullptr;
   }
-  // The descriptor made for `owner` (borrowed), else null: for an object whose
-  // handle cannot change while it is open (an Event).
-  PyObject* peek(PyObject* owner) noexcept {
+  // The descriptor made for the Event `owner` while it is open (borrowed),
+  // else null. A Python Event holds one event from its making to its close
+  // (nothing replaces it), so an open one's entry is its own; its libcucore
+  // object, kept in the entry, says whether it is open without a call through
+  // nanobind (the entry goes before the object does: a weak reference's
+  // callback runs first in its deallocation).
+  PyObject* peek_open_event(PyObject* owner) noexcept {
     const Slot* s = find(owner);
-    return s ? s->descriptor.ptr() : nullptr;
+    if (!s || !s->object || static_cast<const cucore::Event*>(s->object)->is_closed()) return nullptr;
+    return s->descriptor.ptr();
   }
 
   template <typename Make>
-  nb::object get(nb::handle owner, std::uintptr_t handle, Make&& make) {
+  nb::object get(nb::handle owner, std::uintptr_t handle, Make&& make, const void* object = nullptr) {
     if (const Slot* s = find(owner.ptr()); s && s->handle == handle) [[likely]]
       return s->descriptor;
     nb::object made = make();  // may collect garbage, whose callbacks change the table: look again after
@@ -152,6 +157,7 @@ class DescriptorCache {
     }
     s->descriptor = made;
     s->handle = handle;
+    s->object = object;
     return made;
   }
 
@@ -159,6 +165,7 @@ class DescriptorCache {
   struct Slot {
     PyObject* owner = nullptr;  // null: empty
     std::uintptr_t handle = 0;
+    const void* object = nullptr;  // an Event's libcucore object (peek_open_event)
     nb::object descriptor, ref;
   };
 
@@ -255,7 +262,7 @@ nb::object buffer_descriptor(nb::handle self) {
 nb::object event_descriptor(nb::handle self) {
   const auto& e = self_as<cucore::Event>(self, g_types.event, "Event");
   return descriptor_cache().get(self, reinterpret_cast<std::uintptr_t>(e.handle()),
-                                [&] { return nb::cast(e.ipc_descriptor()); });
+                                [&] { return nb::cast(e.ipc_descriptor()); }, &e);
 }
 
 // The ipc_descriptor properties as CPython's own (cuda.core's are): getset
@@ -280,15 +287,11 @@ PyObject* buffer_descriptor_get(PyObject* self, void*) {
   return PyObject_CallOneArg(g_buffer_descriptor_fn->ptr(), self);
 }
 
-// A Python Event holds one event from its making to its close (nothing
-// replaces it), so an open one's entry is its own: no handle to compare.
+// (The getset descriptor has checked that `self` is an Event.)
 PyObject* event_descriptor_get(PyObject* self, void*) {
-  if (PyObject_TypeCheck(self, g_types.event) && nb::inst_ready(self)) [[likely]] {
-    if (!nb::inst_ptr<cucore::Event>(self)->is_closed())
-      if (PyObject* hit = descriptor_cache().peek(self)) {
-        Py_INCREF(hit);
-        return hit;
-      }
+  if (PyObject* hit = descriptor_cache().peek_open_event(self)) [[likely]] {
+    Py_INCREF(hit);
+    return hit;
   }
   return PyObject_CallOneArg(g_event_descriptor_fn->ptr(), self);
 }
