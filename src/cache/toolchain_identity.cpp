@@ -11,6 +11,7 @@
 // compile notices (refresh_nvrtc_identity) and stores under the corrected key.
 #include "cache/toolchain_identity.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <sys/auxv.h>
@@ -20,13 +21,16 @@
 #include <cucore/linker.hpp>
 #include <cucore/pathfinder.hpp>
 
-#include <cstdint>
+#include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <functional>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "cache/cache_dir.hpp"
 #include "cache/hashing.hpp"
@@ -257,8 +261,45 @@ void write_memo(const std::string& name, const ToolchainMemo& memo) {
   const int dfd = open_private_dir(memo_dir(), true, why);
   if (dfd < 0) return;
   replace_file(dfd, name, body);
+  (void)prune_toolchain_memos(dfd, kToolchainMemosKept, name);
   ::close(dfd);
 }
+
+}  // namespace
+
+std::size_t prune_toolchain_memos(int dirfd, std::size_t keep, std::string_view just_written) {
+  const int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);  // closedir closes its descriptor
+  if (own < 0) return 0;
+  DIR* dir = ::fdopendir(own);
+  if (!dir) {
+    ::close(own);
+    return 0;
+  }
+  struct Memo {
+    std::string name;
+    struct timespec written;
+  };
+  std::vector<Memo> memos;
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view n = e->d_name;
+    if (n.rfind("nvrtc-", 0) != 0 || n == just_written) continue;
+    struct stat st;
+    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    memos.push_back({std::string(n), st.st_mtim});
+  }
+  ::closedir(dir);
+  const std::size_t others = keep > 0 ? keep - 1 : 0;  // the one just written counts
+  if (memos.size() <= others) return 0;
+  std::sort(memos.begin(), memos.end(), [](const Memo& a, const Memo& b) {
+    return a.written.tv_sec != b.written.tv_sec ? a.written.tv_sec > b.written.tv_sec
+                                                : a.written.tv_nsec > b.written.tv_nsec;
+  });
+  std::size_t removed = 0;
+  for (std::size_t i = others; i < memos.size(); ++i) removed += ::unlinkat(dirfd, memos[i].name.c_str(), 0) == 0;
+  return removed;
+}
+
+namespace {
 
 // Whether this process has loaded an NVRTC, asked of the loader's own list:
 // dlopen(RTLD_NOLOAD) by soname would search the library path and open files.

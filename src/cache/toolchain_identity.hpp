@@ -60,6 +60,14 @@ std::optional<RunPaths> run_paths_of(const dl_phdr_info& object);
 void append_run_paths(std::string& fp, std::string_view label, const std::optional<RunPaths>& paths,
                       const std::function<std::string()>& location);
 
+// Memos of searches no longer made (another executable, a moved library, an
+// older fingerprint) would stay forever: when a memo is written, the memo
+// directory (open as `dirfd`) keeps the `keep` most recently written
+// "nvrtc-" files and unlinks the rest, never `just_written`. Returns how many
+// it removed. Best effort; follows no link.
+std::size_t prune_toolchain_memos(int dirfd, std::size_t keep, std::string_view just_written);
+inline constexpr std::size_t kToolchainMemosKept = 64;
+
 std::optional<ToolchainMemo> parse_toolchain_memo(std::string_view text);
 std::string format_toolchain_memo(const ToolchainMemo& memo);  // "" if it cannot be written
 

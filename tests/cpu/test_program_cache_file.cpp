@@ -1594,6 +1594,41 @@ TEST_F(FileCache, TheMemoServesTheExecutableHoweverItIsStarted) {
   EXPECT_EQ(memos, 1);
 }
 
+// Memos of searches no longer made are pruned when a memo is written: the
+// most recently written stay, the one just written always, and nothing but
+// regular "nvrtc-" files is touched (a link, a directory, another file).
+TEST_F(FileCache, OldToolchainMemosArePrunedWhenOneIsWritten) {
+  const fs::path dir = root_ / "toolchain";
+  fs::create_directories(dir);
+  std::mt19937 rng(7);
+  std::vector<int> ages(100);
+  for (int i = 0; i < 100; ++i) ages[i] = i;
+  std::shuffle(ages.begin(), ages.end(), rng);  // written in random order, with distinct times
+  for (int i = 0; i < 100; ++i) {
+    const fs::path f = dir / ("nvrtc-" + std::to_string(ages[i]));
+    std::ofstream(f) << "memo " << ages[i];
+    const struct timespec t[2] = {{1700000000 - ages[i] * 60, 0}, {1700000000 - ages[i] * 60, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), t, AT_SYMLINK_NOFOLLOW), 0);
+  }
+  // The one just written is the oldest by its time here: it stays all the same.
+  const std::string just = "nvrtc-99";
+  std::ofstream(dir / "other-file") << "x";
+  fs::create_directory(dir / "nvrtc-dir");
+  fs::create_symlink(dir / "other-file", dir / "nvrtc-link");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(dfd, 0);
+  EXPECT_EQ(detail::prune_toolchain_memos(dfd, 64, just), 100u - 64u);
+  EXPECT_EQ(detail::prune_toolchain_memos(dfd, 64, just), 0u) << "a second prune finds nothing more";
+  ::close(dfd);
+  for (int age = 0; age < 100; ++age) {
+    const bool kept = age < 63 || "nvrtc-" + std::to_string(age) == just;
+    EXPECT_EQ(fs::exists(dir / ("nvrtc-" + std::to_string(age))), kept) << "memo of age " << age;
+  }
+  EXPECT_TRUE(fs::exists(dir / "other-file"));
+  EXPECT_TRUE(fs::is_directory(dir / "nvrtc-dir"));
+  EXPECT_TRUE(fs::is_symlink(dir / "nvrtc-link"));
+}
+
 // Runs the tool with the environment pointing every cache at `home` (so the
 // caller's own is never touched); its output, stdout and stderr together.
 std::string run_cli(const std::string& args, int& rc, const fs::path& home) {
