@@ -125,17 +125,27 @@ std::shared_ptr<const MappingUse> map_pointer(const PoolImpl& pool, const IPCBuf
   }
   const DriverTable& dr = driver();
   require(reinterpret_cast<const void*>(dr.cuMemPoolImportPointer), 11020, "sharing memory pools (IPC)");
+  // The entry first (it may allocate), so that nothing can fail between the
+  // import and the entry owning what it mapped. No one sees it without users:
+  // the lock is held throughout.
+  const Mappings::Table::iterator it = m.add(d.payload);
+  Mapping& e = it->second;
   CUmemPoolPtrExportData data;
   std::memcpy(data.reserved, d.payload.data(), sizeof data.reserved);
   CUdeviceptr ptr = 0;
   RetryScope scope;
   auto context = [&] { return context_or_device0(pool_context(pool)); };
-  check(call_in_context(scope, context, [&] { return dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data); }),
-        "cuMemPoolImportPointer");
+  try {
+    check(call_in_context(scope, context, [&] { return dr.cuMemPoolImportPointer(&ptr, pool.pool_, &data); }),
+          "cuMemPoolImportPointer");
+  } catch (...) {
+    Mappings::Table::node_type node = m.entries.extract(it);
+    if (m.spare.size() < Mappings::kSpareNodes) m.spare.push_back(std::move(node));
+    throw;
+  }
   // Owned from here: entered with one user, so a failure below unmaps it.
-  use->entry = m.add(d.payload);
+  use->entry = it;
   use->live = true;
-  Mapping& e = use->entry->second;
   e.ptr = ptr;
   e.extent = 0;
   e.descriptor = d;

@@ -685,6 +685,34 @@ TEST_F(Ipc, ImportedBuffersShareOneMappingFreedOnceAfterTheLast) {
   expect_clean();
 }
 
+// An import the driver refuses leaves no entry behind: the next import of the
+// same descriptor asks the driver again and maps the pointer.
+TEST_F(Ipc, ARefusedImportLeavesNothingAndTheNextOneMaps) {
+  {
+    DeviceMemoryResource mr(0, ipc_options());
+    Stream s(Device(0).context(), {});
+    Buffer src = mr.allocate(4096, s);
+    IPCBufferDescriptor d = src.ipc_descriptor();
+    DeviceMemoryResource mapped = DeviceMemoryResource::from_allocation_handle(Device(0), mr.allocation_handle());
+    static std::atomic<int> refusals{0};
+    refusals = 0;
+    const auto real = fake_.table.cuMemPoolImportPointer;
+    fake_.table.cuMemPoolImportPointer = [](CUdeviceptr*, CUmemoryPool, CUmemPoolPtrExportData*) {
+      ++refusals;
+      return CUDA_ERROR_OUT_OF_MEMORY;
+    };
+    EXPECT_THROW((void)Buffer::from_ipc_descriptor(mapped, d, s), CudaError);
+    EXPECT_THROW((void)Buffer::from_ipc_descriptor(mapped, d, s), CudaError);
+    EXPECT_EQ(refusals.load(), 2) << "a refused import was remembered as a mapping";
+    fake_.table.cuMemPoolImportPointer = real;
+    Buffer b = Buffer::from_ipc_descriptor(mapped, d, s);
+    EXPECT_NE(b.handle(), 0u);
+    EXPECT_EQ(FakeIpc::ptr_imports.load(), 1);
+    b.close();
+  }
+  expect_clean();
+}
+
 // A mapped Buffer on the stream its mapping is freed on needs no share of that
 // stream of its own (the mapping keeps it); one on another stream keeps its own.
 // The ledger records a free on a stream that is gone.
