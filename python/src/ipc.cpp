@@ -268,7 +268,7 @@ nb::object event_descriptor(nb::handle self) {
 // The ipc_descriptor properties as CPython's own (cuda.core's are): getset
 // descriptors whose getter answers a cache hit itself, with libcucore's checks
 // for a buffer, and leaves everything else (the first call, an error to raise
-// with nanobind's translation) to the bound function in `slow`.
+// with nanobind's translation) to get_ipc_descriptor, kept in these.
 nb::object* g_buffer_descriptor_fn = nullptr;
 nb::object* g_event_descriptor_fn = nullptr;
 
