@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/counting_cache.hpp"
 #include "common/run_command.hpp"
 #include "compute/codegen.hpp"
 #include "compute/engine.hpp"
@@ -154,22 +155,8 @@ TEST(ComputeBuild, AWarmBuildInAFreshProcessLoadsNoCompiler) {
 // algorithm) link once: the others wait for the first one's link, as
 // Program::compile's compiles do. The wrapped cache counts the puts: one per link.
 TEST(ComputeBuild, ThreadsBuildingOneAlgorithmAtOnceLinkOnce) {
-  class Counting final : public ProgramCache {
-   public:
-    using ProgramCache::put;
-    std::optional<ObjectCode> get(std::string_view key) override { return inner.get(key); }
-    std::optional<ObjectCode> get(std::string_view key, CodeType type) override { return inner.get(key, type); }
-    void put(std::string_view key, const ObjectCode& code) override {
-      ++puts;
-      inner.put(key, code);
-    }
-    bool erase(std::string_view key) override { return inner.erase(key); }
-    void clear() override { inner.clear(); }
-    std::size_t size_bytes() const override { return inner.size_bytes(); }
-    CacheStats stats() const override { return inner.stats(); }
-    InMemoryProgramCache inner;
-    std::atomic<int> puts{0};
-  } counting;
+  InMemoryProgramCache memory;
+  test::CountingCache counting(memory);
   constexpr int kThreads = 6;
   std::latch start(kThreads);
   std::vector<std::thread> threads;
@@ -187,7 +174,7 @@ TEST(ComputeBuild, ThreadsBuildingOneAlgorithmAtOnceLinkOnce) {
   for (auto& t : threads) t.join();
   EXPECT_EQ(errors.load(), 0);
   EXPECT_EQ(counting.puts.load(), 1) << "each thread linked the same kernels";
-  EXPECT_EQ(counting.inner.entry_count(), 1u);
+  EXPECT_EQ(memory.entry_count(), 1u);
 }
 
 TEST(ComputeBuild, ReduceUserStructWithSourceOperatorAndGpuToGpuDeterminism) {

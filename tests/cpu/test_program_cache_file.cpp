@@ -48,6 +48,7 @@
 #include "cache/entry_record.hpp"
 #include "cache/hashing.hpp"
 #include "cache/toolchain_identity.hpp"
+#include "common/counting_cache.hpp"
 #include "loader/driver.hpp"
 
 extern char** environ;
@@ -67,26 +68,7 @@ using test::sm90;
 std::string str(const char* s) { return s ? s : ""; }
 std::string env_or(const char* name) { return str(std::getenv(name)); }
 
-// Counts puts: through Program::compile, one put is one compile.
-class CountingCache final : public ProgramCache {
- public:
-  explicit CountingCache(ProgramCache& inner) : inner_(inner) {}
-  using ProgramCache::put;
-  std::optional<ObjectCode> get(std::string_view key) override { return inner_.get(key); }
-  std::optional<ObjectCode> get(std::string_view key, CodeType type) override { return inner_.get(key, type); }
-  void put(std::string_view key, const ObjectCode& code) override {
-    ++puts;
-    inner_.put(key, code);
-  }
-  bool erase(std::string_view key) override { return inner_.erase(key); }
-  void clear() override { inner_.clear(); }
-  std::size_t size_bytes() const override { return inner_.size_bytes(); }
-  CacheStats stats() const override { return inner_.stats(); }
-  std::atomic<int> puts{0};
-
- private:
-  ProgramCache& inner_;
-};
+using test::CountingCache;
 
 // ---------------------------------------------------------------- payloads
 // Self-describing entries for the many-writer tests: the bytes name their key,

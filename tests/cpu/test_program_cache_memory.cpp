@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "common/compile_helpers.hpp"
+#include "common/counting_cache.hpp"
 
 namespace cucore {
 namespace {
@@ -229,28 +230,7 @@ TEST(InMemoryProgramCache, ConcurrentReadersAndWritersSeeWholeEntries) {
 
 // ---------------------------------------------------------------- compile through a cache
 
-// Wraps a cache and counts puts: with Program::compile, one put is one compile.
-class CountingCache final : public ProgramCache {
- public:
-  explicit CountingCache(ProgramCache& inner) : inner_(inner) {}
-  using ProgramCache::put;
-  std::optional<ObjectCode> get(std::string_view key) override { return inner_.get(key); }
-  std::optional<ObjectCode> get(std::string_view key, CodeType type) override { return inner_.get(key, type); }
-  void put(std::string_view key, const ObjectCode& code) override {
-    if (on_put) on_put(key);
-    ++puts;
-    inner_.put(key, code);
-  }
-  bool erase(std::string_view key) override { return inner_.erase(key); }
-  void clear() override { inner_.clear(); }
-  std::size_t size_bytes() const override { return inner_.size_bytes(); }
-  CacheStats stats() const override { return inner_.stats(); }
-  std::atomic<int> puts{0};
-  std::function<void(std::string_view)> on_put;
-
- private:
-  ProgramCache& inner_;
-};
+using test::CountingCache;
 
 TEST(CompileThroughCache, HitReturnsTheStoredObjectAndCompilesNothing) {
   InMemoryProgramCache memory;
