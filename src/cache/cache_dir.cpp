@@ -1,6 +1,7 @@
 // Cache directories that nobody else can write, and safe reads of their files.
 #include "cache/cache_dir.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -154,6 +155,20 @@ std::vector<std::byte> read_buffer(std::size_t size) {
 #endif
   v.resize(size);
   return v;
+}
+
+bool for_each_entry(int dirfd, const std::function<void(const char* name)>& fn, int* error) {
+  const int fd = ::openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
+  if (!d) {
+    if (error) *error = errno;
+    if (fd >= 0) ::close(fd);
+    return false;
+  }
+  while (const dirent* e = ::readdir(d))
+    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) fn(e->d_name);
+  ::closedir(d);
+  return true;
 }
 
 bool replace_file(int dirfd, const std::string& name, std::string_view data) {

@@ -5,6 +5,7 @@
 // nor redirects it. Internal to libcucore.
 #include <cstddef>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +42,12 @@ std::optional<std::string> read_file_safely(int dirfd, const char* name, std::si
 // instead, where the kernel has it (Linux 5.14; elsewhere the faults happen as
 // before).
 std::vector<std::byte> read_buffer(std::size_t size);
+
+// Calls `fn` with the name of every entry of the directory `dirfd` but "."
+// and ".." (read through a descriptor of its own, so `dirfd` stays the
+// caller's; `fn` may unlink what it is given). false, with `error` (if given)
+// getting errno, when the directory cannot be read.
+bool for_each_entry(int dirfd, const std::function<void(const char* name)>& fn, int* error = nullptr);
 
 // Writes `data` to `name` in `dirfd` through a temporary file and a rename, so a
 // reader sees the old or the new file whole. Best effort: false on any failure

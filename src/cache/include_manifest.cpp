@@ -1,7 +1,6 @@
 // Include manifests: memo, disk, and the check of their probes.
 #include "cache/include_manifest.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,20 +38,13 @@ void remember(std::string_view key, std::vector<IncludeProbe> probes) {
 fs::path manifest_dir() { return cucore_cache_root() / "includes"; }
 
 void sweep_old_manifests(int dfd) {
-  const int fd = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-  if (!d) {
-    if (fd >= 0) ::close(fd);
-    return;
-  }
   const std::time_t now = std::time(nullptr);
-  while (dirent* e = ::readdir(d)) {
+  for_each_entry(dfd, [&](const char* name) {
     struct stat st;
-    if (e->d_name[0] != '.' && ::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+    if (name[0] != '.' && ::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         now - st.st_mtim.tv_sec > kManifestLifetimeSeconds)
-      ::unlinkat(dfd, e->d_name, 0);
-  }
-  ::closedir(d);
+      ::unlinkat(dfd, name, 0);
+  });
 }
 
 template <typename T>

@@ -6,7 +6,6 @@
 // symlink, directory or crafted record planted under an entry's name is a
 // damaged entry (counted, removed, a miss), never a hang, a redirect or an
 // exception.
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -151,15 +150,10 @@ void remove_tree_at(int dfd, const char* name, int depth = 0) {
   if (st.st_uid != ::geteuid() || depth > 16) return;
   const int sub = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (sub < 0) return;
-  if (DIR* d = ::fdopendir(sub)) {
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d))
-      if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
-    for (const auto& n : names) remove_tree_at(::dirfd(d), n.c_str(), depth + 1);
-    ::closedir(d);
-  } else {
-    ::close(sub);
-  }
+  std::vector<std::string> names;
+  detail::for_each_entry(sub, [&](const char* n) { names.emplace_back(n); });
+  for (const auto& n : names) remove_tree_at(sub, n.c_str(), depth + 1);
+  ::close(sub);
   ::unlinkat(dfd, name, AT_REMOVEDIR);
 }
 
@@ -594,27 +588,19 @@ struct FileStreamProgramCache::Impl {
   // sidecars. `error` (if given) gets errno when the directory cannot be read.
   std::vector<Scanned> scan(int dfd, bool sweep, int* error = nullptr) const {
     std::vector<Scanned> out;
-    const int fd = ::openat(dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR* d = fd < 0 ? nullptr : ::fdopendir(fd);
-    if (!d) {
-      if (error) *error = errno;
-      if (fd >= 0) ::close(fd);
-      return out;
-    }
     std::map<std::string, Scanned> by_name;
     const std::time_t now = std::time(nullptr);
-    while (dirent* e = ::readdir(d)) {
-      std::string_view n = e->d_name;
+    const bool read = detail::for_each_entry(dfd, [&](const char* name) {
+      std::string_view n = name;
       struct stat st;
       if (n.starts_with(kTempPrefix)) {
-        if (sweep && ::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-            now - st.st_mtim.tv_sec > kStaleTempSeconds)
-          ::unlinkat(dfd, e->d_name, 0);
-        continue;
+        if (sweep && ::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && now - st.st_mtim.tv_sec > kStaleTempSeconds)
+          ::unlinkat(dfd, name, 0);
+        return;
       }
       bool meta = n.ends_with(kMetaSuffix);
       std::string_view base = meta ? n.substr(0, n.size() - kMetaSuffix.size()) : n;
-      if (!is_entry_name(base) || ::fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      if (!is_entry_name(base) || ::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
       Scanned& s = by_name[std::string(base)];
       s.name = base;
       s.bytes += static_cast<std::uint64_t>(st.st_size);
@@ -625,8 +611,8 @@ struct FileStreamProgramCache::Impl {
         s.data = true;
         s.atime = st.st_atim;
       }
-    }
-    ::closedir(d);
+    }, error);
+    if (!read) return out;
     for (auto& [n, s] : by_name) {
       if (!s.data) {
         // A sidecar whose bytes never arrived (or were removed): old ones are litter.

@@ -11,7 +11,6 @@
 // compile notices (refresh_nvrtc_identity) and stores under the corrected key.
 #include "cache/toolchain_identity.hpp"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <link.h>
 #include <sys/auxv.h>
@@ -268,26 +267,18 @@ void write_memo(const std::string& name, const ToolchainMemo& memo) {
 }  // namespace
 
 std::size_t prune_toolchain_memos(int dirfd, std::size_t keep, std::string_view just_written) {
-  const int own = ::fcntl(dirfd, F_DUPFD_CLOEXEC, 0);  // closedir closes its descriptor
-  if (own < 0) return 0;
-  DIR* dir = ::fdopendir(own);
-  if (!dir) {
-    ::close(own);
-    return 0;
-  }
   struct Memo {
     std::string name;
     struct timespec written;
   };
   std::vector<Memo> memos;
-  while (const dirent* e = ::readdir(dir)) {
-    const std::string_view n = e->d_name;
-    if (n.rfind("nvrtc-", 0) != 0 || n == just_written) continue;
+  for_each_entry(dirfd, [&](const char* name) {
+    const std::string_view n = name;
+    if (n.rfind("nvrtc-", 0) != 0 || n == just_written) return;
     struct stat st;
-    if (::fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
     memos.push_back({std::string(n), st.st_mtim});
-  }
-  ::closedir(dir);
+  });
   const std::size_t others = keep > 0 ? keep - 1 : 0;  // the one just written counts
   if (memos.size() <= others) return 0;
   std::sort(memos.begin(), memos.end(), [](const Memo& a, const Memo& b) {

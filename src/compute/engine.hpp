@@ -38,8 +38,9 @@ struct CompiledCode {
 
 // Compiles `tu` for `arch` through `cache` (nullptr: the default cache): NVRTC
 // LTO-IR linked (with the user's LTO-IR) by nvJitLink, which leaves out the
-// device variables nothing reads; or, when an operator's source includes its
-// own headers (which only Program::compile's key follows), NVRTC's plain cubin.
+// device variables nothing reads, keyed by the TU's text when it includes only
+// the toolkit's headers, else by the LTO-IR (which Program::compile's
+// header-aware key made); without nvJitLink, NVRTC's plain cubin.
 // Needs no GPU. Throws CompileError with the compiler's log.
 CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCache* cache);
 
