@@ -1609,6 +1609,28 @@ TEST_F(FileCache, OldToolchainMemosArePrunedWhenOneIsWritten) {
   EXPECT_TRUE(fs::exists(dir / "other-file"));
   EXPECT_TRUE(fs::is_directory(dir / "nvrtc-dir"));
   EXPECT_TRUE(fs::is_symlink(dir / "nvrtc-link"));
+
+  // And a process that writes its memo prunes: 100 old ones of other searches
+  // in a cache root, then a fresh process that finds no memo of its own.
+  const fs::path home = root_ / "home";
+  const fs::path memos = home / "cucore" / "toolchain";
+  fs::create_directories(memos);
+  for (const fs::path& d : {home / "cucore", memos}) fs::permissions(d, fs::perms::owner_all);
+  for (int age = 0; age < 100; ++age) {
+    const fs::path f = memos / ("nvrtc-old-" + std::to_string(age));
+    std::ofstream(f) << "memo";
+    const struct timespec t[2] = {{1600000000 - age * 60, 0}, {1600000000 - age * 60, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, f.c_str(), t, AT_SYMLINK_NOFOLLOW), 0);
+  }
+  EXPECT_EQ(run_child("identity", root_, Env{{"XDG_CACHE_HOME", home.string()}})["loaded_after"], "1");
+  int left = 0, old_left = 0;
+  for (const auto& e : fs::directory_iterator(memos)) {
+    ++left;
+    old_left += e.path().filename().string().starts_with("nvrtc-old-");
+  }
+  EXPECT_EQ(left, 64) << "the process's memo and the 63 newest others";
+  EXPECT_EQ(old_left, 63);
+  for (int age = 0; age < 63; ++age) EXPECT_TRUE(fs::exists(memos / ("nvrtc-old-" + std::to_string(age)))) << age;
 }
 
 // Runs the tool with the environment pointing every cache at `home` (so the
