@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 
 namespace fs = std::filesystem;
@@ -165,9 +166,9 @@ bool for_each_entry(int dirfd, const std::function<void(const char* name)>& fn, 
     if (fd >= 0) ::close(fd);
     return false;
   }
+  const std::unique_ptr<DIR, int (*)(DIR*)> closer(d, ::closedir);  // also when `fn` throws
   while (const dirent* e = ::readdir(d))
     if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) fn(e->d_name);
-  ::closedir(d);
   return true;
 }
 
