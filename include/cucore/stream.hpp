@@ -105,6 +105,9 @@ class Stream : public StreamRef {
   // taken, as a foreign library's "stream 0" (its NULL stream).
   static Stream from_handle(CUstream handle);
   static Stream from_handle(CUstream handle, std::shared_ptr<const void> owner);
+  // A literal 0 or nullptr does not compile, as for StreamRef.
+  static Stream from_handle(std::nullptr_t) = delete;
+  static Stream from_handle(int) = delete;
   // Views of the default streams (these are never closed).
   static StreamRef legacy_default() noexcept { return StreamRef(CU_STREAM_LEGACY); }
   static StreamRef per_thread_default() noexcept { return StreamRef(CU_STREAM_PER_THREAD); }

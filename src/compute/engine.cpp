@@ -293,6 +293,8 @@ const DeviceFacts& device_facts(int ordinal) {
 }
 
 const DeviceFacts& call_device(StreamRef stream) {
+  // Closed first: a closed stream's handle is a sentinel no driver call may see.
+  if (stream.is_closed()) cucore::detail::throw_closed("Stream", "a compute call");
   const auto& d = cucore::detail::driver();
   CUcontext current = nullptr;
   cucore::detail::check(d.cuCtxGetCurrent(&current), "cuCtxGetCurrent");

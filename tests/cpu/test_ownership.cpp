@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "common/fake_driver.hpp"
+#include "compute/engine.hpp"
 
 using namespace cucore;
 using cucore::test::FakeDriver;
@@ -407,6 +408,9 @@ TEST(Ownership, EveryOperationOnAClosedStreamThrows) {
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
 
+template <typename T>
+concept adoptable_as_stream = requires(T h) { Stream::from_handle(h); };
+
 TEST(Ownership, DefaultStreamsAreNamedAndNeverClosed) {
   FakeDriver fake;
   EXPECT_EQ(Stream::legacy_default().handle(), CU_STREAM_LEGACY);
@@ -415,7 +419,8 @@ TEST(Ownership, DefaultStreamsAreNamedAndNeverClosed) {
   legacy.close();
   EXPECT_FALSE(legacy.is_closed());
   EXPECT_NO_THROW(legacy.sync());
-  EXPECT_THROW((void)Stream::from_handle(nullptr), std::invalid_argument);
+  // A null CUstream value (not a literal) is refused at run time...
+  EXPECT_THROW((void)Stream::from_handle(CUstream{}), std::invalid_argument);
   Stream null_of_a_library = Stream::from_handle(nullptr, CountingOwner::make());  // a foreign "stream 0"
   EXPECT_EQ(null_of_a_library.handle(), nullptr);
   EXPECT_NO_THROW(null_of_a_library.sync());
@@ -424,6 +429,10 @@ TEST(Ownership, DefaultStreamsAreNamedAndNeverClosed) {
   static_assert(!std::is_constructible_v<StreamRef, std::nullptr_t>);
   static_assert(!std::is_convertible_v<int, StreamRef>);
   static_assert(std::is_constructible_v<StreamRef, CUstream>);
+  // ...and Stream::from_handle(nullptr) or (0) does not compile.
+  static_assert(!adoptable_as_stream<std::nullptr_t>);
+  static_assert(!adoptable_as_stream<int>);
+  static_assert(adoptable_as_stream<CUstream>);
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
 
@@ -501,5 +510,23 @@ TEST(Ownership, EveryOperationOnAClosedBufferThrows) {
   taker.close();
   EXPECT_EQ(FakeDriver::pool_frees.load(), 3) << "each allocation freed once";
   }
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+// A compute call on a closed stream is refused before the driver is asked
+// anything about it (its handle is a sentinel no stream has).
+TEST(Ownership, AComputeCallOnAClosedStreamAsksTheDriverNothing) {
+  FakeDriver fake;
+  static std::atomic<int> asked{0};
+  asked = 0;
+  fake.table.cuStreamGetDevice = [](CUstream, CUdevice* d) {
+    ++asked;
+    *d = 0;
+    return CUDA_SUCCESS;
+  };
+  Stream s = Device(0).create_stream();
+  s.close();
+  EXPECT_THROW((void)compute::detail::call_device(s), ClosedError);
+  EXPECT_EQ(asked.load(), 0);
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
