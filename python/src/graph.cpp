@@ -193,6 +193,16 @@ HostCall host_call(nb::handle fn, nb::handle user_data) {
   return {py_host_trampoline, fn.ptr(), py_owner(fn)};
 }
 
+// The Buffers and views among a launch's arguments as one Owner, so a node
+// costs the graph one user object for them all.
+std::shared_ptr<const void> argument_owners(PyObject* const* items, std::size_t n) {
+  std::vector<std::shared_ptr<const void>> owners;
+  for (std::size_t i = 0; i < n; ++i)
+    if (Py_TYPE(items[i]) == g_types.buffer || Py_TYPE(items[i]) == g_types.view) owners.push_back(py_owner(items[i]));
+  if (owners.size() <= 1) return owners.empty() ? nullptr : std::move(owners[0]);
+  return std::make_shared<const std::vector<std::shared_ptr<const void>>>(std::move(owners));
+}
+
 // ---- the node builders shared by GraphDefinition and GraphNode ------------------------------
 GraphDefinition graph_of(const GraphDefinition& d) { return d; }
 GraphDefinition graph_of(const GraphNode& n) { return n.graph(); }
@@ -233,9 +243,7 @@ void bind_node_builders(nb::class_<T, cucore::graph::detail::NodeMaker>& c) {
         PyObject* const* items = n ? &PyTuple_GET_ITEM(args.ptr(), 0) : nullptr;
         pack_kernel_args(kernel, items, n, packed);
         GraphNode node = self.add_kernel(config, kernel, packed.pointers, packed.descs, n);
-        GraphDefinition g = graph_of(self);
-        for (std::size_t i = 0; i < n; ++i)
-          if (Py_TYPE(items[i]) == g_types.buffer || Py_TYPE(items[i]) == g_types.view) g.retain(py_owner(items[i]));
+        if (auto owners = argument_owners(items, n)) graph_of(self).retain(std::move(owners));
         return wrap_node(node);
       }, nb::arg("config"), nb::arg("kernel"), nb::arg("args"))
       .def("allocate", [](const T& self, std::size_t size, nb::handle device, nb::handle memory_type,
@@ -387,8 +395,7 @@ cucore::StreamRef graph_builder_launch_stream(PyObject* builder, const cucore::K
                                               PyObject* const* args, std::size_t n) {
   const auto& gb = *nb::inst_ptr<GraphBuilder>(builder);
   cucore::StreamRef s = gb.launch_stream(kernel);
-  for (std::size_t i = 0; i < n; ++i)
-    if (Py_TYPE(args[i]) == g_types.buffer || Py_TYPE(args[i]) == g_types.view) gb.retain(py_owner(args[i]));
+  if (auto owners = argument_owners(args, n)) gb.retain(std::move(owners));
   return s;
 }
 

@@ -287,6 +287,7 @@ GraphBuilder& GraphBuilder::end_building() {
     s.box->owned = true;
   }
   s.ended = true;
+  if (s.kind == BuilderKind::primary) s.box->attach();  // the CUgraph now holds what its nodes use
   return *this;
 }
 
@@ -449,7 +450,7 @@ StreamRef GraphBuilder::launch_stream(const Kernel& kernel) const {
   BuilderState& s = open("launch");
   if (!s.is_building()) [[unlikely]]
     state_error("launch", "the builder is not building (begin_building() first)");
-  if (kernel) s.box->retain(std::make_shared<const Kernel>(kernel));
+  if (kernel) s.box->retain(std::make_shared<const Kernel>(kernel), kernel.info());
   return s.stream;
 }
 

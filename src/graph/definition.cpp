@@ -275,7 +275,7 @@ GraphNode NodeMaker::add_kernel(const LaunchConfig& config, const Kernel& kernel
   auto node_info = std::make_shared<NodeInfo>();
   node_info->kernel = {kernel, config};
   GraphNode n = add_node(graph_, deps_of(node_), p, node_info, ("cuGraphAddNode (kernel " + info.name + ")").c_str());
-  graph_->retain(std::make_shared<const Kernel>(kernel));
+  graph_->retain(std::make_shared<const Kernel>(kernel), kernel.info());
   return n;
 }
 

@@ -87,12 +87,19 @@ GraphBox::~GraphBox() {
     if (const auto* t = loaded()) t->cuGraphDestroy(graph);
 }
 
-void GraphBox::retain(Owner owner) {
+void GraphBox::retain(Owner owner, const void* key) {
   if (!owner) return;
+  if (!key) key = owner.get();
   GraphBox& r = top();
-  std::lock_guard lock(r.mutex);
-  if (!r.pending.empty() && r.pending.back() == owner) return;
-  r.pending.push_back(std::move(owner));
+  bool now;
+  {
+    std::lock_guard lock(r.mutex);
+    if (r.last_key == key) return;
+    r.last_key = key;
+    r.pending.push_back(std::move(owner));
+    now = r.graph != nullptr;
+  }
+  if (now) r.attach();
 }
 
 void GraphBox::attach() {
@@ -109,6 +116,7 @@ void GraphBox::attach() {
   auto put_back = [&] {
     std::lock_guard lock(r.mutex);
     r.pending.insert(r.pending.begin(), batch->begin(), batch->end());
+    r.last_key = nullptr;  // held by nobody yet: a repeat must not be skipped
   };
   const DriverTable& d = driver();
   if (!d.cuUserObjectCreate || !d.cuGraphRetainUserObject) {

@@ -4,13 +4,14 @@
 //
 // What a graph's nodes use (kernels and so their libraries, events, child
 // graphs, host callbacks, retained Buffers and Python objects) is kept as
-// Owners. They wait in the root graph's box until the graph is instantiated,
-// then move onto a CUDA user object of the CUgraph: the driver hands its
-// references on to every executable graph made from it (and to a graph
-// updated from it), and lets them go only once those are destroyed and their
-// launches have finished. The user object's destructor runs on a driver
-// thread where CUDA calls are forbidden, so it only queues the Owners; a
-// cucore thread releases them (release_later).
+// Owners on CUDA user objects of the root CUgraph, attached as soon as the
+// CUgraph exists: when a node is added to a definition, or when a capture
+// ends. So the driver itself keeps them for every copy of the graph made by
+// anyone (cuGraphClone on the handle, a child graph node, an executable graph,
+// a graph updated from it), and lets them go only once the last copy is
+// destroyed and its launches have finished. The user object's destructor runs
+// on a driver thread where CUDA calls are forbidden, so it only queues the
+// Owners; a cucore thread releases them (release_later).
 //
 // A body graph of a conditional node, or the copy inside a child graph node,
 // is a view: a box that does not own its CUgraph and holds its root's box,
@@ -36,7 +37,8 @@ struct GraphBox {
   bool owned = false;                 // cuGraphDestroy when the box goes
   std::shared_ptr<GraphBox> root;     // for a view: the box owning the hierarchy
   mutable std::mutex mutex;           // guards what follows (on the root)
-  std::vector<Owner> pending;         // kept until the next attach()
+  std::vector<Owner> pending;         // kept until the next attach() (a capture's, until it ends)
+  const void* last_key = nullptr;     // the last Owner retained: a repeat is held already
   std::map<CUgraphNode, std::shared_ptr<const graph::detail::NodeInfo>> nodes;  // what cucore added
   std::set<CUgraphConditionalHandle> conditions;  // made for this hierarchy
 
@@ -46,9 +48,11 @@ struct GraphBox {
   ~GraphBox();
 
   GraphBox& top() noexcept { return root ? *root : *this; }
-  // Keeps `owner` with the hierarchy (consecutive repeats are kept once).
-  void retain(Owner owner);
-  // Moves the pending Owners onto a user object of the root CUgraph.
+  // Keeps `owner` with the hierarchy: on a user object of the root CUgraph at
+  // once when it exists, else pending until attach(). Consecutive repeats
+  // (the same `key`, by default the owned object) are kept once.
+  void retain(Owner owner, const void* key = nullptr);
+  // Moves the pending Owners onto one user object of the root CUgraph.
   void attach();
 };
 using GraphHandle = std::shared_ptr<GraphBox>;

@@ -400,3 +400,45 @@ TEST_F(GraphFake, RetainedObjectsLiveUntilTheDriverLetsGo) {
   cucore::detail::drain_releases_for_testing();
   EXPECT_TRUE(watch.expired());
 }
+
+// What a definition's nodes use goes onto its CUgraph as soon as it is
+// retained, not at instantiation: a copy made by anyone through the handle
+// (cuGraphClone) holds it, so dropping the definition without instantiating
+// it leaves the object to the driver.
+TEST_F(GraphFake, ADefinitionHandsWhatItsNodesUseToItsCUgraphAtOnce) {
+  auto token = std::make_shared<int>(42);
+  std::weak_ptr<int> watch = token;
+  {
+    GraphDefinition def;
+    def.callback([token] { (void)*token; });
+    EXPECT_EQ(FakeGraphs::retained_on_graph, 1);
+    def.retain(token);
+    def.retain(token);  // a repeat is held already
+    EXPECT_EQ(FakeGraphs::retained_on_graph, 2);
+  }
+  token.reset();
+  EXPECT_FALSE(watch.expired());
+  ASSERT_EQ(FakeGraphs::user_objects.size(), 2u);
+  for (auto [ptr, destroy] : FakeGraphs::user_objects) destroy(ptr);
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_TRUE(watch.expired());
+}
+
+// A capture's objects wait for its CUgraph, then go onto it when the capture ends.
+TEST_F(GraphFake, ACapturesObjectsGoOntoItsGraphWhenItEnds) {
+  auto token = std::make_shared<int>(1);
+  std::weak_ptr<int> watch = token;
+  {
+    Stream s;
+    GraphBuilder gb = s.create_graph_builder().begin_building();
+    gb.retain(std::move(token));
+    EXPECT_EQ(FakeGraphs::retained_on_graph, 0);
+    gb.end_building();
+    EXPECT_EQ(FakeGraphs::retained_on_graph, 1);
+  }
+  EXPECT_FALSE(watch.expired());
+  ASSERT_EQ(FakeGraphs::user_objects.size(), 1u);
+  FakeGraphs::user_objects[0].second(FakeGraphs::user_objects[0].first);
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_TRUE(watch.expired());
+}

@@ -17,17 +17,21 @@
 #include <cstdint>
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "common/driver_counts.hpp"
 #include "common/gpu.hpp"
 #include "common/random.hpp"
 #include "graph_kernels.hpp"
 #include "handles/graph_handles.hpp"
+#include "loader/driver.hpp"
 
 using namespace cucore;
 using namespace cucore::graph;
@@ -420,6 +424,87 @@ TEST_F(Graphs, LifetimesEveryHandleDroppedThenAHundredLaunches) {
   cucore::detail::drain_releases_for_testing();
 }
 
+// Another library copies a definition through its handle (cuGraphClone, as a
+// framework's graph capture does), then everything cucore made is dropped:
+// the code (so its kernels), the events, the Buffers, the callback, the child
+// graph and the definition. The clone's executable graph still runs every node
+// right, because the CUgraph itself held what its nodes use (CUDA user
+// objects); and all of it is released once the clone and its executable graph
+// are destroyed: every library unloaded, event destroyed, allocation freed.
+TEST_F(Graphs, ADriverCloneKeepsWhatEveryNodeUsesUntilItGoes) {
+  const int n = 1 << 16;
+  const auto h = random_ints(n, 41);
+  Stream keep;
+  Buffer out = Device(0).memory_resource().allocate(n * 4, keep);
+  keep.sync();
+  const auto& d = cucore::detail::driver();
+  auto token = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = token;
+  std::atomic<int> calls{0};
+  CUgraph clone = nullptr;
+  test::DriverCounts counts;
+  const long libs0 = test::DriverCounts::libraries, events0 = test::DriverCounts::events,
+             allocs0 = test::DriverCounts::allocations;
+  {
+    Stream s;
+    ObjectCode code = compile_graph_kernels();  // its own library, unloaded when the last share goes
+    Kernel add = code.get_kernel("add_int");
+    Buffer src = upload(h, s), mid = Device(0).memory_resource().allocate(n * 4, s);
+    s.sync();
+    Event e = Device(0).create_event();
+
+    GraphDefinition child;
+    child.launch(cfg_for(n), add, mid, 7, n);
+    GraphDefinition def;
+    GraphNode copy_in = def.memcpy(mid, src, n * 4);
+    GraphNode k5 = copy_in.launch(cfg_for(n), add, mid, 5, n);
+    GraphNode rec = k5.record(e);
+    GraphNode wait = rec.wait(e);
+    GraphNode host = wait.callback([&calls, token] { calls += *token; });
+    GraphNode embedded = host.embed(child);
+    GraphCondition cond = def.create_condition(1u);  // taken: the body runs
+    GraphNode branch = embedded.if_then(cond);
+    branch.branches().at(0).launch(cfg_for(n), add, mid, 11, n);
+    branch.memcpy(out, mid, n * 4);
+    def.retain(std::move(src));  // C++ Buffers are moved into the graph
+    def.retain(std::move(mid));
+    token.reset();
+    ASSERT_EQ(d.cuGraphClone(&clone, def.handle()), CUDA_SUCCESS);
+  }
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_FALSE(watch.expired()) << "the callback's objects went with the definition";
+  EXPECT_EQ(test::DriverCounts::libraries, libs0 + 1) << "the kernels' library went with the definition";
+  EXPECT_EQ(test::DriverCounts::events, events0 + 1) << "the event went with the definition";
+  EXPECT_EQ(test::DriverCounts::allocations, allocs0 + 2) << "the Buffers went with the definition";
+
+  CUgraphExec exec = nullptr;
+  CUDA_GRAPH_INSTANTIATE_PARAMS p;
+  std::memset(&p, 0, sizeof p);
+  ASSERT_EQ(d.cuGraphInstantiateWithParams(&exec, clone, &p), CUDA_SUCCESS);
+  ASSERT_EQ(d.cuGraphDestroy(clone), CUDA_SUCCESS);  // the executable graph holds the references now
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(d.cuGraphLaunch(exec, keep.handle()), CUDA_SUCCESS);
+  std::vector<int> want(h);
+  for (auto& v : want) v += 5 + 7 + 11;  // each launch starts again from the copy of src
+  expect_equal(download<int>(out, keep), want, "the clone's result");
+  EXPECT_EQ(calls.load(), 14);
+  ASSERT_EQ(d.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+  keep.sync();
+
+  // The driver lets go of the user objects on a thread of its own: wait for it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while ((!watch.expired() || test::DriverCounts::libraries != libs0 || test::DriverCounts::events != events0 ||
+          test::DriverCounts::allocations != allocs0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    cucore::detail::drain_releases_for_testing();
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_TRUE(watch.expired()) << "the callback's objects outlived the clone";
+  EXPECT_EQ(test::DriverCounts::libraries, libs0) << test::DriverCounts::summary();
+  EXPECT_EQ(test::DriverCounts::events, events0) << test::DriverCounts::summary();
+  EXPECT_EQ(test::DriverCounts::allocations, allocs0) << test::DriverCounts::summary();
+  EXPECT_EQ(test::DriverCounts::failures, 0) << test::DriverCounts::summary();
+}
+
 TEST_F(Graphs, GraphMemoryAllocationsFreedOnLaunchAndAttributes) {
   const int n = 1 << 18;
   Stream s;
@@ -449,9 +534,13 @@ TEST_F(Graphs, GraphMemoryAllocationsFreedOnLaunchAndAttributes) {
   EXPECT_GE(a.reserved_mem_current, a.used_mem_current);
   EXPECT_GE(a.used_mem_high, a.used_mem_current);
   EXPECT_NO_THROW(gmr.reset_used_mem_high());
+  // A graph allocation that no node frees outlives the graph (CUDA's rule:
+  // auto_free_on_launch frees it only before a relaunch): the owner frees it.
+  gmr.impl()->deallocate(tmp, n * 4, s);
   g.close();
   s.sync();
   Device(0).sync();
+  EXPECT_LE(gmr.attributes().used_mem_current + std::uint64_t(n) * 4, a.used_mem_current);
   gmr.trim();
   EXPECT_LE(gmr.attributes().reserved_mem_current, a.reserved_mem_current);
 }

@@ -352,6 +352,65 @@ def test_lifetimes_drop_everything_then_launch_100_times(gpu):
     np.testing.assert_allclose(download(out, np.float32, other), np.float32(1.5) * hx + hy, rtol=1e-6)
 
 
+def test_a_driver_clone_keeps_what_every_node_uses(gpu):
+    """Another library clones a definition through its handle (cuGraphClone),
+    then every cucore object it used is dropped and collected: the clone's
+    executable graph still runs right, and the objects go once it is gone."""
+    import ctypes
+    import weakref
+
+    cuda = ctypes.CDLL("libcuda.so.1")
+    n = 1 << 15
+    h = np.random.default_rng(9).integers(1, 10**6, n).astype(np.int32)
+    keep = Device(0).create_stream()
+    out = Device(0).memory_resource.allocate(n * 4, stream=keep)
+    calls = []
+
+    class Callback:
+        def __call__(self):
+            calls.append(1)
+
+    def build():
+        d = Device(0)
+        arch = f"sm_{d.compute_capability.major}{d.compute_capability.minor}"
+        code = Program(KERNELS, "c++", ProgramOptions(arch=arch)).compile("cubin")
+        add = code.get_kernel("add_int")
+        s = d.create_stream()
+        src = upload(h, s)
+        mid = d.memory_resource.allocate(n * 4, stream=s)
+        s.sync()
+        e = d.create_event()
+        child = GraphDefinition()
+        child.launch(cfg(n), add, mid, 7, n)
+        g = GraphDefinition()
+        node = g.memcpy(mid, src, n * 4).launch(cfg(n), add, mid, 5, n)
+        fn = Callback()
+        node = node.record(e).wait(e).callback(fn).embed(child)
+        node.memcpy(out, mid, n * 4)
+        clone = ctypes.c_void_p()
+        assert cuda.cuGraphClone(ctypes.byref(clone), ctypes.c_void_p(int(g.handle))) == 0
+        return clone, weakref.ref(fn), weakref.ref(src)
+
+    clone, fn_ref, src_ref = build()  # the event and the code go with it: only the graph holds them
+    gc.collect()
+    assert fn_ref() is not None and src_ref() is not None
+    exe = ctypes.c_void_p()
+    assert cuda.cuGraphInstantiateWithFlags(ctypes.byref(exe), clone, ctypes.c_ulonglong(0)) == 0
+    assert cuda.cuGraphDestroy(clone) == 0
+    for _ in range(2):
+        assert cuda.cuGraphLaunch(exe, ctypes.c_void_p(int(keep.handle))) == 0
+    np.testing.assert_array_equal(download(out, np.int32, keep), h + 5 + 7)
+    assert calls == [1, 1]
+    assert cuda.cuGraphExecDestroy(exe) == 0
+    keep.sync()
+    import time
+    deadline = time.monotonic() + 10
+    while (fn_ref() or src_ref()) and time.monotonic() < deadline:
+        gc.collect()
+        time.sleep(0.005)
+    assert fn_ref() is None and src_ref() is None
+
+
 def test_example_graphs(gpu):
     import os
     import pathlib
