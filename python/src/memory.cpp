@@ -549,7 +549,13 @@ void bind_memory(nb::module_& m) {
         }
         HostView v(dst, true);
         if (!v.ok) throw nb::python_error();
-        b.copy_to(std::span<std::byte>(static_cast<std::byte*>(v.view.buf), static_cast<std::size_t>(v.view.len)), s);
+        {
+          // A copy to pageable memory returns once it is done, after all the
+          // stream's earlier work, which may be a Python host callback that
+          // needs the GIL.
+          nb::gil_scoped_release nogil;
+          b.copy_to(std::span<std::byte>(static_cast<std::byte*>(v.view.buf), static_cast<std::size_t>(v.view.len)), s);
+        }
         return nb::borrow(dst);
       }, nb::arg("dst") = nb::none(), nb::kw_only(), nb::arg("stream") = nb::none(),
          "Copies into `dst` (a Buffer, a writable host buffer such as a numpy array, or None for a new Buffer from "
@@ -562,6 +568,7 @@ void bind_memory(nb::module_& m) {
         }
         HostView v(src, false);
         if (!v.ok) throw nb::python_error();
+        nb::gil_scoped_release nogil;  // as copy_to: a pageable copy may wait for a Python callback
         b.copy_from(std::span<const std::byte>(static_cast<const std::byte*>(v.view.buf),
                                                static_cast<std::size_t>(v.view.len)), s);
       }, nb::arg("src"), nb::kw_only(), nb::arg("stream") = nb::none(),
