@@ -1,9 +1,10 @@
 #include <cucore/errors.hpp>
 
+#include <atomic>
 #include <mutex>
 #include <string>
 
-#include "loader/driver.hpp"
+#include "errors/result_lookup.hpp"
 
 namespace cucore {
 namespace detail {
@@ -11,6 +12,14 @@ void note_capture_breaking_call(const char* message) noexcept;
 std::string last_capture_breaking_call();
 }  // namespace detail
 namespace {
+
+std::atomic<detail::ResultLookup> g_name_lookup{nullptr}, g_description_lookup{nullptr};
+
+const char* look_up(const std::atomic<detail::ResultLookup>& lookup, CUresult code) noexcept {
+  const char* s = nullptr;
+  if (auto fn = lookup.load(std::memory_order_acquire); fn && fn(code, &s) == CUDA_SUCCESS) return s;
+  return nullptr;
+}
 
 struct ResultEntry {
   CUresult code;
@@ -38,22 +47,23 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
+namespace detail {
+void set_result_lookup(ResultLookup name, ResultLookup description) noexcept {
+  g_name_lookup.store(name, std::memory_order_release);
+  g_description_lookup.store(description, std::memory_order_release);
+}
+}  // namespace detail
+
 const char* result_name(CUresult code) noexcept {
   if (const auto* e = find_result(code)) return e->name;
   // A code newer than cucore's table: ask the driver, if one is loaded.
-  if (const auto* t = detail::g_driver.load(std::memory_order_acquire); t && t->cuGetErrorName) {
-    const char* s = nullptr;
-    if (t->cuGetErrorName(code, &s) == CUDA_SUCCESS && s) return s;
-  }
+  if (const char* s = look_up(g_name_lookup, code)) return s;
   return "CUDA_ERROR_UNKNOWN_CODE";
 }
 
 const char* result_description(CUresult code) noexcept {
   if (const auto* e = find_result(code)) return e->description;
-  if (const auto* t = detail::g_driver.load(std::memory_order_acquire); t && t->cuGetErrorString) {
-    const char* s = nullptr;
-    if (t->cuGetErrorString(code, &s) == CUDA_SUCCESS && s) return s;
-  }
+  if (const char* s = look_up(g_description_lookup, code)) return s;
   return "unrecognized CUresult";
 }
 

@@ -3,6 +3,7 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/resources.hpp>
+#include <cucore/stream.hpp>
 
 #include <cstddef>
 #include <cstring>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "green/green.hpp"
+#include "handles/handles.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore {
@@ -194,5 +196,19 @@ void WorkqueueResource::configure(const WorkqueueResourceOptions& options) {
   if (options.concurrency_limit) c.concurrency_limit = static_cast<unsigned>(*options.concurrency_limit);
   detail::write_wq(config_, c);
 }
+
+// The runtime's members that answer with resources or make green contexts
+// live here, above the runtime, so the runtime includes nothing of green/.
+Context Device::create_context(const ContextOptions& options) const {
+  return detail::create_green_context(ordinal(), options);
+}
+
+DeviceResources Context::resources() const {
+  if (!box()) detail::throw_closed("Context", "resources");
+  return DeviceResources(device_id(), box()->green ? box() : nullptr);
+}
+
+DeviceResources StreamRef::resources() const { return context().resources(); }
+DeviceResources Stream::resources() const { return context().resources(); }
 
 }  // namespace cucore

@@ -120,20 +120,20 @@ EventBox::~EventBox() {
     if (const auto* t = loaded()) t->cuEventDestroy(event);
 }
 
-EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOptions& options) {
+EventHandle create_event(const ContextHandle& ctx, unsigned flags) {
   auto box = make_box<EventBox>();
   box->ctx = ctx;
-  box->options = options;
+  box->flags = flags;
   CUevent e = nullptr;
   check(driver().cuEventCreate(&e, flags), "cuEventCreate");
   box->event = e;
   return box;
 }
 
-EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, EventOptions options) {
+EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, unsigned flags) {
   auto box = make_box<EventBox>();
   box->ctx = ctx;
-  box->options = options;
+  box->flags = flags;
   std::memcpy(box->ipc_handle.reserved, handle, sizeof box->ipc_handle.reserved);  // the one copy of the handle
   CUevent e = nullptr;
   check(driver().cuIpcOpenEventHandle(&e, box->ipc_handle), "cuIpcOpenEventHandle");

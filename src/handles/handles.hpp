@@ -23,8 +23,6 @@
 #include <atomic>
 #include <memory>
 
-#include <cucore/event.hpp>
-
 namespace cucore::detail {
 
 // A foreign object kept alive with a box; type-erased.
@@ -91,7 +89,7 @@ StreamHandle adopt_stream(CUstream stream, Owner owner);
 struct EventBox {
   CUevent event = nullptr;
   ContextHandle ctx;
-  EventOptions options;
+  unsigned flags = 0;  // CU_EVENT_*: what it was made (or opened) as
   // An IPC-enabled event's handle for other processes is fixed for the event's
   // life: asked of the driver once, then read (src/ipc/event_ipc.cpp). An
   // opened event's is the handle it was opened from.
@@ -105,12 +103,12 @@ struct EventBox {
 using EventHandle = std::shared_ptr<const EventBox>;
 
 // A new event in `ctx`, which must be current.
-EventHandle create_event(const ContextHandle& ctx, unsigned flags, const EventOptions& options);
+EventHandle create_event(const ContextHandle& ctx, unsigned flags);
 // The event another process exported (cuIpcOpenEventHandle of the
 // CU_IPC_HANDLE_SIZE bytes at `handle`) in `ctx`, which must be current; the
 // box owns it (cuEventDestroy, as the driver requires) and keeps the handle as
-// its own IPC handle. (`options` by value: three flags, in a register.)
-EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, EventOptions options);
+// its own IPC handle. `flags` are what it behaves as (CU_EVENT_*).
+EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, unsigned flags);
 
 // ---- memory pools --------------------------------------------------------------
 

@@ -16,7 +16,7 @@ namespace {
 IPCEventDescriptor describe(const detail::EventBox& box) {
   IPCEventDescriptor out;
   std::memcpy(out.handle.data(), box.ipc_handle.reserved, out.handle.size());
-  out.blocking_sync = box.options.busy_waited_sync;
+  out.blocking_sync = box.flags & CU_EVENT_BLOCKING_SYNC;
   return out;
 }
 }  // namespace
@@ -25,7 +25,7 @@ IPCEventDescriptor Event::ipc_descriptor() const {
   const detail::EventBox& box = open_box("ipc_descriptor");
   if (box.ipc_ready.load(std::memory_order_acquire)) [[likely]]
     return describe(box);
-  if (!box.options.ipc_enabled) throw IpcError("Event is not IPC-enabled");
+  if (!(box.flags & CU_EVENT_INTERPROCESS)) throw IpcError("Event is not IPC-enabled");
   const auto& d = detail::driver();
   detail::require(reinterpret_cast<const void*>(d.cuIpcGetEventHandle), 4010, "sharing events (IPC)");
   // Once per event: the first export asks the driver (rare, so one lock for all events).
@@ -49,8 +49,9 @@ Event Event::from_ipc_descriptor(const IPCEventDescriptor& descriptor) {
   detail::ContextHandle ctx = detail::find_primary(in.get());  // the usual one, found without a lock
   if (!ctx) ctx = Context::from_handle(in.get()).box();
   // What the driver opens behaves as an event made with CU_EVENT_DISABLE_TIMING.
-  const EventOptions options{.timing_enabled = false, .busy_waited_sync = descriptor.blocking_sync, .ipc_enabled = true};
-  return Event(detail::open_ipc_event(ctx, descriptor.handle.data(), options));
+  unsigned flags = CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (descriptor.blocking_sync) flags |= CU_EVENT_BLOCKING_SYNC;
+  return Event(detail::open_ipc_event(ctx, descriptor.handle.data(), flags));
 }
 
 }  // namespace cucore

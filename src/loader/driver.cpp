@@ -8,6 +8,7 @@
 #include <string>
 #include <type_traits>
 
+#include "errors/result_lookup.hpp"
 #include "loader/library.hpp"
 
 namespace cucore::detail {
@@ -77,6 +78,18 @@ void resolve(DriverState& s) {
 
 }  // namespace
 
+namespace {
+// The error names of codes newer than cucore's table, from the table in force.
+CUresult driver_error_name(CUresult code, const char** text) noexcept {
+  const DriverTable* t = g_driver.load(std::memory_order_acquire);
+  return t && t->cuGetErrorName ? t->cuGetErrorName(code, text) : CUDA_ERROR_NOT_INITIALIZED;
+}
+CUresult driver_error_string(CUresult code, const char** text) noexcept {
+  const DriverTable* t = g_driver.load(std::memory_order_acquire);
+  return t && t->cuGetErrorString ? t->cuGetErrorString(code, text) : CUDA_ERROR_NOT_INITIALIZED;
+}
+}  // namespace
+
 const DriverTable& load_driver() {
   DriverState& s = state();
   std::call_once(s.once, [&] {
@@ -89,10 +102,14 @@ const DriverTable& load_driver() {
   });
   if (!s.loaded) std::rethrow_exception(s.failure);
   g_driver.store(&s.table, std::memory_order_release);
+  set_result_lookup(driver_error_name, driver_error_string);
   return s.table;
 }
 
-void set_driver_table_for_testing(const DriverTable* table) { g_driver.store(table, std::memory_order_release); }
+void set_driver_table_for_testing(const DriverTable* table) {
+  g_driver.store(table, std::memory_order_release);
+  set_result_lookup(driver_error_name, driver_error_string);
+}
 
 void require_driver_feature(const void* fn, int min_version, const char* feature) {
   const DriverTable& t = driver();

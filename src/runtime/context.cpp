@@ -3,7 +3,6 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
-#include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
 
 #include <stdexcept>
@@ -94,10 +93,6 @@ Event Context::create_event(const EventOptions& options) const {
 }
 Event Context::create_event() const { return create_event(EventOptions{}); }
 
-DeviceResources Context::resources() const {
-  if (!box_) detail::throw_closed("Context", "resources");
-  return DeviceResources(device_id(), box_->green ? box_ : nullptr);
-}
 
 void Context::close() {
   if (!box_) return;

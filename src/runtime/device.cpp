@@ -3,15 +3,12 @@
 #include <cucore/context.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
-#include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
-#include <cucore/system.hpp>
 
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
-#include "green/green.hpp"
 #include "loader/driver.hpp"
 #include "runtime/device_state.hpp"
 
@@ -211,19 +208,11 @@ Event Device::create_event(const EventOptions& options) const {
 }
 Event Device::create_event() const { return Event(detail::primary_context(*state_), EventOptions{}); }
 
-DeviceMemoryResource Device::memory_resource() const { return DeviceMemoryResource(*this); }
-
-Context Device::create_context(const ContextOptions& options) const {
-  return detail::create_green_context(ordinal_, options);
-}
-
 bool Device::can_access_peer(const Device& peer) const {
   if (peer.ordinal_ == ordinal_) return true;
   int v = 0;
   detail::check(detail::driver().cuDeviceCanAccessPeer(&v, state_->device, peer.state_->device), "cuDeviceCanAccessPeer");
   return v != 0;
 }
-
-system::Device Device::to_system_device() const { return system::Device::from_uuid(uuid_string()); }
 
 }  // namespace cucore

@@ -10,7 +10,6 @@
 #include <vector>
 
 #include <cucore/context.hpp>
-#include <cucore/memory.hpp>
 
 #include "handles/handles.hpp"
 
@@ -32,11 +31,6 @@ struct DeviceState {
   std::atomic<bool> context_ready{false};  // `primary` is set (checked before call_once, which costs more)
   ContextHandle primary_owner;
   ContextHandle primary;
-
-  std::once_flag memory_resource_once;
-  std::atomic<bool> memory_resource_ready{false};
-  std::shared_ptr<MemoryResource::Impl> default_resource_owner;  // over the device's current pool
-  MemoryResource default_resource;
 
   DeviceState() {
     for (auto& a : attributes) a.store(INT_MIN, std::memory_order_relaxed);

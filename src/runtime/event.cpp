@@ -28,7 +28,7 @@ Event::Event(const detail::ContextHandle& ctx, const EventOptions& options) {
   if (options.busy_waited_sync) flags |= CU_EVENT_BLOCKING_SYNC;
   if (options.ipc_enabled) flags |= CU_EVENT_INTERPROCESS;
   ScopedContext scope(ctx->ctx);
-  box_ = detail::create_event(ctx, flags, options);
+  box_ = detail::create_event(ctx, flags);
 }
 
 const detail::EventBox& Event::open_box(const char* operation) const {
@@ -50,9 +50,9 @@ bool Event::is_done() const {
   return true;
 }
 
-bool Event::is_timing_enabled() const { return open_box("is_timing_enabled").options.timing_enabled; }
-bool Event::is_sync_busy_waited() const { return open_box("is_sync_busy_waited").options.busy_waited_sync; }
-bool Event::is_ipc_enabled() const { return open_box("is_ipc_enabled").options.ipc_enabled; }
+bool Event::is_timing_enabled() const { return !(open_box("is_timing_enabled").flags & CU_EVENT_DISABLE_TIMING); }
+bool Event::is_sync_busy_waited() const { return open_box("is_sync_busy_waited").flags & CU_EVENT_BLOCKING_SYNC; }
+bool Event::is_ipc_enabled() const { return open_box("is_ipc_enabled").flags & CU_EVENT_INTERPROCESS; }
 Context Event::context() const { return Context(open_box("context").ctx); }
 Device Event::device() const { return context().device(); }
 

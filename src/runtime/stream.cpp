@@ -2,7 +2,6 @@
 
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
-#include <cucore/resources.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -81,7 +80,6 @@ Context StreamRef::context() const {
 }
 
 Device StreamRef::device() const { return context().device(); }
-DeviceResources StreamRef::resources() const { return context().resources(); }
 
 int StreamRef::priority() const {
   require_open("priority");
@@ -168,7 +166,6 @@ Context Stream::context() const {
 }
 
 Device Stream::device() const { return context().device(); }
-DeviceResources Stream::resources() const { return context().resources(); }
 
 const std::shared_ptr<const void>& Stream::owner() const noexcept {
   static const std::shared_ptr<const void> none;

@@ -2,6 +2,8 @@
 // as an empty optional (nvml_call.hpp).
 #include <cucore/system.hpp>
 
+#include <cucore/device.hpp>
+
 #include <cstdint>
 #include <algorithm>
 #include <cstring>
@@ -593,3 +595,8 @@ std::optional<EventData> DeviceEvents::wait(unsigned int timeout_ms) const {
 }
 
 }  // namespace cucore::system
+
+namespace cucore {
+// The runtime's Device reaches NVML's view of itself here, above both.
+system::Device Device::to_system_device() const { return system::Device::from_uuid(uuid_string()); }
+}  // namespace cucore

@@ -1,5 +1,7 @@
 #include "common/fake_driver.hpp"
 
+#include <cucore/stream.hpp>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>

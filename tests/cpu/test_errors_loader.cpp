@@ -30,6 +30,29 @@ TEST(Errors, CudaErrorCarriesCodeNameDescriptionAndCall) {
   EXPECT_TRUE(contains(what, "(2)")) << what;
 }
 
+// A code newer than cucore's table is named by the driver in force (errors/
+// stands below the loader, which hands it the lookup), and by nobody without one.
+TEST(Errors, ACodeNewerThanTheTableIsNamedByTheDriverInForce) {
+  const auto newer = static_cast<CUresult>(12345);
+  detail::DriverTable t{};
+  t.cuGetErrorName = [](CUresult c, const char** s) {
+    *s = c == static_cast<CUresult>(12345) ? "CUDA_ERROR_FROM_A_NEWER_DRIVER" : nullptr;
+    return *s ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+  };
+  t.cuGetErrorString = [](CUresult, const char** s) {
+    *s = "a newer driver's text";
+    return CUDA_SUCCESS;
+  };
+  detail::set_driver_table_for_testing(&t);
+  CudaError e(newer, "cuSomething");
+  EXPECT_EQ(e.name(), "CUDA_ERROR_FROM_A_NEWER_DRIVER");
+  EXPECT_EQ(e.description(), "a newer driver's text");
+  EXPECT_STREQ(result_name(CUDA_ERROR_OUT_OF_MEMORY), "CUDA_ERROR_OUT_OF_MEMORY");  // the table first
+  detail::set_driver_table_for_testing(nullptr);
+  EXPECT_STREQ(result_name(newer), "CUDA_ERROR_UNKNOWN_CODE");
+  EXPECT_STREQ(result_description(newer), "unrecognized CUresult");
+}
+
 TEST(Errors, EveryCodeInCudaHHasItsOwnName) {
   // A sample across the enum, including the high ranges.
   EXPECT_STREQ(result_name(CUDA_SUCCESS), "CUDA_SUCCESS");
