@@ -33,8 +33,8 @@
 #include <string>
 #include <vector>
 
-#include "../tests/common/child_process.hpp"
-#include "../tests/gpu/checkpoint_worker.hpp"
+#include "support/child_process.hpp"
+#include "support/checkpoint_worker.hpp"
 #include "common.hpp"
 #include "loader/driver.hpp"
 

@@ -140,22 +140,12 @@ PoolImpl& pool_of(const MemoryResource& mr) { return static_cast<PoolImpl&>(*mr.
 }  // namespace detail
 
 namespace {
-// Each device's default resource (over its current pool): made once, kept for
-// the process, so what it hands out is a non-owning alias of `owner`.
+// A device's default resource (over its current pool), kept in its device
+// state for the process: what it hands out is a non-owning alias of `owner`.
 struct DefaultResource {
-  std::once_flag once;
-  std::atomic<bool> ready{false};
   std::shared_ptr<MemoryResource::Impl> owner;
   MemoryResource resource;
 };
-DefaultResource& default_resource(int ordinal) {
-  static const auto* table = [] {
-    auto* t = new std::vector<std::unique_ptr<DefaultResource>>();  // never destroyed, as the device states
-    for (int i = 0; i < detail::device_registry().count; ++i) t->push_back(std::make_unique<DefaultResource>());
-    return t;
-  }();
-  return *(*table)[static_cast<std::size_t>(ordinal)];  // a Device's ordinal is valid
-}
 }  // namespace
 
 DeviceMemoryResource Device::memory_resource() const { return DeviceMemoryResource(*this); }
@@ -164,23 +154,25 @@ DeviceMemoryResource::DeviceMemoryResource(int device_id) : DeviceMemoryResource
 
 DeviceMemoryResource::DeviceMemoryResource(const Device& device) {
   // One shared state per device: every DeviceMemoryResource(dev) is the same pool.
-  DefaultResource& s = default_resource(device.ordinal());
-  if (!s.ready.load(std::memory_order_acquire)) {
-    std::call_once(s.once, [&] {
+  detail::DeviceState* s = detail::device_state(device.ordinal());
+  if (!s->memory_resource_ready.load(std::memory_order_acquire)) {
+    std::call_once(s->memory_resource_once, [&] {
       const auto& d = detail::driver();
       detail::require_pools(d);
       if (!device.properties().memory_pools_supported())
         throw FeatureUnavailableError("DeviceMemoryResource on device " + std::to_string(device.ordinal()),
                                       "a device that supports memory pools");
       CUmemoryPool pool = nullptr;
-      check(d.cuDeviceGetMemPool(&pool, device.handle()), "cuDeviceGetMemPool");
+      check(d.cuDeviceGetMemPool(&pool, s->device), "cuDeviceGetMemPool");
       detail::raise_release_threshold(pool);
-      s.owner = std::make_shared<detail::PoolImpl>(detail::adopt_pool(pool), device.ordinal(), false, false);
-      s.resource = MemoryResource(detail::immortal_alias(s.owner));
-      s.ready.store(true, std::memory_order_release);
+      auto r = std::make_shared<DefaultResource>();
+      r->owner = std::make_shared<detail::PoolImpl>(detail::adopt_pool(pool), device.ordinal(), false, false);
+      r->resource = MemoryResource(detail::immortal_alias(r->owner));
+      s->memory_resource = std::move(r);
+      s->memory_resource_ready.store(true, std::memory_order_release);
     });
   }
-  static_cast<MemoryResource&>(*this) = s.resource;
+  static_cast<MemoryResource&>(*this) = static_cast<const DefaultResource*>(s->memory_resource.get())->resource;
 }
 
 DeviceMemoryResource::DeviceMemoryResource(int device_id, const DeviceMemoryResourceOptions& options)

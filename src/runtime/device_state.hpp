@@ -32,6 +32,12 @@ struct DeviceState {
   ContextHandle primary_owner;
   ContextHandle primary;
 
+  // The device's default memory resource, made once by memory/ (which stands
+  // above the runtime, so the state is kept here untyped).
+  std::once_flag memory_resource_once;
+  std::atomic<bool> memory_resource_ready{false};
+  std::shared_ptr<const void> memory_resource;
+
   DeviceState() {
     for (auto& a : attributes) a.store(INT_MIN, std::memory_order_relaxed);
   }

@@ -25,9 +25,9 @@
 #include <string>
 #include <thread>
 
-#include "common/child_process.hpp"
+#include "support/child_process.hpp"
 #include "common/gpu.hpp"
-#include "gpu/checkpoint_worker.hpp"
+#include "support/checkpoint_worker.hpp"
 
 using namespace cucore;
 using cucore::test::Child;

@@ -36,7 +36,7 @@
 #include <thread>
 #include <vector>
 
-#include "common/child_process.hpp"
+#include "support/child_process.hpp"
 #include "common/gpu.hpp"
 #include "common/random.hpp"
 #include "loader/driver.hpp"

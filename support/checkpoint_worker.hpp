@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "../common/child_process.hpp"
+#include "support/child_process.hpp"
 
 namespace cucore::test::checkpoint_worker {
 
