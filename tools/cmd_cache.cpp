@@ -18,6 +18,12 @@
 namespace cucore::cli {
 namespace {
 
+// JSON text of `j`. A path need not be UTF-8 (a Latin-1 directory name): bytes
+// that are not are replaced by U+FFFD rather than failing the command.
+std::string json_text(const nlohmann::json& j) {
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
 struct CacheArgs {
   std::optional<std::string> dir;
   bool json = false;
@@ -54,7 +60,7 @@ int run_info(const CacheArgs& a) {
         {"by_type", by_type},
         {"max_size_bytes", cache.max_size_bytes() ? nlohmann::json(*cache.max_size_bytes()) : nlohmann::json()},
         {"this_run", {{"hits", s.hits}, {"misses", s.misses}, {"evictions", s.evictions}, {"errors", s.errors}}}};
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", json_text(j).c_str());
     return 0;
   }
   std::printf("directory   %s%s\n", cache.path().c_str(), exists ? "" : " (not created yet)");
@@ -83,9 +89,8 @@ int run_clear(const CacheArgs& a) {
   cache.clear();
   const std::size_t left = cache.entries().size();
   if (a.json)
-    std::printf(
-        "%s\n",
-        nlohmann::json{{"directory", cache.path().string()}, {"removed", n - left}, {"left", left}}.dump(2).c_str());
+    std::printf("%s\n",
+                json_text({{"directory", cache.path().string()}, {"removed", n - left}, {"left", left}}).c_str());
   else
     std::printf("removed %zu entries from %s\n", n - left, cache.path().c_str());
   if (left) {

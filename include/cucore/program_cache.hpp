@@ -5,6 +5,7 @@
 // (TwoLevelProgramCache, the library's default). Program::compile(target,
 // names, cache) goes through one: a hit runs no compiler. docs/program-cache.md
 // has the design.
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -66,7 +67,10 @@ class ProgramCache {
   virtual std::optional<ObjectCode> get(std::string_view key, CodeType code_type);
   virtual void put(std::string_view key, const ObjectCode& code) = 0;
   // Raw bytes (copied). With no code_type it is recognised from the bytes (ELF
-  // cubin, fatbin, LTO-IR, PTX text); std::invalid_argument when it cannot be.
+  // cubin, fatbin, LTO-IR, PTX text, ELF object, archive); bytes of no kind
+  // recognised are stored as they are, as cuda.core's caches store any bytes
+  // (ObjectCode::opaque: read back by get(key), never by a typed get). With a
+  // code_type, std::invalid_argument when the bytes are not a valid one.
   void put(std::string_view key, std::span<const std::byte> code, std::optional<CodeType> code_type = {});
   virtual bool erase(std::string_view key) = 0;
   virtual void clear() = 0;
@@ -113,6 +117,18 @@ struct FileCacheEntry {
   std::filesystem::file_time_type last_read;
 };
 
+struct FileStreamProgramCacheOptions {
+  // The directory's cap in bytes (every capped put evicts to it, whoever wrote
+  // the entries); none: no cap.
+  std::optional<std::size_t> max_size_bytes;
+  // How long a store waits for the directory's writers' lock, held by another
+  // process, before it gives the store up (the compile goes on; the log says
+  // so once per process); while that lock stays taken, later stores of this
+  // cache try it once without waiting. Unset: CUCORE_PROGRAM_CACHE_LOCK_WAIT
+  // (seconds, e.g. 0.5), else 5 s. std::invalid_argument when negative.
+  std::optional<std::chrono::milliseconds> lock_wait;
+};
+
 // A directory shared by processes and runs. Each entry is one file, named by the
 // key's hex, holding the raw binary (cuobjdump / nvdisasm read it as is); its
 // record (code type, size, checksum, name, name-expression mapping) sits in the
@@ -124,8 +140,11 @@ struct FileCacheEntry {
 // least recently read entries, so the directory stays under the cap whenever a
 // put returns. An unwritable or missing directory or a full disk never throws:
 // the cache misses and says so once. So does a directory another user could
-// write (not owned by this user, or writable by group or others, or with such
-// a parent): it is refused, since anyone who can write it can plant entries.
+// write or replace (not owned by this user, or writable by group or others, or
+// with any directory above it, up to /, not this user's or root's or writable
+// by group or others and not sticky; checked again before each store): it is
+// refused, since anyone who can write it can plant entries. A path holding a
+// NUL byte is std::invalid_argument.
 class FileStreamProgramCache final : public ProgramCache {
  public:
   // $XDG_CACHE_HOME/cucore/programs, else $HOME/.cache/cucore/programs, else
@@ -134,6 +153,8 @@ class FileStreamProgramCache final : public ProgramCache {
 
   explicit FileStreamProgramCache(std::filesystem::path path = default_path(),
                                   std::optional<std::size_t> max_size_bytes = {});
+  // FileStreamProgramCache(dir, {.max_size_bytes = 1 << 30, .lock_wait = std::chrono::milliseconds(500)})
+  FileStreamProgramCache(std::filesystem::path path, const FileStreamProgramCacheOptions& options);
   ~FileStreamProgramCache() override;
   FileStreamProgramCache(const FileStreamProgramCache&) = delete;
   FileStreamProgramCache& operator=(const FileStreamProgramCache&) = delete;

@@ -39,35 +39,82 @@ fs::path cucore_cache_root() {
 
 namespace {
 
-// Whoever can write a directory's parent can rename the directory away and put
-// another in its place; so the parent too must be this user's or root's, and
-// not writable by others unless sticky (as /tmp is, where nobody may rename
-// another's entries).
-// (One fstatat of "..", relative to the opened directory: the same parent an
-// openat would give, for a third of the system calls of a warm start's check.)
-bool parent_is_safe(int dirfd, uid_t euid, std::string& why) {
-  struct stat st;
-  if (::fstatat(dirfd, "..", &st, 0) != 0) {
-    why = std::string("cannot check its parent directory (") + std::strerror(errno) + ")";
-    return false;
-  }
-  if (st.st_uid != euid && st.st_uid != 0) {
-    why = "refused: its parent directory is owned by uid " + std::to_string(st.st_uid) +
-          ", who could replace it; use a directory of your own (XDG_CACHE_HOME, or the cache's path)";
-    return false;
-  }
-  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) {
-    why = "refused: its parent directory is writable by others (and not sticky), who could replace it";
-    return false;
-  }
-  return true;
+// The name to give the directory `levels` above `dir` in a message: `dir`'s
+// lexical ancestor (the walk itself goes by "..", which is the truth where the
+// path has symlinks: the message also says how many levels up).
+std::string ancestor_name(const fs::path& dir, int levels) {
+  std::error_code ec;
+  fs::path p = fs::absolute(dir, ec).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();  // "a/b/" is "a/b"
+  for (int i = 0; i < levels; ++i) p = p.parent_path();
+  return p.string() + (levels == 1 ? " (its parent)" : " (" + std::to_string(levels) + " levels up)");
 }
 
+constexpr const char* kUseYourOwn = "use a directory of your own (XDG_CACHE_HOME, or the cache's path)";
+
 }  // namespace
+
+bool private_dir_is_safe(int fd, const fs::path& dir, std::string& why) {
+  // Checked on the descriptor, so the directory cannot be swapped between the
+  // check and its use.
+  struct stat st;
+  const uid_t euid = ::geteuid();
+  if (::fstat(fd, &st) != 0) {
+    why = std::string("cannot stat the directory (") + std::strerror(errno) + ")";
+    return false;
+  }
+  if (st.st_uid != euid) {
+    why = "refused: it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
+          std::to_string(euid) + "), who could plant entries there; " + kUseYourOwn;
+    return false;
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    why = std::string("refused: it is writable by group or others (mode ") + mode +
+          "), who could plant entries there; make it private (chmod go-w)";
+    return false;
+  }
+  // Whoever can write any directory above it can rename the branch holding it
+  // away and build another in its place; so every ancestor up to / must be this
+  // user's or root's, and not writable by group or others unless sticky (as
+  // /tmp is, where nobody may rename another's entries): ssh's rule for its
+  // files. Walked by "..", "../..", ... from the opened directory (one fstatat
+  // each: the real parents, whatever symlinks the path went through); / is the
+  // one directory that is its own parent.
+  std::string up = "..";
+  struct stat below = st;
+  for (int level = 1;; ++level, up += "/..") {
+    struct stat a;
+    if (level > 256 || ::fstatat(fd, up.c_str(), &a, 0) != 0) {
+      why = "cannot check " + ancestor_name(dir, level) + " (" + (level > 256 ? "too deep" : std::strerror(errno)) +
+            ")";
+      return false;
+    }
+    if (a.st_dev == below.st_dev && a.st_ino == below.st_ino) return true;
+    if (a.st_uid != euid && a.st_uid != 0) {
+      why = "refused: " + ancestor_name(dir, level) + " is owned by uid " + std::to_string(a.st_uid) +
+            ", who could replace the cache directory; " + kUseYourOwn;
+      return false;
+    }
+    if ((a.st_mode & (S_IWGRP | S_IWOTH)) && !(a.st_mode & S_ISVTX)) {
+      char mode[8];
+      std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(a.st_mode & 07777));
+      why = "refused: " + ancestor_name(dir, level) + " is writable by group or others (mode " + mode +
+            ", not sticky), who could replace the cache directory; " + kUseYourOwn;
+      return false;
+    }
+    below = a;
+  }
+}
 
 int open_private_dir(const fs::path& dir, bool create, std::string& why) {
   if (dir.empty()) {
     why = "the directory path is empty";
+    return -1;
+  }
+  if (dir.native().find('\0') != std::string::npos) {  // the system would see only what precedes it
+    why = "refused: the path contains a NUL byte";
     return -1;
   }
   if (create) {
@@ -90,24 +137,7 @@ int open_private_dir(const fs::path& dir, bool create, std::string& why) {
       why = std::string("cannot open the directory (") + std::strerror(errno) + ")";
     return -1;
   }
-  // Checked on the descriptor, so the directory cannot be swapped between the
-  // check and its use.
-  struct stat st;
-  const uid_t euid = ::geteuid();
-  if (::fstat(fd, &st) != 0) {
-    why = std::string("cannot stat the directory (") + std::strerror(errno) + ")";
-  } else if (st.st_uid != euid) {
-    why = "refused: it is owned by uid " + std::to_string(st.st_uid) + ", not by this user (uid " +
-          std::to_string(euid) +
-          "), who could plant entries there; use a directory of your own (XDG_CACHE_HOME, or the cache's path)";
-  } else if (st.st_mode & (S_IWGRP | S_IWOTH)) {
-    char mode[8];
-    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
-    why = std::string("refused: it is writable by group or others (mode ") + mode +
-          "), who could plant entries there; make it private (chmod go-w)";
-  } else if (parent_is_safe(fd, euid, why)) {
-    return fd;
-  }
+  if (private_dir_is_safe(fd, dir, why)) return fd;
   ::close(fd);
   return -1;
 }

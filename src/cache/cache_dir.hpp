@@ -19,13 +19,20 @@ namespace cucore::detail {
 std::filesystem::path cucore_cache_root();
 
 // Opens the directory `dir` (creating it and its missing parents with mode 0700
-// when `create`) and checks, on the opened descriptor, that it is a directory
-// owned by this user (the effective uid) and not writable by group or others,
-// as ssh and ccache require of theirs; its parent must be this user's or
-// root's and not writable by others unless sticky (/tmp). Returns the
+// when `create`) and checks it with private_dir_is_safe. Returns the
 // O_DIRECTORY descriptor, or -1 with `why` saying what is wrong and what to do
-// (empty when the directory does not exist and `create` is false).
+// (empty when the directory does not exist and `create` is false). A path with
+// a NUL byte is refused (the system would see only what precedes it).
 int open_private_dir(const std::filesystem::path& dir, bool create, std::string& why);
+
+// Whether the opened directory `fd` (at `dir`, named in messages) is one nobody
+// else can write or replace: a directory owned by this user (the effective uid)
+// and not writable by group or others, as ssh and ccache require of theirs, and
+// every directory above it up to / this user's or root's and not writable by
+// group or others unless sticky (/tmp). false with `why` (what is wrong and
+// what to do) otherwise. A system call per level: cheap enough to repeat
+// before each store.
+bool private_dir_is_safe(int fd, const std::filesystem::path& dir, std::string& why);
 
 // A whole regular file, read safely: opened (relative to `dirfd`, or AT_FDCWD
 // for a path) with O_NONBLOCK and, unless `follow_symlinks`, O_NOFOLLOW; checked

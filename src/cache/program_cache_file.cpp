@@ -12,6 +12,7 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cucore/log.hpp>
 #include <cucore/program_cache.hpp>
 
 #include <cstdint>
@@ -20,6 +21,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <map>
@@ -45,8 +47,7 @@ using detail::EntryRecord;
 constexpr const char* kXattr = "user.cucore";
 constexpr std::string_view kMetaSuffix = ".meta";
 constexpr std::string_view kTempPrefix = ".tmp-";
-// Writers take this lock around their renames and the size accounting; the
-// file holds the bytes the directory is known to hold (an upper bound).
+// Writers take this lock (flock) around their renames and eviction.
 constexpr const char* kLockName = ".cucore-lock";
 // ext4 keeps all of an inode's xattrs in one 4 KiB block; larger records go to a sidecar.
 constexpr std::size_t kMaxXattrRecord = 3072;
@@ -55,8 +56,31 @@ constexpr std::size_t kMaxRecordRead = 16 << 20;
 // No writer holds a temporary file this long; older ones were left by a crash.
 constexpr std::time_t kStaleTempSeconds = 600;
 // A writer waits this long for another process's locked section (a few renames
-// and, rarely, an eviction scan) before it goes on without the lock.
-constexpr auto kLockPatience = std::chrono::seconds(5);
+// and an eviction scan) before it gives its store up; the options or
+// CUCORE_PROGRAM_CACHE_LOCK_WAIT (seconds) say otherwise.
+constexpr std::chrono::milliseconds kDefaultLockWait = std::chrono::seconds(5);
+constexpr const char* kLockWaitVariable = "CUCORE_PROGRAM_CACHE_LOCK_WAIT";
+
+// The wait the environment asks for; the default (and a word in the log) for
+// anything but a number of seconds from 0 to a day.
+std::chrono::milliseconds lock_wait_from_environment() {
+  const char* v = std::getenv(kLockWaitVariable);
+  if (!v || !*v) return kDefaultLockWait;
+  char* end = nullptr;
+  errno = 0;
+  const double seconds = std::strtod(v, &end);
+  if (errno || end == v || *end || !(seconds >= 0 && seconds <= 86400)) {
+    detail::log(LogLevel::warning, std::string(kLockWaitVariable) + "='" + v +
+                                       "' is not a number of seconds (0 to 86400); the program cache waits " +
+                                       std::to_string(kDefaultLockWait.count() / 1000) + " s for its writers' lock");
+    return kDefaultLockWait;
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000 + 0.5));
+}
+
+// A stopped process holding a cache's lock is said once per process, whatever
+// the number of caches and stores it stops.
+std::atomic<bool> g_said_lock_busy{false};
 
 // An entry's file name: the key's hex when it is a 32-byte digest, else the hex
 // of its SHA-256 (any string can be a key; names stay short and safe).
@@ -139,22 +163,20 @@ std::optional<std::string_view> xattr_record(int fd, char (&small)[1024], std::s
 }
 
 // Removes `name` in `dfd` whatever it is; a directory (which no writer of ours
-// makes) only when it is this user's, with everything in it.
-void remove_tree_at(int dfd, const char* name, int depth = 0) {
+// makes) only when it is this user's, with everything in it. Whether it removed
+// `name`.
+bool remove_tree_at(int dfd, const char* name, int depth = 0) {
   struct stat st;
-  if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-  if (!S_ISDIR(st.st_mode)) {
-    ::unlinkat(dfd, name, 0);
-    return;
-  }
-  if (st.st_uid != ::geteuid() || depth > 16) return;
+  if (::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
+  if (!S_ISDIR(st.st_mode)) return ::unlinkat(dfd, name, 0) == 0;
+  if (st.st_uid != ::geteuid() || depth > 16) return false;
   const int sub = ::openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (sub < 0) return;
+  if (sub < 0) return false;
   std::vector<std::string> names;
   detail::for_each_entry(sub, [&](const char* n) { names.emplace_back(n); });
   for (const auto& n : names) remove_tree_at(sub, n.c_str(), depth + 1);
   ::close(sub);
-  ::unlinkat(dfd, name, AT_REMOVEDIR);
+  return ::unlinkat(dfd, name, AT_REMOVEDIR) == 0;
 }
 
 }  // namespace
@@ -164,6 +186,7 @@ void remove_tree_at(int dfd, const char* name, int depth = 0) {
 struct FileStreamProgramCache::Impl {
   fs::path dir;
   std::optional<std::size_t> max;
+  std::chrono::milliseconds lock_wait = kDefaultLockWait;
   // The directory, opened once: entries are opened relative to it (no path walk
   // per read). Replaced if the directory is deleted and remade; old descriptors
   // are kept open until the cache goes, since a reader may still be using one.
@@ -174,7 +197,9 @@ struct FileStreamProgramCache::Impl {
   std::mutex write_mutex;
   int lock_fd = -1;     // the lock file, in the current directory (under write_mutex)
   int lock_dirfd = -1;  // the directory it was opened in
-  int puts_since_scan = 0;
+  // The last wait for the lock ran out (under write_mutex): until the lock is
+  // had again, writers try it once rather than wait again for each store.
+  bool lock_stuck = false;
   std::atomic<std::uint64_t> hits{0}, misses{0}, evictions{0}, errors{0};
   std::atomic<bool> warned{false};
   std::atomic<bool> xattrs{true};  // false once the filesystem refused user xattrs
@@ -195,16 +220,20 @@ struct FileStreamProgramCache::Impl {
   }
 
   // Opens (or re-validates) the directory. `why` gets what is wrong, empty when
-  // it merely does not exist yet (and !create).
-  bool open_dir(bool create, std::string& why) {
+  // it merely does not exist yet (and !create). With `recheck` (each store),
+  // an open directory is checked again, its ancestors included: one found
+  // unsafe is given up, for reads too.
+  bool open_dir(bool create, std::string& why, bool recheck = false) {
     std::lock_guard lock(dir_mutex);
     if (dirfd >= 0) {
       // Still the directory at that path? (It may have been deleted and remade.)
       struct stat a, b;
       if (::fstat(dirfd, &a) == 0 && a.st_nlink > 0 && ::stat(dir.c_str(), &b) == 0 && a.st_ino == b.st_ino &&
-          a.st_dev == b.st_dev)
-        return true;
+          a.st_dev == b.st_dev) {
+        if (!recheck || detail::private_dir_is_safe(dirfd, dir, why)) return true;
+      }
       retired.push_back(dirfd.exchange(-1));
+      if (!why.empty()) return false;
     }
     const int fd = detail::open_private_dir(dir, create, why);
     if (fd < 0) return false;
@@ -234,35 +263,70 @@ struct FileStreamProgramCache::Impl {
 
   // ---- the writers' lock
 
-  // Runs `fn` holding the directory's lock (this process's threads by a mutex,
-  // other processes by flock on the lock file). A lock that cannot be had in
-  // kLockPatience (a stopped process holding it) is gone without: `fn` still runs.
+  enum class Lock {
+    held,
+    busy,         // another process held it for the whole wait (a stopped process?)
+    unavailable,  // no lock file could be opened and locked
+  };
+
+  void close_lock_file() {
+    if (lock_fd >= 0) ::close(lock_fd);
+    lock_fd = -1;
+  }
+
+  // Takes the lock file's flock (write_mutex held), waiting at most lock_wait,
+  // or not at all while the last wait ran out.
+  Lock acquire(int dfd) {
+    using Clock = std::chrono::steady_clock;
+    if (lock_dirfd != dfd) close_lock_file();
+    const auto give_up = Clock::now() + (lock_stuck ? std::chrono::milliseconds(0) : lock_wait);
+    for (int swaps = 0;;) {
+      if (lock_fd < 0) {
+        lock_dirfd = dfd;
+        lock_fd = open_lock_file(dfd);
+        if (lock_fd < 0) return Lock::unavailable;
+      }
+      auto pause = std::chrono::microseconds(100);
+      while (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno == EINTR) continue;
+        if (errno != EWOULDBLOCK) return Lock::unavailable;
+        const auto now = Clock::now();
+        if (now >= give_up) {
+          lock_stuck = true;
+          return Lock::busy;
+        }
+        std::this_thread::sleep_for(std::min<Clock::duration>(pause, give_up - now));
+        pause = std::min(pause * 2, std::chrono::microseconds(10000));
+      }
+      // The lock of a file no longer at the lock's name excludes nobody (someone
+      // replaced it while it was open here, or while this writer waited):
+      // checked after locking, then the file now at the name is taken instead.
+      struct stat had, now;
+      if (::fstat(lock_fd, &had) == 0 && ::fstatat(dfd, kLockName, &now, AT_SYMLINK_NOFOLLOW) == 0 &&
+          had.st_dev == now.st_dev && had.st_ino == now.st_ino) {
+        lock_stuck = false;
+        return Lock::held;
+      }
+      ::flock(lock_fd, LOCK_UN);
+      close_lock_file();
+      if (++swaps == 8) return Lock::unavailable;  // someone keeps replacing it
+    }
+  }
+
+  // Runs `fn(Lock)` holding the directory's lock if it can be had (this
+  // process's threads by a mutex, other processes by flock on the lock file).
   template <typename F>
   auto locked(int dfd, F&& fn) {
     std::lock_guard guard(write_mutex);
-    if (lock_dirfd != dfd && lock_fd >= 0) {
-      ::close(lock_fd);
-      lock_fd = -1;
-    }
-    if (lock_fd < 0) {
-      lock_dirfd = dfd;
-      lock_fd = open_lock_file(dfd);
-    }
-    bool held = false;
-    if (lock_fd >= 0) {
-      const auto give_up = std::chrono::steady_clock::now() + kLockPatience;
-      while (!(held = ::flock(lock_fd, LOCK_EX | LOCK_NB) == 0) && errno == EWOULDBLOCK &&
-             std::chrono::steady_clock::now() < give_up)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    const Lock lock = acquire(dfd);
     struct Unlock {
       int fd;
       bool held;
       ~Unlock() {
         if (held) ::flock(fd, LOCK_UN);
       }
-    } unlock{lock_fd, held};
-    return fn(held);
+    } unlock{lock_fd, lock == Lock::held};
+    return fn(lock);
   }
 
   static int open_lock_file(int dfd) {
@@ -276,29 +340,12 @@ struct FileStreamProgramCache::Impl {
     return -1;
   }
 
-  // The byte count kept in the lock file (an upper bound of the directory's size).
-  std::optional<std::uint64_t> read_total() const {
-    char buf[24] = {};
-    if (lock_fd < 0 || ::pread(lock_fd, buf, 21, 0) != 21 || buf[20] != '\n') return std::nullopt;
-    std::uint64_t v = 0;
-    for (int i = 0; i < 20; ++i) {
-      if (buf[i] < '0' || buf[i] > '9') return std::nullopt;
-      v = v * 10 + static_cast<std::uint64_t>(buf[i] - '0');
-    }
-    return v;
-  }
-  void write_total(std::uint64_t v) const {
-    char buf[24];
-    std::snprintf(buf, sizeof buf, "%020llu\n", static_cast<unsigned long long>(v));
-    if (lock_fd >= 0) (void)!::pwrite(lock_fd, buf, 21, 0);
-  }
-
   // ---- reading
 
   // Removes the entry `name` if it is still the file we read (another process
   // may have replaced it with a good one meanwhile), and its sidecar.
   void remove_damaged(int dfd, const std::string& name, const struct stat& seen) {
-    locked(dfd, [&](bool) {
+    locked(dfd, [&](Lock) {
       struct stat now;
       if (::fstatat(dfd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_ino == seen.st_ino &&
           now.st_dev == seen.st_dev) {
@@ -479,16 +526,6 @@ struct FileStreamProgramCache::Impl {
     return ::renameat(dfd, from.c_str(), dfd, to.c_str()) == 0;
   }
 
-  // Bytes that `name` (and its sidecar) take now; 0 if absent.
-  static std::uint64_t bytes_at(int dfd, const std::string& name) {
-    std::uint64_t total = 0;
-    struct stat st;
-    for (const std::string& n : {name, meta_name(name)})
-      if (::fstatat(dfd, n.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode))
-        total += static_cast<std::uint64_t>(st.st_size);
-    return total;
-  }
-
   void put(std::string_view key, const ObjectCode& code) {
     if (!code) throw std::invalid_argument("FileStreamProgramCache::put: empty ObjectCode");
     const auto bytes = code.code();
@@ -500,13 +537,12 @@ struct FileStreamProgramCache::Impl {
       return;
     }
     std::string why;
-    if (!open_dir(true, why)) {
+    if (!open_dir(true, why, true)) {  // the directory and its ancestors, checked again for each store
       ++errors;
       warn(why);
       return;
     }
     const int dfd = dirfd.load(std::memory_order_acquire);
-    if (!swept.exchange(true)) locked(dfd, [&](bool) { return maintain(dfd, false); });
 
     const std::string name = entry_name(key);
     EntryRecord rec;
@@ -525,13 +561,11 @@ struct FileStreamProgramCache::Impl {
     std::string tmp = write_temp(dfd, bytes, try_xattr ? &record : nullptr, in_xattr, inode);
     if (tmp.empty()) return;
     std::string mtmp;
-    std::uint64_t written = bytes.size();
     if (!in_xattr) {
       // A sidecar names the inode of its bytes, so a reader that sees it with
       // other bytes knows a write is under way rather than damage.
       rec.data_inode = inode;
       const std::string sidecar = detail::encode_entry_record(rec);
-      written += sidecar.size();
       mtmp = temp_name();
       Fd m(::openat(dfd, mtmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600));
       if (m.fd < 0) return fail_write(dfd, tmp, "creating a record file", errno);
@@ -541,10 +575,16 @@ struct FileStreamProgramCache::Impl {
         return fail_write(dfd, tmp, "writing a record file", e);
       }
     }
-    // Renames and accounting under the lock: writers of one key never
-    // interleave their two renames, and the cap holds when each put returns.
-    locked(dfd, [&](bool held) {
-      const std::uint64_t replaced = max ? bytes_at(dfd, name) : 0;
+    // Renames and eviction under the lock: writers of one key never interleave
+    // their two renames, and the cap holds when each put returns. Without the
+    // lock nothing is stored: another writer may be between its renames.
+    const Lock lock = locked(dfd, [&](Lock l) {
+      if (l != Lock::held) {
+        if (!mtmp.empty()) ::unlinkat(dfd, mtmp.c_str(), 0);
+        ::unlinkat(dfd, tmp.c_str(), 0);
+        ++errors;
+        return l;
+      }
       if (!in_xattr) {
         // Sidecar first, then the bytes: a reader that sees the new bytes finds
         // their record.
@@ -552,27 +592,32 @@ struct FileStreamProgramCache::Impl {
           const int e = errno;
           ::unlinkat(dfd, mtmp.c_str(), 0);
           fail_write(dfd, tmp, "renaming a record file", e);
-          return 0;
+          return l;
         }
       }
       if (!rename_into_place(dfd, tmp, name)) {
         fail_write(dfd, tmp, "renaming", errno);
-        return 0;
+        return l;
       }
-      if (in_xattr) ::unlinkat(dfd, meta_name(name).c_str(), 0);  // a sidecar of an earlier write
-      if (max) {
-        std::optional<std::uint64_t> total = held ? read_total() : std::nullopt;
-        std::uint64_t next = total.value_or(0) + written;
-        next -= std::min(replaced, next);
-        // Other writers' removals (erase, clear, damage) only make the count
-        // high; a scan every 64 puts brings it back down.
-        if (!total || ++puts_since_scan >= 64 || next > *max)
-          maintain(dfd, true);
-        else
-          write_total(next);
-      }
-      return 0;
+      if (in_xattr) remove_tree_at(dfd, meta_name(name).c_str());  // a sidecar of an earlier write
+      // Every capped put counts what the directory holds, whoever wrote it (a
+      // writer with no cap, another program); the first put of each cache
+      // object sweeps litter.
+      if (max || !swept.exchange(true)) maintain(dfd, max.has_value());
+      return l;
     });
+    // Said outside the locks: the log's handler may run anything (Python code).
+    if (lock == Lock::unavailable) {
+      warn(std::string("cannot take the writers' lock ") + kLockName + "; not storing there");
+    } else if (lock == Lock::busy && !g_said_lock_busy.exchange(true)) {
+      char waited[32];
+      std::snprintf(waited, sizeof waited, "%g s", static_cast<double>(lock_wait.count()) / 1000);
+      detail::log(LogLevel::warning, "program cache " + dir.string() + ": another process held its writers' lock (" +
+                                         kLockName + ") for " + waited +
+                                         " (a stopped process?); compiles go on without storing there while it "
+                                         "does (said once per process; " + kLockWaitVariable +
+                                         " sets the wait, in seconds)");
+    }
   }
 
   // ---- scanning, eviction
@@ -625,11 +670,10 @@ struct FileStreamProgramCache::Impl {
   }
 
   // Sweeps litter and, when capped, evicts least recently read entries; the
-  // caller holds the lock. Records the total left in the lock file.
-  int maintain(int dfd, bool evict) {
+  // caller holds the lock.
+  void maintain(int dfd, bool evict) {
     auto entries = scan(dfd, true);
-    puts_since_scan = 0;
-    if (!evict || !max) return 0;
+    if (!evict || !max) return;
     std::uint64_t total = 0;
     for (const auto& e : entries) total += e.bytes;
     if (total > *max) {
@@ -641,13 +685,11 @@ struct FileStreamProgramCache::Impl {
       for (const auto& e : entries) {
         if (total <= *max) break;
         // Bytes first: readers then miss rather than see a lone record.
-        if (::unlinkat(dfd, e.name.c_str(), 0) == 0) ++evictions;
-        if (e.meta) ::unlinkat(dfd, meta_name(e.name).c_str(), 0);
+        if (remove_tree_at(dfd, e.name.c_str())) ++evictions;
+        if (e.meta) remove_tree_at(dfd, meta_name(e.name).c_str());
         total -= e.bytes;
       }
     }
-    write_total(total);
-    return 0;
   }
 
   // The directory for listing and clearing: throws when it exists but cannot be
@@ -663,9 +705,20 @@ struct FileStreamProgramCache::Impl {
 fs::path FileStreamProgramCache::default_path() { return detail::cucore_cache_root() / "programs"; }
 
 FileStreamProgramCache::FileStreamProgramCache(fs::path path, std::optional<std::size_t> max_size_bytes)
-    : impl_(std::make_unique<Impl>()) {
+    : FileStreamProgramCache(std::move(path), FileStreamProgramCacheOptions{.max_size_bytes = max_size_bytes}) {}
+
+FileStreamProgramCache::FileStreamProgramCache(fs::path path, const FileStreamProgramCacheOptions& options) {
+  // The system would see the path only up to the NUL, and write there.
+  if (const auto at = path.native().find('\0'); at != std::string::npos)
+    throw std::invalid_argument("FileStreamProgramCache: the path contains a NUL byte (after \"" +
+                                path.native().substr(0, at) + "\"); no file name can hold one");
+  if (options.lock_wait && options.lock_wait->count() < 0)
+    throw std::invalid_argument("FileStreamProgramCacheOptions::lock_wait is negative (" +
+                                std::to_string(options.lock_wait->count()) + " ms)");
+  impl_ = std::make_unique<Impl>();
   impl_->dir = std::move(path);
-  impl_->max = max_size_bytes;
+  impl_->max = options.max_size_bytes;
+  impl_->lock_wait = options.lock_wait ? *options.lock_wait : lock_wait_from_environment();
   // Created lazily by the first put if missing; a refusal is reported at first use.
   std::string why;
   impl_->open_dir(false, why);
@@ -683,9 +736,9 @@ bool FileStreamProgramCache::erase(std::string_view key) {
   const int dfd = impl_->reader_dir();
   if (dfd < 0) return false;
   const std::string name = entry_name(key);
-  return impl_->locked(dfd, [&](bool) {
-    const bool had = ::unlinkat(dfd, name.c_str(), 0) == 0;
-    ::unlinkat(dfd, meta_name(name).c_str(), 0);
+  return impl_->locked(dfd, [&](Impl::Lock) {
+    const bool had = remove_tree_at(dfd, name.c_str());  // whatever sits there, as clear() and get() remove it
+    remove_tree_at(dfd, meta_name(name).c_str());
     return had;
   });
 }
@@ -693,12 +746,13 @@ bool FileStreamProgramCache::erase(std::string_view key) {
 void FileStreamProgramCache::clear() {
   const int dfd = impl_->reader_dir();
   if (dfd < 0) return;
-  impl_->locked(dfd, [&](bool) {
+  impl_->locked(dfd, [&](Impl::Lock) {
     for (const auto& e : impl_->scan(dfd, true)) {
-      ::unlinkat(dfd, e.name.c_str(), 0);  // bytes first: readers then miss rather than see a lone record
-      if (e.meta) ::unlinkat(dfd, meta_name(e.name).c_str(), 0);
+      // Bytes first: readers then miss rather than see a lone record. Whatever
+      // sits at the names (a directory planted there too, as get() removes).
+      remove_tree_at(dfd, e.name.c_str());
+      if (e.meta) remove_tree_at(dfd, meta_name(e.name).c_str());
     }
-    impl_->write_total(0);
     return 0;
   });
 }
@@ -707,7 +761,7 @@ std::size_t FileStreamProgramCache::size_bytes() const {
   const int dfd = impl_->reader_dir();
   if (dfd < 0) return 0;
   // Under the writers' lock: no put is between its rename and its eviction.
-  return impl_->locked(dfd, [&](bool) {
+  return impl_->locked(dfd, [&](Impl::Lock) {
     std::size_t total = 0;
     for (const auto& e : impl_->scan(dfd, false)) total += e.bytes;
     return total;
