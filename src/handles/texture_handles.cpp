@@ -30,89 +30,42 @@ SurfObjectBox::~SurfObjectBox() {
     if (const auto* t = loaded()) t->cuSurfObjectDestroy(surf);
 }
 
-std::shared_ptr<const ArrayBox> create_array(const CUDA_ARRAY3D_DESCRIPTOR& desc, ArrayShape info,
-                                             ContextHandle ctx) {
-  auto box = std::make_shared<ArrayBox>();  // first: should it fail, no array is left behind
-  box->ctx = std::move(ctx);
-  box->info = std::move(info);
+void make_array(ArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, ContextHandle ctx) {
   CUarray a = nullptr;
   check(driver().cuArray3DCreate(&a, &desc), "cuArray3DCreate");
-  box->array = a;
-  return box;
+  box.array = a;
+  box.ctx = std::move(ctx);
 }
 
-std::shared_ptr<const MipmappedArrayBox> create_mipmapped_array(const CUDA_ARRAY3D_DESCRIPTOR& desc,
-                                                                ArrayShape info, unsigned levels, ContextHandle ctx) {
-  auto box = std::make_shared<MipmappedArrayBox>();
-  box->ctx = std::move(ctx);
-  box->info = std::move(info);
-  box->num_levels = levels;
+void make_mipmapped_array(MipmappedArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels,
+                          ContextHandle ctx) {
   CUmipmappedArray a = nullptr;
   check(driver().cuMipmappedArrayCreate(&a, &desc, levels), "cuMipmappedArrayCreate");
-  box->array = a;
-  return box;
+  box.array = a;
+  box.ctx = std::move(ctx);
 }
 
-std::shared_ptr<const ArrayBox> mipmap_level(const std::shared_ptr<const MipmappedArrayBox>& mipmap, unsigned level) {
-  auto box = std::make_shared<ArrayBox>();
-  box->ctx = mipmap->ctx;
-  box->info = mipmap->info;
-  for (std::size_t& extent : box->info.shape) extent = std::max<std::size_t>(1, extent >> level);
-  box->parent = mipmap;
+void make_mipmap_level(ArrayBox& box, std::shared_ptr<const MipmappedArrayBox> mipmap, unsigned level) {
   CUarray a = nullptr;
   check(driver().cuMipmappedArrayGetLevel(&a, mipmap->array, level), "cuMipmappedArrayGetLevel");
-  box->array = a;
-  return box;
+  box.ctx = mipmap->ctx;
+  box.parent = std::move(mipmap);  // first: a level's array is never destroyed by its box
+  box.array = a;
 }
 
-std::shared_ptr<const TexObjectBox> create_texture_object(texture::ResourceDescriptor resource,
-                                                          const texture::TextureObjectOptions& options, int device) {
-  auto box = std::make_shared<TexObjectBox>();
-  box->resource = std::move(resource);
-  box->options = options;
-  box->device = device;
-  const CUDA_RESOURCE_DESC res = box->resource.to_driver();
-  CUDA_TEXTURE_DESC tex{};
-  for (int i = 0; i < 3; ++i) {
-    static constexpr CUaddress_mode modes[] = {CU_TR_ADDRESS_MODE_WRAP, CU_TR_ADDRESS_MODE_CLAMP,
-                                              CU_TR_ADDRESS_MODE_MIRROR, CU_TR_ADDRESS_MODE_BORDER};
-    tex.addressMode[i] = modes[static_cast<int>(options.address_mode[static_cast<std::size_t>(i)])];
-  }
-  tex.filterMode = options.filter_mode == texture::FilterMode::linear ? CU_TR_FILTER_MODE_LINEAR : CU_TR_FILTER_MODE_POINT;
-  tex.flags = 0;
-  // Element-type reads of an integer format return integers; float formats
-  // are read as floats either way (and filter only so).
-  const auto fmt = box->resource.element_format();
-  if (options.read_mode == texture::ReadMode::element_type && fmt != texture::ArrayFormat::float16 &&
-      fmt != texture::ArrayFormat::float32)
-    tex.flags |= CU_TRSF_READ_AS_INTEGER;
-  if (options.normalized_coords) tex.flags |= CU_TRSF_NORMALIZED_COORDINATES;
-  if (options.srgb) tex.flags |= CU_TRSF_SRGB;
-  if (options.disable_trilinear_optimization) tex.flags |= CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION;
-  if (options.seamless_cubemap) tex.flags |= CU_TRSF_SEAMLESS_CUBEMAP;
-  tex.maxAnisotropy = options.max_anisotropy;
-  tex.mipmapFilterMode =
-      options.mipmap_filter_mode == texture::FilterMode::linear ? CU_TR_FILTER_MODE_LINEAR : CU_TR_FILTER_MODE_POINT;
-  tex.mipmapLevelBias = options.mipmap_level_bias;
-  tex.minMipmapLevelClamp = options.min_mipmap_level_clamp;
-  tex.maxMipmapLevelClamp = options.max_mipmap_level_clamp;
-  if (options.border_color)
-    for (std::size_t i = 0; i < 4; ++i) tex.borderColor[i] = (*options.border_color)[i];
+void make_texture_object(TexObjectBox& box, const CUDA_RESOURCE_DESC& resource, const CUDA_TEXTURE_DESC& texture,
+                         Owner reads) {
   CUtexObject h = 0;
-  check(driver().cuTexObjectCreate(&h, &res, &tex, nullptr), "cuTexObjectCreate");
-  box->tex = h;
-  return box;
+  check(driver().cuTexObjectCreate(&h, &resource, &texture, nullptr), "cuTexObjectCreate");
+  box.tex = h;
+  box.reads = std::move(reads);
 }
 
-std::shared_ptr<const SurfObjectBox> create_surface_object(texture::ResourceDescriptor resource, int device) {
-  auto box = std::make_shared<SurfObjectBox>();
-  box->resource = std::move(resource);
-  box->device = device;
-  const CUDA_RESOURCE_DESC res = box->resource.to_driver();
+void make_surface_object(SurfObjectBox& box, const CUDA_RESOURCE_DESC& resource, Owner reads) {
   CUsurfObject h = 0;
-  check(driver().cuSurfObjectCreate(&h, &res), "cuSurfObjectCreate");
-  box->surf = h;
-  return box;
+  check(driver().cuSurfObjectCreate(&h, &resource), "cuSurfObjectCreate");
+  box.surf = h;
+  box.reads = std::move(reads);
 }
 
 }  // namespace cucore::detail

@@ -1,32 +1,24 @@
 #pragma once
 // Boxes for textures and surfaces (handles.hpp's rules): an array box owns its
 // CUarray (or, for a mip level, holds the mipmapped array's box that owns it);
-// a texture or surface object's box holds what it reads, so the array outlives
-// every object made over it.
+// a texture or surface object's box holds what it reads, so the array
+// outlives every object made over it.
+//
+// The boxes hold driver facts only. texture/ keeps its own facts (shapes,
+// formats, options, the resource a view was made from) in states derived
+// from these boxes and made by it; each make_* below gives the box its native
+// object, which the box owns from the moment the driver returns it.
 #include <cuda.h>
 
-#include <cucore/texture.hpp>
-
 #include <memory>
-#include <vector>
 
 #include "handles/handles.hpp"
 
 namespace cucore::detail {
 
-struct ArrayShape {
-  std::vector<std::size_t> shape;
-  texture::ArrayFormat format = texture::ArrayFormat::float32;
-  unsigned num_channels = 1;
-  bool surface_load_store = false;
-  int device = -1;
-};
-
 struct MipmappedArrayBox {
   CUmipmappedArray array = nullptr;
   ContextHandle ctx;
-  ArrayShape info;
-  unsigned num_levels = 0;
   MipmappedArrayBox() = default;
   MipmappedArrayBox(const MipmappedArrayBox&) = delete;
   MipmappedArrayBox& operator=(const MipmappedArrayBox&) = delete;
@@ -36,7 +28,6 @@ struct MipmappedArrayBox {
 struct ArrayBox {
   CUarray array = nullptr;
   ContextHandle ctx;
-  ArrayShape info;
   std::shared_ptr<const MipmappedArrayBox> parent;  // a mip level: the parent owns the array
   ArrayBox() = default;
   ArrayBox(const ArrayBox&) = delete;
@@ -46,9 +37,7 @@ struct ArrayBox {
 
 struct TexObjectBox {
   CUtexObject tex = 0;
-  texture::ResourceDescriptor resource;  // keeps the array (or the linear memory's owner) alive
-  texture::TextureObjectOptions options;
-  int device = -1;
+  Owner reads;  // what it reads (released after the object: a member outlives the destructor's body)
   TexObjectBox() = default;
   TexObjectBox(const TexObjectBox&) = delete;
   TexObjectBox& operator=(const TexObjectBox&) = delete;
@@ -57,23 +46,21 @@ struct TexObjectBox {
 
 struct SurfObjectBox {
   CUsurfObject surf = 0;
-  texture::ResourceDescriptor resource;
-  int device = -1;
+  Owner reads;
   SurfObjectBox() = default;
   SurfObjectBox(const SurfObjectBox&) = delete;
   SurfObjectBox& operator=(const SurfObjectBox&) = delete;
   ~SurfObjectBox();  // cuSurfObjectDestroy
 };
 
-// Each made in the current context (the caller's ScopedContext); the box owns
-// the object from the moment the driver returns it.
-std::shared_ptr<const ArrayBox> create_array(const CUDA_ARRAY3D_DESCRIPTOR& desc, ArrayShape info,
-                                             ContextHandle ctx);
-std::shared_ptr<const MipmappedArrayBox> create_mipmapped_array(const CUDA_ARRAY3D_DESCRIPTOR& desc,
-                                                                ArrayShape info, unsigned levels, ContextHandle ctx);
-std::shared_ptr<const ArrayBox> mipmap_level(const std::shared_ptr<const MipmappedArrayBox>& mipmap, unsigned level);
-std::shared_ptr<const TexObjectBox> create_texture_object(texture::ResourceDescriptor resource,
-                                                          const texture::TextureObjectOptions& options, int device);
-std::shared_ptr<const SurfObjectBox> create_surface_object(texture::ResourceDescriptor resource, int device);
+// Each in the current context (the caller's ScopedContext); on failure the
+// box is left empty and throws CudaError.
+void make_array(ArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, ContextHandle ctx);
+void make_mipmapped_array(MipmappedArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels,
+                          ContextHandle ctx);
+void make_mipmap_level(ArrayBox& box, std::shared_ptr<const MipmappedArrayBox> mipmap, unsigned level);
+void make_texture_object(TexObjectBox& box, const CUDA_RESOURCE_DESC& resource, const CUDA_TEXTURE_DESC& texture,
+                         Owner reads);
+void make_surface_object(SurfObjectBox& box, const CUDA_RESOURCE_DESC& resource, Owner reads);
 
 }  // namespace cucore::detail

@@ -5,6 +5,8 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 
+#include <algorithm>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
@@ -65,27 +67,85 @@ CUDA_ARRAY3D_DESCRIPTOR array_descriptor(const std::vector<std::size_t>& shape, 
   return d;
 }
 
-const detail::ArrayBox& require_array(const std::shared_ptr<const detail::ArrayBox>& box, const char* operation) {
+// texture's facts beside the boxes' driver facts: every box of these kinds is
+// made by this file as one of these states, so a box is always its state.
+struct ArrayShape {
+  std::vector<std::size_t> shape;
+  ArrayFormat format = ArrayFormat::float32;
+  unsigned num_channels = 1;
+  bool surface_load_store = false;
+  int device = -1;
+};
+struct ArrayState : detail::ArrayBox {
+  ArrayShape info;
+};
+struct MipmappedArrayState : detail::MipmappedArrayBox {
+  ArrayShape info;
+  unsigned num_levels = 0;
+};
+// The resource an object reads is its box's `reads` (a ResourceDescriptor),
+// released after the object itself.
+struct TexObjectState : detail::TexObjectBox {
+  TextureObjectOptions options;
+  int device = -1;
+  const ResourceDescriptor& resource() const { return *static_cast<const ResourceDescriptor*>(reads.get()); }
+};
+struct SurfObjectState : detail::SurfObjectBox {
+  int device = -1;
+  const ResourceDescriptor& resource() const { return *static_cast<const ResourceDescriptor*>(reads.get()); }
+};
+
+const ArrayState& require_array(const std::shared_ptr<const detail::ArrayBox>& box, const char* operation) {
   if (!box) [[unlikely]]
     detail::throw_closed("OpaqueArray", operation);
-  return *box;
+  return static_cast<const ArrayState&>(*box);
 }
-const detail::MipmappedArrayBox& require_mipmap(const std::shared_ptr<const detail::MipmappedArrayBox>& box,
-                                                const char* operation) {
+const MipmappedArrayState& require_mipmap(const std::shared_ptr<const detail::MipmappedArrayBox>& box,
+                                          const char* operation) {
   if (!box) [[unlikely]]
     detail::throw_closed("MipmappedArray", operation);
-  return *box;
+  return static_cast<const MipmappedArrayState&>(*box);
 }
 
-std::size_t element_bytes_of(const detail::ArrayShape& s) { return info(s.format).bytes * s.num_channels; }
-std::size_t size_bytes_of(const detail::ArrayShape& s) {
+std::size_t element_bytes_of(const ArrayShape& s) { return info(s.format).bytes * s.num_channels; }
+std::size_t size_bytes_of(const ArrayShape& s) {
   std::size_t n = element_bytes_of(s);
   for (std::size_t e : s.shape) n *= e;
   return n;
 }
 
+// The driver's texture descriptor for `options` over `resource`.
+CUDA_TEXTURE_DESC texture_descriptor(const ResourceDescriptor& resource, const TextureObjectOptions& options) {
+  CUDA_TEXTURE_DESC tex{};
+  for (int i = 0; i < 3; ++i) {
+    static constexpr CUaddress_mode modes[] = {CU_TR_ADDRESS_MODE_WRAP, CU_TR_ADDRESS_MODE_CLAMP,
+                                              CU_TR_ADDRESS_MODE_MIRROR, CU_TR_ADDRESS_MODE_BORDER};
+    tex.addressMode[i] = modes[static_cast<int>(options.address_mode[static_cast<std::size_t>(i)])];
+  }
+  tex.filterMode = options.filter_mode == FilterMode::linear ? CU_TR_FILTER_MODE_LINEAR : CU_TR_FILTER_MODE_POINT;
+  tex.flags = 0;
+  // Element-type reads of an integer format return integers; float formats
+  // are read as floats either way (and filter only so).
+  const auto fmt = resource.element_format();
+  if (options.read_mode == ReadMode::element_type && fmt != ArrayFormat::float16 && fmt != ArrayFormat::float32)
+    tex.flags |= CU_TRSF_READ_AS_INTEGER;
+  if (options.normalized_coords) tex.flags |= CU_TRSF_NORMALIZED_COORDINATES;
+  if (options.srgb) tex.flags |= CU_TRSF_SRGB;
+  if (options.disable_trilinear_optimization) tex.flags |= CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION;
+  if (options.seamless_cubemap) tex.flags |= CU_TRSF_SEAMLESS_CUBEMAP;
+  tex.maxAnisotropy = options.max_anisotropy;
+  tex.mipmapFilterMode =
+      options.mipmap_filter_mode == FilterMode::linear ? CU_TR_FILTER_MODE_LINEAR : CU_TR_FILTER_MODE_POINT;
+  tex.mipmapLevelBias = options.mipmap_level_bias;
+  tex.minMipmapLevelClamp = options.min_mipmap_level_clamp;
+  tex.maxMipmapLevelClamp = options.max_mipmap_level_clamp;
+  if (options.border_color)
+    for (std::size_t i = 0; i < 4; ++i) tex.borderColor[i] = (*options.border_color)[i];
+  return tex;
+}
+
 // One cuMemcpy3DAsync between the whole array and linear memory laid out densely.
-void copy_array(const detail::ArrayBox& a, bool to_array, CUmemorytype linear_type, CUdeviceptr device_ptr,
+void copy_array(const ArrayState& a, bool to_array, CUmemorytype linear_type, CUdeviceptr device_ptr,
                 const void* host_ptr, std::size_t linear_size, StreamRef stream, const char* operation) {
   const std::size_t need = size_bytes_of(a.info);
   if (linear_size != need)
@@ -181,7 +241,11 @@ OpaqueArray MipmappedArray::get_level(unsigned level) const {
   if (level >= m.num_levels)
     throw std::out_of_range("MipmappedArray::get_level: level " + std::to_string(level) + " is not in [0, " +
                             std::to_string(m.num_levels) + ")");
-  return OpaqueArray(detail::mipmap_level(box_, level));
+  auto level_state = std::make_shared<ArrayState>();
+  level_state->info = m.info;
+  for (std::size_t& extent : level_state->info.shape) extent = std::max<std::size_t>(1, extent >> level);
+  detail::make_mipmap_level(*level_state, box_, level);
+  return OpaqueArray(std::move(level_state));
 }
 
 // ---- ResourceDescriptor ----
@@ -293,30 +357,30 @@ CUDA_RESOURCE_DESC ResourceDescriptor::to_driver() const {
 // ---- TextureObject, SurfaceObject ----
 
 namespace {
-template <typename Box>
-const Box& require_object(const std::shared_ptr<const Box>& box, const char* object, const char* operation) {
+template <typename State, typename Box>
+const State& require_object(const std::shared_ptr<const Box>& box, const char* object, const char* operation) {
   if (!box) [[unlikely]]
     detail::throw_closed(object, operation);
-  return *box;
+  return static_cast<const State&>(*box);
+}
+const TexObjectState& require_texture(const std::shared_ptr<const detail::TexObjectBox>& box, const char* operation) {
+  return require_object<TexObjectState>(box, "TextureObject", operation);
+}
+const SurfObjectState& require_surface(const std::shared_ptr<const detail::SurfObjectBox>& box, const char* operation) {
+  return require_object<SurfObjectState>(box, "SurfaceObject", operation);
 }
 }  // namespace
 
 CUtexObject TextureObject::handle() const noexcept { return box_ ? box_->tex : 0; }
-const ResourceDescriptor& TextureObject::resource() const {
-  return require_object(box_, "TextureObject", "resource").resource;
-}
-const TextureObjectOptions& TextureObject::options() const {
-  return require_object(box_, "TextureObject", "options").options;
-}
-int TextureObject::device_id() const { return require_object(box_, "TextureObject", "device_id").device; }
-CUtexObject TextureObject::kernel_argument() const { return require_object(box_, "TextureObject", "launch").tex; }
+const ResourceDescriptor& TextureObject::resource() const { return require_texture(box_, "resource").resource(); }
+const TextureObjectOptions& TextureObject::options() const { return require_texture(box_, "options").options; }
+int TextureObject::device_id() const { return require_texture(box_, "device_id").device; }
+CUtexObject TextureObject::kernel_argument() const { return require_texture(box_, "launch").tex; }
 
 CUsurfObject SurfaceObject::handle() const noexcept { return box_ ? box_->surf : 0; }
-const ResourceDescriptor& SurfaceObject::resource() const {
-  return require_object(box_, "SurfaceObject", "resource").resource;
-}
-int SurfaceObject::device_id() const { return require_object(box_, "SurfaceObject", "device_id").device; }
-CUsurfObject SurfaceObject::kernel_argument() const { return require_object(box_, "SurfaceObject", "launch").surf; }
+const ResourceDescriptor& SurfaceObject::resource() const { return require_surface(box_, "resource").resource(); }
+int SurfaceObject::device_id() const { return require_surface(box_, "device_id").device; }
+CUsurfObject SurfaceObject::kernel_argument() const { return require_surface(box_, "launch").surf; }
 
 }  // namespace cucore::texture
 
@@ -331,8 +395,10 @@ OpaqueArray Device::create_opaque_array(const OpaqueArrayOptions& options) const
       array_descriptor(options.shape, options.format, options.num_channels, options.is_surface_load_store);
   Context ctx = context();
   ScopedContext scope(ctx.handle());
-  return OpaqueArray(detail::create_array(
-      d, {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()}, ctx.box()));
+  auto state = std::make_shared<ArrayState>();  // first: should it fail, no array is left behind
+  state->info = {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()};
+  detail::make_array(*state, d, ctx.box());
+  return OpaqueArray(std::move(state));
 }
 
 MipmappedArray Device::create_mipmapped_array(const MipmappedArrayOptions& options) const {
@@ -343,9 +409,11 @@ MipmappedArray Device::create_mipmapped_array(const MipmappedArrayOptions& optio
       array_descriptor(options.shape, options.format, options.num_channels, options.is_surface_load_store);
   Context ctx = context();
   ScopedContext scope(ctx.handle());
-  return MipmappedArray(detail::create_mipmapped_array(
-      d, {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()},
-      options.num_levels, ctx.box()));
+  auto state = std::make_shared<MipmappedArrayState>();
+  state->info = {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()};
+  state->num_levels = options.num_levels;
+  detail::make_mipmapped_array(*state, d, options.num_levels, ctx.box());
+  return MipmappedArray(std::move(state));
 }
 
 TextureObject Device::create_texture_object(const ResourceDescriptor& resource) const {
@@ -368,7 +436,12 @@ TextureObject Device::create_texture_object(const ResourceDescriptor& resource,
         std::string("Device::create_texture_object: linear filtering of the integer format ") +
         to_string(resource.element_format()) + " needs read_mode normalized_float");
   ScopedContext scope(context().handle());
-  return TextureObject(detail::create_texture_object(resource, options, ordinal()));
+  auto state = std::make_shared<TexObjectState>();
+  state->options = options;
+  state->device = ordinal();
+  detail::make_texture_object(*state, resource.to_driver(), texture_descriptor(resource, options),
+                              std::make_shared<const ResourceDescriptor>(resource));
+  return TextureObject(std::move(state));
 }
 
 SurfaceObject Device::create_surface_object(const ResourceDescriptor& resource) const {
@@ -380,7 +453,10 @@ SurfaceObject Device::create_surface_object(const ResourceDescriptor& resource) 
     throw std::invalid_argument(
         "Device::create_surface_object: the array was not created with is_surface_load_store = true");
   ScopedContext scope(context().handle());
-  return SurfaceObject(detail::create_surface_object(resource, ordinal()));
+  auto state = std::make_shared<SurfObjectState>();
+  state->device = ordinal();
+  detail::make_surface_object(*state, resource.to_driver(), std::make_shared<const ResourceDescriptor>(resource));
+  return SurfaceObject(std::move(state));
 }
 
 }  // namespace cucore
