@@ -148,7 +148,12 @@ std::string temporary_name(const std::string& name) {
   char suffix[64];
   std::snprintf(suffix, sizeof suffix, ".tmp-%d-%u-%016llx", static_cast<int>(::getpid()), counter.fetch_add(1),
                 static_cast<unsigned long long>(rng()));
-  return "." + name + suffix;  // hidden, and named after what it becomes
+  // Hidden, and named after what it becomes (cut short, so that a name near
+  // NAME_MAX still leaves room for the suffix).
+  std::string tmp(1, '.');
+  tmp.append(name, 0, 128);
+  tmp += suffix;
+  return tmp;
 }
 
 }  // namespace

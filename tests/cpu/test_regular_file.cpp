@@ -193,7 +193,11 @@ TEST_F(RegularFile, AtomicWriteCreatesOrReplacesWhole) {
   EXPECT_EQ(fs::status(out).permissions(), static_cast<fs::perms>(0640));  // kept
   write_file_atomically(out, bytes(""));
   EXPECT_EQ(slurp(out), "");
-  EXPECT_EQ(names(), std::vector<std::string>{"out.bin"});
+  // A name as long as a name may be (255 bytes) still has room for its temporary.
+  const std::string longest(255, 'n');
+  write_file_atomically(dir_ / longest, bytes("long"));
+  EXPECT_EQ(slurp(dir_ / longest), "long");
+  EXPECT_EQ(names(), (std::vector<std::string>{longest, "out.bin"}));
 }
 
 TEST_F(RegularFile, AtomicWriteRefusesWhatIsNotARegularFile) {
