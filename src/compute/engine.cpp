@@ -22,8 +22,8 @@
 
 #include "cache/program_key.hpp"
 #include "cache/single_flight.hpp"
-#include "launch/launch_internal.hpp"
 #include "files/regular_file.hpp"
+#include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
 #include "loader/toolkit.hpp"
 
