@@ -3,25 +3,19 @@
 // source includes, found as NVRTC finds them: beside the source, then -I).
 // Writes the output next to the source (or to -o); a compile error prints the
 // compiler's log and exits 1.
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
 #include "command.hpp"
+#include "files/regular_file.hpp"
 
 namespace cucore::cli {
 namespace {
@@ -37,43 +31,15 @@ struct CompileArgs {
   bool no_cache = false;
 };
 
-// The source file's text; "" with `error` set when it cannot be read as one.
-std::string read_source(const std::string& file, std::string& error) {
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    error = "cannot read '" + file + "': " + std::strerror(errno);
-    return {};
-  }
-  struct stat st;
-  std::string text;
-  if (::fstat(fd, &st) != 0) {
-    error = "cannot read '" + file + "': " + std::strerror(errno);
-  } else if (S_ISDIR(st.st_mode)) {
-    error = "'" + file + "' is a directory, not a source file";
-  } else if (!S_ISREG(st.st_mode)) {
-    error = "'" + file + "' is not a regular file";
-  } else {
-    text.resize(static_cast<std::size_t>(st.st_size));
-    std::size_t got = 0;
-    while (got < text.size()) {
-      const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    if (got != text.size()) error = "cannot read '" + file + "': it changed while it was read";
-    if (auto nul = text.find('\0'); error.empty() && nul != std::string::npos)
-      error = "'" + file + "' contains a NUL byte at offset " + std::to_string(nul) + "; is it a source file?";
-  }
-  ::close(fd);
-  return error.empty() ? text : std::string();
-}
-
 int run_compile(const CompileArgs& a) {
-  std::string error;
-  std::string source = read_source(a.file, error);
-  if (!error.empty()) {
-    std::fprintf(stderr, "cucore compile: %s\n", error.c_str());
+  std::string source;
+  try {
+    detail::ReadOptions o;
+    o.text = true;
+    o.what = "source file";
+    source = detail::read_text_file(a.file, o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cucore compile: %s\n", e.what());
     return 1;
   }
 
@@ -108,6 +74,12 @@ int run_compile(const CompileArgs& a) {
                  out.string().c_str());
     return 1;
   }
+  try {
+    detail::check_output_path(out);  // before the compile: a FIFO or device is refused, not waited on
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cucore compile: %s\n", e.what());
+    return 1;
+  }
 
   try {
     const CodeType target = *parse_code_type(a.target);  // CLI11 checked the spelling
@@ -134,13 +106,8 @@ int run_compile(const CompileArgs& a) {
     std::size_t size = bytes.size();
     // PTX is kept NUL-terminated for the driver; the file is plain text.
     if (code.code_type() == CodeType::ptx && size && bytes[size - 1] == std::byte{0}) --size;
-    std::ofstream f(out, std::ios::binary | std::ios::trunc);
-    f.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(size));
-    f.close();
-    if (!f) {
-      std::fprintf(stderr, "cucore compile: cannot write '%s'\n", out.string().c_str());
-      return 1;
-    }
+    // Whole or not at all: a full disk leaves the old output as it was.
+    detail::write_file_atomically(out, bytes.first(size));
     if (!code.compile_log().empty()) std::fprintf(stderr, "%s\n", code.compile_log().c_str());
     std::printf("wrote %s (%s, %zu bytes, %s%s)\n", out.string().c_str(), a.target.c_str(), size,
                 program.options().arch.c_str(), cached.c_str());
@@ -158,7 +125,10 @@ int run_compile(const CompileArgs& a) {
 const RegisterCommand compile{[](CLI::App& app, int& exit_code) {
   auto* cmd = app.add_subcommand("compile", "Compile a CUDA C++ file with NVRTC (to cubin, PTX or LTO-IR)");
   static CompileArgs args;  // one compile subcommand per process
-  cmd->add_option("file", args.file, "CUDA C++ source file")->required();
+  static const std::string file_help = "CUDA C++ source file: a regular file (a symlink to one is followed) of at most " +
+                                       std::to_string(detail::kMaxReadFileBytes >> 30) +
+                                       " GiB with no NUL byte (the headers it includes: no FIFO, no NUL byte either)";
+  cmd->add_option("file", args.file, file_help)->required();
   cmd->add_option("--arch", args.arch, "Target architecture, e.g. sm_90 (default: the current device's)");
   cmd->add_option("--target", args.target, "Output kind")->check(CLI::IsMember({"cubin", "ptx", "ltoir"}));
   // One value per -I/-D, so "-I dir file.cu" leaves file.cu to the positional.
@@ -169,7 +139,9 @@ const RegisterCommand compile{[](CLI::App& app, int& exit_code) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--std", args.std, "C++ dialect, e.g. c++17");
-  cmd->add_option("-o,--output", args.output, "Output file (default: FILE with the target's extension)");
+  cmd->add_option("-o,--output", args.output,
+                  "Output file (default: FILE with the target's extension): a new name or a regular file, replaced "
+                  "whole through a temporary file beside it, or left as it was if writing fails");
   cmd->add_flag("--no-cache", args.no_cache, "Compile even if the program cache has the result, and store nothing");
   cmd->callback([&exit_code] { exit_code = run_compile(args); });
 }};

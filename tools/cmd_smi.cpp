@@ -7,9 +7,11 @@
 
 #include <cstdint>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <exception>
 #include <string>
@@ -28,6 +30,8 @@ using nlohmann::json;
 
 std::atomic<bool> g_interrupted{false};
 
+constexpr double kMaxWatchSeconds = 86400;
+
 std::string now_string() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -36,6 +40,10 @@ std::string now_string() {
   std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
   return buf;
 }
+
+// Valid JSON whatever the strings hold: a process name or a message with bytes
+// that are not UTF-8 gets U+FFFD for them instead of throwing.
+std::string dump(const json& j, int indent) { return j.dump(indent, ' ', false, json::error_handler_t::replace); }
 
 template <typename T>
 json or_null(const std::optional<T>& v) {
@@ -145,7 +153,7 @@ int report_failure(const std::exception& e, bool as_json) {
       j["nvml_return"] = nv->code();
       j["nvml_error"] = nv->name();
     }
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", dump(j, 2).c_str());
   } else {
     std::fprintf(stderr, "cucore smi: NVML is not usable here: %s\n", e.what());
   }
@@ -169,7 +177,7 @@ int run_smi(bool as_json, double watch_seconds) {
     }
     if (as_json) {
       // One document; under --watch one compact line per refresh (JSON lines).
-      std::printf("%s\n", watch ? sample_json(s).dump().c_str() : sample_json(s).dump(2).c_str());
+      std::printf("%s\n", dump(sample_json(s), watch ? -1 : 2).c_str());
     } else {
       if (watch && tty) std::fputs("\033[H\033[2J", stdout);  // redraw in place
       std::fputs(sample_text(s).c_str(), stdout);
@@ -188,9 +196,21 @@ const RegisterCommand smi{[](CLI::App& app, int& exit_code) {
   static bool as_json = false;  // one smi subcommand per process
   static double watch = 0;
   cmd->add_flag("--json", as_json, "One JSON document (one JSON line per refresh with --watch)");
-  cmd->add_option("--watch", watch, "Refresh every SECONDS until interrupted")
+  cmd->add_option("--watch", watch, "Refresh every SECONDS (more than 0, at most 86400) until interrupted")
       ->option_text("SECONDS")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            // CLI11's PositiveNumber says "not in range" with DBL_MAX written
+            // out in 309 digits; and a non-finite or vast interval would
+            // overflow the clock's arithmetic.
+            char* end = nullptr;
+            errno = 0;
+            const double v = std::strtod(text.c_str(), &end);
+            if (text.empty() || end != text.c_str() + text.size() || errno == ERANGE || !(v > 0) || v > kMaxWatchSeconds)
+              return "SECONDS must be a number more than 0 and at most 86400 (a day), got '" + text + "'";
+            return {};
+          },
+          "SECONDS"));
   cmd->callback([&exit_code] { exit_code = run_smi(as_json, watch); });
 }};
 

@@ -1,22 +1,19 @@
 // Include resolution along NVRTC's search order (see include_resolver.hpp).
 #include "compile/include_resolver.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cucore/pathfinder.hpp>
 
 #include <cstdint>
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <ctime>
 #include <deque>
 #include <unordered_map>
 
 #include "cache/hashing.hpp"
 #include "compile/include_scan.hpp"
+#include "files/regular_file.hpp"
 
 namespace fs = std::filesystem;
 
@@ -38,42 +35,28 @@ void stamp(IncludeProbe& p, const struct stat& st) {
   p.ctime_ns = ns(st.st_ctim);
 }
 
-// Reads a regular file whole; the stat it was read under in `st`. Retries once
-// if the file changed while it was read.
-std::optional<std::string> read_header(const std::string& path, struct stat& st, std::string& why) {
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-      why = "cannot read " + path + " (" + std::strerror(errno) + ")";
+// Reads a header whole (files/regular_file.hpp: never blocking, bounded by its
+// size, refused with a NUL byte as a source is); the stat it was read under in
+// `st`. Retries once if the file changed while it was read. On failure `why`
+// says why and `refused` tells a header no compiler should read (not a regular
+// file, a NUL byte: an error) from one that is only not followed (too large,
+// unreadable, changing: the compile goes on uncached).
+std::optional<std::string> read_header(const std::string& path, struct stat& st, std::string& why, bool& refused) {
+  ReadOptions o;
+  o.limit = kMaxHeaderBytes;
+  o.text = true;
+  o.what = "header";
+  refused = false;
+  for (int attempt = 0;; ++attempt) {
+    try {
+      return read_text_file(path, o, &st);
+    } catch (const FileError& e) {
+      if (e.kind() == FileError::Kind::changed && attempt == 0) continue;
+      why = e.what();
+      refused = e.kind() == FileError::Kind::not_regular || e.kind() == FileError::Kind::nul_byte;
       return std::nullopt;
     }
-    struct Closer {
-      int fd;
-      ~Closer() { ::close(fd); }
-    } closer{fd};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      why = path + " is not a regular file";
-      return std::nullopt;
-    }
-    if (static_cast<std::uint64_t>(st.st_size) > kMaxHeaderBytes) {
-      why = path + " is larger than " + std::to_string(kMaxHeaderBytes >> 20) + " MiB";
-      return std::nullopt;
-    }
-    std::string s(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < s.size()) {
-      const ssize_t n = ::pread(fd, s.data() + got, s.size() - got, static_cast<off_t>(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      got += static_cast<std::size_t>(n);
-    }
-    struct stat after;
-    if (got == s.size() && ::fstat(fd, &after) == 0 && after.st_size == st.st_size &&
-        ns(after.st_mtim) == ns(st.st_mtim) && ns(after.st_ctim) == ns(st.st_ctim))
-      return s;
   }
-  why = path + " changed while it was read";
-  return std::nullopt;
 }
 
 std::string normal(const fs::path& p) { return p.lexically_normal().string(); }
@@ -97,8 +80,10 @@ struct Resolver {
     if (p.kind == IncludeProbe::file) {
       struct stat st;
       std::string why;
-      auto contents = read_header(path, st, why);
+      bool refused = false;
+      auto contents = read_header(path, st, why, refused);
       if (!contents) {
+        if (refused) out.error = why;
         fail(why);
         p.kind = IncludeProbe::absent;
       } else {
@@ -206,7 +191,8 @@ IncludeProbe stat_probe(const std::string& path) {
 std::optional<std::string> header_digest(const std::string& path, std::string* contents) {
   struct stat st;
   std::string why;
-  auto text = read_header(path, st, why);
+  bool refused = false;
+  auto text = read_header(path, st, why, refused);
   if (!text) return std::nullopt;
   std::string digest = sha256(*text);
   if (contents) *contents = std::move(*text);

@@ -64,7 +64,9 @@ struct ResolvedIncludes {
   // or too large headers); why. The compile can still go on, uncached.
   std::string unfollowable;
   // Non-empty: a header candidate that no compiler can read (a FIFO, socket or
-  // device, which would block NVRTC); the compile must not go on.
+  // device, which would block NVRTC) or a header with a NUL byte (which NVRTC,
+  // handed it as a C string, would cut short), naming its path; the compile
+  // must not go on.
   std::string error;
 };
 

@@ -2,14 +2,12 @@
 // (get_kernel, kernel_names, library_handle) lives in object_code_load.cpp.
 #include <cucore/object_code.hpp>
 
-#include <cerrno>
-#include <cstring>
-#include <fstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
 
 #include "compile/object_code_state.hpp"
+#include "files/regular_file.hpp"
 
 namespace cucore {
 namespace {
@@ -30,26 +28,18 @@ void terminate_ptx(std::vector<std::byte>& code, CodeType code_type) {
   if (code_type == CodeType::ptx && (code.empty() || code.back() != std::byte{0})) code.push_back(std::byte{0});
 }
 
+// The file whole (files/regular_file.hpp: a FIFO, device or directory is
+// refused without blocking, and a file over the size limit before any memory
+// is taken for it).
 std::vector<std::byte> read_file(const std::filesystem::path& file, const char* factory) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    const int err = errno;
-    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": cannot open '" + file.string() +
-                                "': " + (err ? std::strerror(err) : "unreadable"));
-  }
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec))
-    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": '" + file.string() + "' is a directory");
   std::vector<std::byte> bytes;
-  in.seekg(0, std::ios::end);
-  const std::streamoff size = in.tellg();
-  in.seekg(0, std::ios::beg);
-  if (size > 0) {
-    bytes.resize(static_cast<std::size_t>(size));
-    in.read(reinterpret_cast<char*>(bytes.data()), size);
+  detail::ReadOptions o;
+  o.what = "code file";
+  try {
+    bytes = detail::read_binary_file(file, o);
+  } catch (const detail::FileError& e) {
+    throw detail::FileError(e.kind(), e.path(), e.error_number(), std::string("ObjectCode::") + factory + ": " + e.what());
   }
-  if (!in)
-    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": cannot read '" + file.string() + "'");
   if (bytes.empty())
     throw std::invalid_argument(std::string("ObjectCode::") + factory + ": '" + file.string() + "' is empty");
   return bytes;

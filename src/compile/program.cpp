@@ -497,6 +497,17 @@ void Program::close() noexcept {
 bool Program::is_closed() const noexcept { return !state_ || state_->closed.load(std::memory_order_acquire); }
 
 ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions) const {
+  // NVRTC opens the headers it includes with a blocking read of its own: a
+  // FIFO among them would hang it, and nothing it reads is checked. The headers
+  // found outside the toolkit are read here instead, safely (as a compile
+  // through a cache reads them), and handed to NVRTC; what cannot be followed
+  // (a computed #include) is left to NVRTC as before.
+  if (!is_closed() && code_type_ == "c++") {
+    detail::ResolvedIncludes includes = detail::resolve_includes(code_, options_);
+    if (!includes.error.empty()) throw std::invalid_argument("Program::compile: " + includes.error);
+    if (includes.unfollowable.empty() && !includes.headers.empty())
+      return detail::compile_program(*this, target, name_expressions, &includes);
+  }
   return detail::compile_program(*this, target, name_expressions, nullptr);
 }
 

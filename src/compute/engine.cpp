@@ -17,12 +17,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "cache/program_key.hpp"
 #include "cache/single_flight.hpp"
+#include "files/regular_file.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
 #include "loader/toolkit.hpp"
@@ -462,12 +462,15 @@ std::string cccl_version() {
   static const std::string version = [] {
     auto dir = pathfinder::cccl_include_dir();
     if (!dir) return std::string("unknown (no CCCL headers found)");
-    std::ifstream f(std::filesystem::path(*dir) / "cuda" / "std" / "__cccl" / "version.h");
-    std::string line;
+    std::string text;
+    try {  // never blocks on a FIFO in its place
+      text = cucore::detail::read_text_file(std::filesystem::path(*dir) / "cuda" / "std" / "__cccl" / "version.h");
+    } catch (const cucore::detail::FileError&) {
+    }
     const std::string define = "#define CCCL_VERSION ";
-    while (std::getline(f, line)) {
-      if (line.rfind(define, 0) != 0) continue;
-      const long v = std::strtol(line.c_str() + define.size(), nullptr, 10);  // MMMmmmppp
+    for (std::size_t at = text.find(define); at != std::string::npos; at = text.find(define, at + 1)) {
+      if (at != 0 && text[at - 1] != '\n') continue;  // at the start of a line
+      const long v = std::strtol(text.c_str() + at + define.size(), nullptr, 10);  // MMMmmmppp
       return std::to_string(v / 1000000) + "." + std::to_string(v / 1000 % 1000) + "." + std::to_string(v % 1000);
     }
     return std::string("unknown");

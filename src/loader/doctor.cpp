@@ -181,7 +181,9 @@ std::string DoctorReport::json() const {
   j["can_compile"] = can_compile;
   j["can_link"] = can_link;
   j["verdict"] = verdict;
-  return j.dump(2) + "\n";
+  // Paths come from the environment and the file system, which need not be
+  // UTF-8: such bytes become U+FFFD, so the report is valid JSON always.
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace cucore::pathfinder

@@ -1,14 +1,13 @@
 #include <cucore/pathfinder.hpp>
 
 #include <cuda.h>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <stdexcept>
 #include <string>
 
+#include "files/regular_file.hpp"
 #include "loader/driver.hpp"
 #include "loader/library.hpp"
 #include "loader/toolkit.hpp"
@@ -45,18 +44,18 @@ std::vector<fs::path> include_candidates(std::vector<std::string>& searched) {
   return dirs;
 }
 
-// A small text file whole, with POSIX calls: a process's first std::ifstream
-// costs ~0.1 ms of locale set-up, a fifth of a warm start's budget (every
-// Program asks for these directories).
+// A small text file whole, with POSIX calls (files/regular_file.hpp): a
+// process's first std::ifstream costs ~0.1 ms of locale set-up, a fifth of a
+// warm start's budget (every Program asks for these directories). "" when it
+// cannot be read as a regular file of at most 1 MiB.
 std::string read_small_text(const fs::path& file) {
-  std::string text;
-  const int fd = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return text;
-  char buf[4096];
-  for (ssize_t n; text.size() < (1 << 20) && (n = ::read(fd, buf, sizeof buf)) > 0;)
-    text.append(buf, static_cast<std::size_t>(n));
-  ::close(fd);
-  return text;
+  detail::ReadOptions o;
+  o.limit = 1 << 20;
+  try {
+    return detail::read_text_file(file, o);
+  } catch (const detail::FileError&) {
+    return {};
+  }
 }
 
 ComponentInfo find_headers(const std::string& name) {

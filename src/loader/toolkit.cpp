@@ -8,12 +8,11 @@
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
 #include <mutex>
 #include <new>
 #include <string>
 
+#include "files/regular_file.hpp"
 #include "loader/library.hpp"
 
 namespace cucore::detail {
@@ -313,14 +312,18 @@ const std::string& libdevice_bitcode() {
     std::vector<std::string> searched;
     for (const auto& d : dirs) {
       const fs::path file = d / "libdevice.10.bc";
-      std::ifstream in(file, std::ios::binary);
-      if (!in) {
+      std::error_code ec;
+      if (!fs::exists(file, ec)) {
         searched.push_back(file.string() + " - not found");
         continue;
       }
-      std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      if (!data.empty()) return data;
-      searched.push_back(file.string() + " - empty");
+      try {
+        std::string data = read_text_file(file);  // never blocks on a FIFO in its place
+        if (!data.empty()) return data;
+        searched.push_back(file.string() + " - empty");
+      } catch (const FileError& e) {
+        searched.push_back(file.string() + " - " + e.what());
+      }
     }
     throw LibraryNotFoundError("libdevice", searched, "install the CUDA toolkit's nvvm component (or nvidia-nvvm)");
   }();

@@ -19,6 +19,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// 'path', built without operator+(const char*, std::string&&), which GCC 12's
+// -Wrestrict misreads.
+std::string in_quotes(const std::filesystem::path& p) {
+  std::string s(1, '\'');
+  s += p.string();
+  s += '\'';
+  return s;
+}
+
 constexpr const char* kSaxpy = R"(extern "C" __global__ void saxpy(float a, const float* x, const float* y, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i < n) out[i] = a * x[i] + y[i];
@@ -65,10 +74,12 @@ class CliCompile : public ::testing::Test {
   CliResult run(const std::string& args, const fs::path& cwd = {}, const std::string& env = "",
                 const char* command = "compile") {
     const fs::path out = dir_ / "stdout.txt", err = dir_ / "stderr.txt";
-    const std::string cmd = "cd '" + (cwd.empty() ? dir_ : cwd).string() + "' && HOME='" + (dir_ / "home").string() +
-                            "' XDG_CACHE_HOME='" + (dir_ / "xdg").string() + "' CUCORE_PROGRAM_CACHE_DIR='" +
-                            cache_dir().string() + "' " + env + " '" + CUCORE_CLI_PATH + "' " + command + " " + args +
-                            " >'" + out.string() + "' 2>'" + err.string() + "'";
+    // Every run under timeout(1): a CLI that blocks fails the test (status 124).
+    const std::string cmd = "cd '" + (cwd.empty() ? dir_ : cwd).string() + "' && " + shell_prefix_ + "HOME='" +
+                            (dir_ / "home").string() + "' XDG_CACHE_HOME='" + (dir_ / "xdg").string() +
+                            "' CUCORE_PROGRAM_CACHE_DIR='" + cache_dir().string() + "' " + env +
+                            " timeout -k 5 60 '" + CUCORE_CLI_PATH + "' " + command + " " + args + " >'" +
+                            out.string() + "' 2>'" + err.string() + "'";
     const int status = std::system(cmd.c_str());
     CliResult r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -81,6 +92,8 @@ class CliCompile : public ::testing::Test {
   fs::path cache_dir() const { return dir_ / "cache" / "programs"; }
   std::size_t cached_entries() const { return cucore::FileStreamProgramCache(cache_dir()).entries().size(); }
 
+  // Shell commands run before the CLI's (a limit, a trap).
+  std::string shell_prefix_;
   fs::path dir_;
 };
 
@@ -300,4 +313,119 @@ TEST_F(CliCompile, NoArchWithoutADeviceAsksForOne) {
   }
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.err.find("--arch"), std::string::npos) << r.err;
+}
+
+// ---------------------------------------------------------------- files
+
+// A write that fails (here a file size limit, as a full disk would) used to
+// leave a truncated prefix of the cubin in place of the old output and say only
+// "cannot write". The output is replaced whole or not at all.
+TEST_F(CliCompile, AFailedWriteLeavesTheOldOutputAsItWas) {
+  write("k.cu", kSaxpy);
+  const std::string old = "the previous build's output, which must survive";
+  write("k.cubin", old);
+  // 1 block (512 bytes for dash, 1 KiB for bash) is far under a cubin (~3 KiB);
+  // SIGXFSZ ignored, so write(2) fails with EFBIG instead of killing the tool.
+  shell_prefix_ = "trap '' XFSZ; ulimit -f 1; ";
+  CliResult r = run("k.cu --arch sm_90 --no-cache -o k.cubin");
+  shell_prefix_.clear();
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.err.find("cucore compile: cannot write 'k.cubin': File too large; 'k.cubin' is left as it was"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(dir_ / "k.cubin"), old);
+  for (const auto& e : fs::directory_iterator(dir_))  // no temporary file left behind
+    EXPECT_EQ(e.path().filename().string().find(".k.cubin"), std::string::npos) << e.path();
+  // Without the limit the same command replaces it.
+  ASSERT_EQ(run("k.cu --arch sm_90 --no-cache -o k.cubin").code, 0);
+  EXPECT_TRUE(starts_with_elf(slurp(dir_ / "k.cubin")));
+}
+
+TEST_F(CliCompile, AnOutputThatIsNotARegularFileIsRefusedBeforeTheCompile) {
+  write("k.cu", kSaxpy);
+  ASSERT_EQ(::mkfifo((dir_ / "fifo.cubin").c_str(), 0600), 0);
+  CliResult r = run("k.cu --arch sm_90 --no-cache -o fifo.cubin");  // used to block forever
+  EXPECT_EQ(r.code, 1) << "status 124: it blocked on the FIFO";
+  EXPECT_NE(r.err.find("cucore compile: cannot write 'fifo.cubin': it is a FIFO; the output must be a regular file "
+                       "or a new name"),
+            std::string::npos)
+      << r.err;
+  EXPECT_TRUE(fs::is_fifo(dir_ / "fifo.cubin"));
+  // A symlink is not followed (nor replaced): the file it names is kept.
+  write("elsewhere.cubin", "not to be overwritten");
+  fs::create_symlink(dir_ / "elsewhere.cubin", dir_ / "link.cubin");
+  r = run("k.cu --arch sm_90 --no-cache -o link.cubin");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot write 'link.cubin': it is a symbolic link, which is not followed"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(slurp(dir_ / "elsewhere.cubin"), "not to be overwritten");
+  EXPECT_TRUE(fs::is_symlink(dir_ / "link.cubin"));
+  fs::create_directories(dir_ / "adir.cubin");
+  r = run("k.cu --arch sm_90 --no-cache -o adir.cubin");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot write 'adir.cubin': it is a directory"), std::string::npos) << r.err;
+  r = run("k.cu --arch sm_90 --no-cache -o missing/k.cubin");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cannot write 'missing/k.cubin': cannot create a file in 'missing': No such file or directory"),
+            std::string::npos)
+      << r.err;
+}
+
+TEST_F(CliCompile, AFifoHeaderFailsFastWithOrWithoutTheCache) {
+  write("k.cu", kWithConfig);
+  ASSERT_EQ(::mkfifo((dir_ / "config.h").c_str(), 0600), 0);
+  for (const char* flags : {"--no-cache", ""}) {
+    SCOPED_TRACE(flags);
+    CliResult r = run(std::string("k.cu --arch sm_90 --target ptx ") + flags);  // --no-cache used to hang in NVRTC
+    EXPECT_EQ(r.code, 1) << "status 124: it blocked on the FIFO";
+    EXPECT_NE(r.err.find((dir_ / "config.h").string() + " is not a regular file or directory (a FIFO or device?)"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "k.ptx"));
+  }
+}
+
+TEST_F(CliCompile, AHeaderWithANulByteIsRefusedWithOrWithoutTheCache) {
+  write("k.cu", kWithConfig);
+  write("config.h", std::string("#define VALUE 5\n\0#error the rest\n", 33));
+  for (const char* flags : {"", "--no-cache"}) {
+    SCOPED_TRACE(flags);
+    CliResult r = run(std::string("k.cu --arch sm_90 --target ptx ") + flags);  // cached, it compiled line one only
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.err.find(in_quotes(dir_ / "config.h") + " contains a NUL byte at offset 16; is it a header?"),
+              std::string::npos)
+        << r.err;
+    EXPECT_FALSE(fs::exists(dir_ / "k.ptx"));
+  }
+  EXPECT_EQ(cached_entries(), 0u);
+}
+
+TEST_F(CliCompile, ProcFilesAndSparseGiantsAreRefusedAsSources) {
+  CliResult r = run("/proc/self/status --arch sm_90 --no-cache -o p.ptx --target ptx");  // compiled as empty, before
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cucore compile: '/proc/self/status' reports a size of 0 but has contents (a /proc or /sys "
+                       "file?): only regular files with a size are read"),
+            std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(dir_ / "p.ptx"));
+  write("huge.cu", "x");
+  fs::resize_file(dir_ / "huge.cu", std::uintmax_t(100) << 30);  // sparse: std::bad_alloc, before
+  r = run("huge.cu --arch sm_90 --no-cache");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("cucore compile: 'huge.cu' is 107374182400 bytes (100.0 GiB), over the limit of 4 GiB for a "
+                       "source file read whole"),
+            std::string::npos)
+      << r.err;
+  // The limit is in the help.
+  r = run("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("of at most 4 GiB"), std::string::npos) << r.out;
+}
+
+TEST_F(CliCompile, ASymlinkToTheSourceIsFollowed) {
+  write("real.cu", kSaxpy);
+  fs::create_symlink(dir_ / "real.cu", dir_ / "link.cu");
+  CliResult r = run("link.cu --arch sm_90 --no-cache -o k.cubin");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_TRUE(starts_with_elf(slurp(dir_ / "k.cubin")));
 }

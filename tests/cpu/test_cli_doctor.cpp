@@ -74,3 +74,26 @@ TEST(CliDoctor, PrintsTheLibrarysReportAsIs) {
   EXPECT_EQ(run_command(std::string(CUCORE_CLI_PATH) + " doctor --json").out, report.json());
   EXPECT_EQ(nlohmann::json::parse(report.json())["verdict"], report.verdict);
 }
+
+// Paths come from the environment and the disk, in no promised encoding: bytes
+// that are not UTF-8 become U+FFFD and the report stays valid JSON (it used to
+// throw nlohmann's type_error 316, and the CLI printed no report at all).
+TEST(CliDoctor, JsonIsValidForPathsThatAreNotUtf8) {
+  cucore::pathfinder::DoctorReport r;
+  cucore::pathfinder::ComponentInfo c;
+  c.name = "nvrtc";
+  c.searched = {"$CUDA_PATH: /opt/cuda-\xff\xfe/lib64 - not found"};
+  r.components.push_back(c);
+  r.device_error = "no driver at /opt/\xc3";  // a cut UTF-8 sequence
+  const auto j = nlohmann::json::parse(r.json());
+  EXPECT_EQ(j["components"][0]["searched"][0], "$CUDA_PATH: /opt/cuda-\xef\xbf\xbd\xef\xbf\xbd/lib64 - not found");
+  EXPECT_EQ(j["device_error"], "no driver at /opt/\xef\xbf\xbd");
+
+  // The CLI, with such a path in its environment (printf: /bin/sh has no $'...').
+  auto cli = run_command("CUDA_PATH=\"$(printf '/tmp/cucore-no-such-\\377\\376-toolkit')\" " +
+                         std::string(CUCORE_CLI_PATH) + " doctor --json 2>&1");
+  nlohmann::json doc;
+  ASSERT_NO_THROW(doc = nlohmann::json::parse(cli.out)) << cli.out;
+  EXPECT_NE(doc.dump().find("/tmp/cucore-no-such-\xef\xbf\xbd\xef\xbf\xbd-toolkit"), std::string::npos) << cli.out;
+  EXPECT_FALSE(doc["verdict"].get<std::string>().empty());
+}

@@ -10,13 +10,25 @@
 #include <functional>
 #include <stdexcept>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <vector>
+
+#include "common/compile_helpers.hpp"
 
 namespace fs = std::filesystem;
 using cucore::CodeType;
 
 namespace {
+
+// 'path', built without operator+(const char*, std::string&&), which GCC 12's
+// -Wrestrict misreads.
+std::string in_quotes(const std::filesystem::path& p) {
+  std::string s(1, '\'');
+  s += p.string();
+  s += '\'';
+  return s;
+}
 
 std::vector<std::byte> bytes_of(std::string_view s) {
   std::vector<std::byte> v(s.size());
@@ -201,4 +213,52 @@ TEST(ObjectCode, FromBytesKeepsLogAndCopiesShareState) {
   ObjectCode b = a;
   EXPECT_EQ(a.state().get(), b.state().get());
   EXPECT_EQ(b.code().data(), a.code().data());  // shared, not copied
+}
+
+// A FIFO in place of a code file: refused at once, never opened for a blocking
+// read, by the eager factories and by a path-backed object's first read.
+TEST(ObjectCode, AFifoIsRefusedWithoutBlocking) {
+  TempDir dir;
+  const fs::path fifo = dir.path() / "k.cubin";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int rc = cucore::test::run_with_timeout([&] {
+    int bad = 0;
+    auto check = [&](const std::function<void()>& fn, int bit) {
+      try {
+        fn();
+        bad |= bit;
+      } catch (const std::invalid_argument& e) {
+        if (std::string(e.what()).find(in_quotes(fifo) + " is not a regular file (a FIFO)") == std::string::npos)
+          bad |= 128;  // an exit status has 8 bits: one for any wrong message
+      }
+    };
+    int bit = 1;
+    for (const auto& f : kFactories) check([&] { f.from_file(fifo, {}, {}); }, bit <<= 1);
+    check([&] { (void)ObjectCode::from_path(CodeType::ptx, fifo).code(); }, 1);
+    return bad;
+  });
+  EXPECT_EQ(rc, 0) << (rc == -1 ? "hung on the FIFO" : "no error naming the FIFO");
+}
+
+// A /proc file reports a size of 0, a sparse file any size: neither is read as
+// what it claims (empty code, or a 100 GiB allocation).
+TEST(ObjectCode, ProcFilesAndSparseGiantsAreRefusedByName) {
+  try {
+    ObjectCode::from_cubin(fs::path("/proc/self/status"));
+    FAIL() << "a /proc file was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "ObjectCode::from_cubin: '/proc/self/status' reports a size of 0 but has contents "
+                                     "(a /proc or /sys file?): only regular files with a size are read");
+  }
+  TempDir dir;
+  const fs::path huge = dir.write("huge.fatbin", "x");
+  fs::resize_file(huge, std::uintmax_t(100) << 30);
+  try {
+    ObjectCode::from_fatbin(huge);
+    FAIL() << "a 100 GiB file was read";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), "ObjectCode::from_fatbin: '" + huge.string() +
+                                         "' is 107374182400 bytes (100.0 GiB), over the limit of 4 GiB for a code "
+                                         "file read whole");
+  }
 }

@@ -296,6 +296,56 @@ TEST_F(Includes, AHeaderThatIsAFifoIsAnErrorNotAHang) {
   EXPECT_EQ(rc, 0) << (rc == -1 ? "hung" : "no error naming the FIFO");
 }
 
+// Without a cache NVRTC used to open the headers itself, with a blocking read:
+// a FIFO hung the compile. The headers are now read by cucore either way.
+TEST_F(Includes, AHeaderThatIsAFifoFailsFastWithoutACache) {
+  const fs::path file = write("g/k.cu", kKernel);
+  ASSERT_EQ(::mkfifo((root_ / "g/config.h").c_str(), 0600), 0);
+  const int rc = test::run_with_timeout([&] {
+    try {
+      Program(kKernel, "c++", named(file)).compile(CodeType::ptx, {});
+    } catch (const std::invalid_argument& e) {
+      return std::string(e.what()) == "Program::compile: " + (root_ / "g/config.h").string() +
+                                          " is not a regular file or directory (a FIFO or device?): NVRTC would "
+                                          "block reading it"
+                 ? 0
+                 : 2;
+    }
+    return 3;
+  });
+  EXPECT_EQ(rc, 0) << (rc == -1 ? "hung" : "no error naming the FIFO");
+}
+
+// NVRTC takes a header's contents as a C string: one with a NUL was compiled
+// cut short (and cached so). It is refused by path, with or without a cache,
+// as a source with a NUL is.
+TEST_F(Includes, AHeaderWithANulByteIsRefusedByItsPath) {
+  const fs::path file = write("n/k.cu", kKernel);
+  const fs::path header = write("n/config.h", std::string("#define VALUE 5\n\0#error the rest\n", 33));
+  const std::string expect = "Program::compile: '" + header.string() + "' contains a NUL byte at offset 16; is it a header?";
+  for (const auto& [kind, make] : caches()) {
+    SCOPED_TRACE(kind);
+    auto cache = make(root_ / kind);
+    try {
+      Program(kKernel, "c++", named(file)).compile(CodeType::ptx, {}, cache.get());
+      ADD_FAILURE() << "compiled";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_EQ(std::string(e.what()), expect);
+    }
+    EXPECT_EQ(cache->size_bytes(), 0u);  // nothing stored
+  }
+  try {
+    Program(kKernel, "c++", named(file)).compile(CodeType::ptx, {});
+    ADD_FAILURE() << "compiled";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_EQ(std::string(e.what()), expect);
+  }
+  // The resolver says so itself, for the caches' keying.
+  detail::ResolvedIncludes r = detail::resolve_includes(kKernel, named(file));
+  EXPECT_EQ(r.error, expect.substr(std::string("Program::compile: ").size()));
+  EXPECT_TRUE(r.headers.empty());
+}
+
 TEST_F(Includes, ToolkitHeadersAreLeftToNvrtcAndCachedAlike) {
   const std::string src =
       "#include <cuda/std/cstdint>\nextern \"C\" __global__ void k(cuda::std::uint64_t* p) { p[0] = 7; }\n";

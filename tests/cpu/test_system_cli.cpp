@@ -98,10 +98,16 @@ TEST(CliSmi, WatchPrintsAJsonLinePerRefreshUntilInterrupted) {
 }
 
 TEST(CliSmi, RejectsANonPositiveInterval) {
-  for (const char* bad : {"0", "-1", "soon"}) {
-    auto r = run(std::string("smi --watch ") + bad);
+  // Refused before NVML is needed, in words (CLI11's PositiveNumber wrote its
+  // bound, DBL_MAX, out in 309 digits), as is what would overflow the clock.
+  for (const char* bad : {"0", "-1", "soon", "nan", "inf", "1e400", "86401", "0x"}) {
+    auto r = run(std::string("smi --watch '") + bad + "'");
     EXPECT_NE(r.status, 0) << bad;
-    EXPECT_NE(r.out.find("--watch"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("--watch: SECONDS must be a number more than 0 and at most 86400 (a day), got '" +
+                         std::string(bad) + "'"),
+              std::string::npos)
+        << r.out;
+    EXPECT_EQ(r.out.find("0000000000"), std::string::npos) << r.out;
   }
 }
 

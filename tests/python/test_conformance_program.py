@@ -3,9 +3,12 @@ code types (C++, PTX, NVVM IR through libNVVM), extra_sources, backends,
 handles, precompiled headers, the exact exception types and messages, path-
 backed ObjectCode, pickling, reprs and refused construction. CPU only: NVRTC,
 libNVVM and nvJitLink run without a GPU."""
+import os
 import pathlib
 import pickle
 import random
+import subprocess
+import sys
 import weakref
 
 import pytest
@@ -276,3 +279,36 @@ def test_linker_as_cuda_core():
         linker.link("cubin")
     with pytest.raises(TypeError):
         Linker(a, "not code")
+
+
+def test_files_that_would_block_or_be_cut_short_are_refused_by_path(tmp_path):
+    """A FIFO header hung a compile without a cache (NVRTC opened it itself) and
+    a FIFO code file hung ObjectCode's read; a header with a NUL byte reached
+    NVRTC cut short. Each is a ValueError naming the file, run in a child
+    process so that a hang fails the test instead of stalling the suite."""
+    os.mkfifo(tmp_path / "fifo.h")
+    os.mkfifo(tmp_path / "fifo.cubin")
+    (tmp_path / "nul.h").write_bytes(b"#define V 1\n\0#error the rest\n")
+    script = f"""
+import sys
+from cucore import ObjectCode, Program, ProgramOptions
+name = {str(tmp_path / "k.cu")!r}
+for header, says in (("fifo.h", "is not a regular file or directory (a FIFO or device?)"),
+                     ("nul.h", "contains a NUL byte at offset 12; is it a header?")):
+    try:
+        Program('#include "' + header + '"\\n' + {KERNEL!r}, "c++", ProgramOptions(arch={ARCH!r}, name=name)).compile("ptx")
+        sys.exit(header + ": compiled")
+    except ValueError as e:
+        if {str(tmp_path)!r} + "/" + header not in str(e) or says not in str(e):
+            sys.exit(header + ": " + str(e))
+try:
+    bytes(ObjectCode.from_cubin({str(tmp_path / "fifo.cubin")!r}))
+    sys.exit("fifo.cubin: read")
+except ValueError as e:
+    if "is not a regular file (a FIFO)" not in str(e):
+        sys.exit("fifo.cubin: " + str(e))
+print("refused")
+"""
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip() == "refused"
