@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 
 namespace cucore::detail {
 namespace {

@@ -12,7 +12,7 @@
 #include <unordered_map>
 
 #include "cache/cache_dir.hpp"
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 
 namespace fs = std::filesystem;
 

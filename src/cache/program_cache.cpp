@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "cache/code_format.hpp"
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 #include "cache/include_manifest.hpp"
 #include "cache/program_key.hpp"
 #include "cache/single_flight.hpp"
@@ -511,11 +511,15 @@ class Keying {
 
 }  // namespace
 
-ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const {
-  if (!cache) return compile(target, std::move(name_expressions));
-  if (std::string why = uncacheable(*this); !why.empty()) return uncached(*this, target, name_expressions, why);
-  Keying keying(*this, target, name_expressions);
-  if (!keying.unfollowable().empty()) return uncached(*this, target, name_expressions, keying.unfollowable());
+namespace {
+// Program::compile(target, names, cache) comes here: compile/ stands below the
+// cache and reaches it only through this registration.
+ObjectCode compile_through_cache(const Program& self, CodeType target, std::vector<std::string> name_expressions,
+                                 ProgramCache& cache_ref) {
+  ProgramCache* const cache = &cache_ref;
+  if (std::string why = uncacheable(self); !why.empty()) return uncached(self, target, name_expressions, why);
+  Keying keying(self, target, name_expressions);
+  if (!keying.unfollowable().empty()) return uncached(self, target, name_expressions, keying.unfollowable());
 
   const std::uint64_t landed_before = detail::flights_landed();
   const std::optional<std::string> quick = keying.quick_key();
@@ -525,7 +529,7 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
   // The headers are read now (unless there are none), so the compile gets
   // exactly what the key names.
   Keyed keyed = keying.full_key();
-  if (!keyed.unfollowable.empty()) return uncached(*this, target, name_expressions, keyed.unfollowable);
+  if (!keyed.unfollowable.empty()) return uncached(self, target, name_expressions, keyed.unfollowable);
   std::string& key = keyed.key;
   // The manifest was stale, but the headers may match an entry still (a key
   // already asked for, as a toolkit-only compile's, is not asked twice).
@@ -533,7 +537,7 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
     if (auto hit = cache->get(key, target)) return std::move(*hit);
 
   return detail::single_flight(*cache, key, target, landed_before, [&](std::string& k) {
-    ObjectCode result = detail::compile_program(*this, target, name_expressions,
+    ObjectCode result = detail::compile_program(self, target, name_expressions,
                                                 keyed.includes ? &*keyed.includes : nullptr);
     // The key named the compiler from a memo; now that NVRTC is loaded, make
     // sure it named the one that compiled (else store under the right key).
@@ -543,5 +547,8 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
     return result;
   });
 }
+
+const bool g_registered = (detail::set_compile_through_cache(compile_through_cache), true);
+}  // namespace
 
 }  // namespace cucore

@@ -35,7 +35,7 @@
 #include "cache/cache_dir.hpp"
 #include "cache/code_format.hpp"
 #include "cache/entry_record.hpp"
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 
 namespace fs = std::filesystem;
 

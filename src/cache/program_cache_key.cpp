@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 #include "cache/program_key.hpp"
 #include "cache/toolchain_identity.hpp"
 #include "compile/program_compile.hpp"

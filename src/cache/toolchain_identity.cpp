@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "cache/cache_dir.hpp"
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 #include "loader/driver.hpp"
 #include "loader/library.hpp"
 #include "loader/toolkit.hpp"

@@ -11,7 +11,7 @@
 #include <deque>
 #include <unordered_map>
 
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 #include "compile/include_scan.hpp"
 #include "files/regular_file.hpp"
 

@@ -496,6 +496,21 @@ void Program::close() noexcept {
 
 bool Program::is_closed() const noexcept { return !state_ || state_->closed.load(std::memory_order_acquire); }
 
+namespace {
+std::atomic<detail::CompileThroughCache> g_compile_through_cache{nullptr};
+}  // namespace
+
+void detail::set_compile_through_cache(CompileThroughCache fn) noexcept {
+  g_compile_through_cache.store(fn, std::memory_order_release);
+}
+
+ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const {
+  if (!cache) return compile(target, std::move(name_expressions));
+  auto through = g_compile_through_cache.load(std::memory_order_acquire);
+  if (!through) throw std::logic_error("Program::compile: no program cache layer is registered");
+  return through(*this, target, std::move(name_expressions), *cache);
+}
+
 ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions) const {
   // NVRTC opens the headers it includes with a blocking read of its own: a
   // FIFO among them would hang it, and nothing it reads is checked. The headers

@@ -47,4 +47,10 @@ LinkerOptions linker_options_for_ptx(const ProgramOptions& options);
 ObjectCode compile_program(const Program& program, CodeType target, const std::vector<std::string>& name_expressions,
                            const ResolvedIncludes* includes);
 
+// Program::compile through a cache: cache/ (a floor above) registers how, so
+// compile/ names no cache code. (Registered when libcucore loads.)
+using CompileThroughCache = ObjectCode (*)(const Program& program, CodeType target,
+                                           std::vector<std::string> name_expressions, ProgramCache& cache);
+void set_compile_through_cache(CompileThroughCache fn) noexcept;
+
 }  // namespace cucore::detail

@@ -3,7 +3,6 @@
 #include <pthread.h>
 
 #include <cucore/errors.hpp>
-#include <cucore/system.hpp>
 
 #include <cstdlib>
 #include <exception>
@@ -224,7 +223,10 @@ const NvmlTable& load_nvml() {
     if (!s.lib.handle) throw LibraryNotFoundError("nvml", s.lib.info.searched, kNvmlHint);
     if (!s.bound) bind_nvml(s);
     if (!s.initialized) {
-      if (nvml::Return r = s.table.nvmlInit_v2(); r != nvml::SUCCESS) throw NvmlError(r, "nvmlInit_v2");
+      if (nvml::Return r = s.table.nvmlInit_v2(); r != nvml::SUCCESS) {
+        const char* text = s.table.nvmlErrorString ? s.table.nvmlErrorString(r) : nullptr;
+        throw NvmlInitFailure(r, "nvmlInit_v2 failed (" + std::to_string(r) + ")" + (text ? std::string(": ") + text : ""));
+      }
       s.initialized = true;
       static std::once_flag fork_handler;
       std::call_once(fork_handler, [] { pthread_atfork(nullptr, nullptr, nvml_after_fork_in_child); });

@@ -7,6 +7,7 @@
 #include <cucore/pathfinder.hpp>
 
 #include <atomic>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -62,10 +63,17 @@ struct NvmlTable {
 
 extern std::atomic<const NvmlTable*> g_nvml;
 
+// nvmlInit_v2's refusal, with its return code: the loader reports the code,
+// and system/ (above it) throws it as NvmlError (system/nvml_call.hpp).
+struct NvmlInitFailure : std::runtime_error {
+  NvmlInitFailure(nvml::Return r, const std::string& what) : std::runtime_error(what), code(r) {}
+  nvml::Return code;
+};
+
 // Slow path: loads libnvidia-ml.so.1 (once), binds the table and calls
 // nvmlInit_v2 (once per process, again in a forked child). Throws
 // LibraryNotFoundError with every place searched when NVML is missing, or
-// NvmlError when nvmlInit fails; the failure is remembered and rethrown.
+// NvmlInitFailure when nvmlInit fails; the failure is remembered and rethrown.
 // cucore never calls nvmlShutdown: NVML's reference count ends with the
 // process, and a shutdown at exit could race threads still querying.
 const NvmlTable& load_nvml();

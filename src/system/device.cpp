@@ -320,7 +320,7 @@ std::optional<std::uint64_t> Device::supported_clock_event_reasons() const {
 // ---- thermals --------------------------------------------------------------------------
 
 std::optional<unsigned int> Temperature::get_sensor() const {
-  const auto& t = detail::nvml_table();
+  const auto& t = detail::nvml_for_system();
   if (t.nvmlDeviceGetTemperatureV || !t.nvmlDeviceGetTemperature) {
     nvml::Temperature_v1 v{};
     v.version = nvml::kTemperature_v1;

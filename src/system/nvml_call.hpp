@@ -8,13 +8,22 @@ namespace cucore::detail {
 
 [[noreturn]] void throw_nvml_error(nvml::Return r, const char* call);
 [[noreturn]] void throw_nvml_missing(const char* call);
+// The loader's slow path, its nvmlInit_v2 refusal thrown as NvmlError.
+const NvmlTable& load_nvml_for_system();
+
+// NVML's table (loaded and initialized on first use).
+inline const NvmlTable& nvml_for_system() {
+  if (const NvmlTable* t = g_nvml.load(std::memory_order_acquire)) [[likely]]
+    return *t;
+  return load_nvml_for_system();
+}
 
 inline nvml::Device nvml_handle(void* h) noexcept { return static_cast<nvml::Device>(h); }
 
 // The entry point, or NvmlError(NVML_ERROR_FUNCTION_NOT_FOUND) when this NVML lacks it.
 template <typename Fn>
 inline Fn nvml_entry(Fn NvmlTable::*member, const char* name) {
-  Fn f = nvml_table().*member;
+  Fn f = nvml_for_system().*member;
   if (!f) [[unlikely]]
     throw_nvml_missing(name);
   return f;

@@ -77,6 +77,14 @@ void throw_nvml_error(nvml::Return r, const char* call) { throw NvmlError(r, cal
 
 // The NVML of an older driver lacks the entry point: NVML's own code for that.
 void throw_nvml_missing(const char* call) { throw NvmlError(nvml::ERROR_FUNCTION_NOT_FOUND, call); }
+
+const NvmlTable& load_nvml_for_system() {
+  try {
+    return load_nvml();
+  } catch (const NvmlInitFailure& e) {
+    throw NvmlError(e.code, "nvmlInit_v2");
+  }
+}
 }  // namespace detail
 
 }  // namespace cucore

@@ -46,7 +46,7 @@
 
 #include "cache/cache_dir.hpp"
 #include "cache/entry_record.hpp"
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 #include "cache/toolchain_identity.hpp"
 #include "common/counting_cache.hpp"
 #include "loader/driver.hpp"

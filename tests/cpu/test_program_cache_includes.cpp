@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 #include "cache/include_manifest.hpp"
 #include "cache/program_key.hpp"
 #include "common/compile_helpers.hpp"

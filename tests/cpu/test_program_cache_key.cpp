@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "cache/code_format.hpp"
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 #include "cache/toolchain_identity.hpp"
 
 #include "common/compile_helpers.hpp"

@@ -1,7 +1,7 @@
 // SHA-256 (OpenSSL) and the xxHash64 entry checksum.
 // SHA256_* are deprecated in OpenSSL 3 (see sha256() below for why they are used).
 #define OPENSSL_SUPPRESS_DEPRECATED
-#include "cache/hashing.hpp"
+#include "hashing/hashing.hpp"
 
 #include <openssl/evp.h>
 #include <openssl/opensslv.h>
