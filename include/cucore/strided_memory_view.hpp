@@ -18,7 +18,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -57,6 +59,10 @@ struct DataType {
   }
 };
 
+// The most dimensions a view has (DLPack's consumers, NumPy and PyTorch, stop
+// at 64): a tensor that claims more is refused before its shape is read.
+inline constexpr int kMaxNdim = 64;
+
 // Layout facts about a shape and its strides (in elements; an empty `strides`
 // is C-contiguous). An extent of 1 may have any stride, as NumPy has it.
 bool is_contiguous_c(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept;
@@ -66,6 +72,40 @@ bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::i
 // device memory (kDLCUDA, its device), pinned host memory (kDLCUDAHost, 0),
 // managed memory (kDLCUDAManaged, 0) or plain host memory (kDLCPU, 0).
 dlpack::DLDevice dlpack_device_of(const Buffer& buffer);
+
+// The checks StridedMemoryView::from_dltensor makes, without making a view, for
+// a caller that reads the tensor's shape and strides itself: ndim in 0..64, a
+// shape (and no negative extent) when ndim > 0, and no arithmetic on the layout
+// (element count, byte offset, strides times extents) that overflows or wraps
+// the address space. Throws std::invalid_argument saying which.
+void check_dltensor(const dlpack::DLTensor& tensor);
+// The same for a managed tensor (not null; a versioned one of DLPack major
+// version 1), as from_dlpack checks it.
+void check_dlpack(const dlpack::DLManagedTensorVersioned* tensor);
+void check_dlpack(const dlpack::DLManagedTensor* tensor);
+
+// An array as NumPy's array interface and the CUDA Array Interface (v3)
+// describe one, in plain values: the Python module reads the dicts into this
+// and StridedMemoryView::from_array_interface checks and takes it.
+struct ArrayInterface {
+  std::uintptr_t data = 0;                               // "data"[0] (0: no memory, for an empty array)
+  bool readonly = false;                                 // "data"[1]
+  std::string_view typestr;                              // "typestr": "<f4", "|u1", "|V16", ...
+  std::span<const std::int64_t> shape;                   // "shape"
+  std::optional<std::span<const std::int64_t>> strides;  // "strides", in bytes; none: C-contiguous
+  dlpack::DLDevice device{dlpack::kDLCPU, 0};
+};
+
+// A typestr's element: its size in bytes, and its DLPack type where DLPack has
+// one (none for structs, strings, datetimes, the other byte order, ...).
+struct TypeStr {
+  std::size_t itemsize = 0;
+  std::optional<DataType> dtype;
+};
+// Reads a typestr: a byte order ('<', '>', '|', '='), a kind letter and the
+// size in bytes (1 to 65535), and for datetimes a unit ("<M8[ns]"). Throws
+// std::invalid_argument for anything else.
+TypeStr parse_typestr(std::string_view typestr);
 
 namespace detail {
 // cucore::dlpack's struct with the layout of another library's DLPack managed tensor.
@@ -87,7 +127,11 @@ class StridedMemoryView {
  public:
   StridedMemoryView() = default;  // empty: no data, ndim 0
   // A view of `data`. Empty `strides`: C-contiguous. Throws
-  // std::invalid_argument for a negative extent or strides of another rank.
+  // std::invalid_argument for more than kMaxNdim dimensions, a negative extent,
+  // strides of another rank, an element type with no size, a device type
+  // cucore does not know, or a layout whose element count, size in bytes or
+  // reach from `data` (first to last element) overflows or wraps the address
+  // space.
   StridedMemoryView(void* data, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
                     DataType dtype, dlpack::DLDevice device, bool readonly = false,
                     std::shared_ptr<const void> owner = {});
@@ -107,7 +151,8 @@ class StridedMemoryView {
   // A view of a DLPack tensor, which stays its producer's: it must outlive the
   // view and be released (its deleter) by the caller. Readonly from the
   // versioned tensor's flag. Throws std::invalid_argument for a DLPack major
-  // version other than 1, or a device type cucore does not know.
+  // version other than 1, and for what check_dltensor refuses (checked before
+  // the shape and strides are read).
   static StridedMemoryView from_dlpack(const dlpack::DLManagedTensorVersioned* tensor);
   static StridedMemoryView from_dlpack(const dlpack::DLManagedTensor* tensor);
   static StridedMemoryView from_dltensor(const dlpack::DLTensor& tensor, bool readonly = false);
@@ -115,6 +160,12 @@ class StridedMemoryView {
   // its last copy are gone (or at once, if the view cannot be made).
   static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensorVersioned* tensor);
   static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensor* tensor);
+  // A view of an array interface's array (strides converted from bytes to
+  // elements). Its element type is the typestr's DLPack type, or, where DLPack
+  // has none, `itemsize` bytes (DataType{kDLUInt, 8, itemsize}). Throws
+  // std::invalid_argument for a malformed typestr, strides of another rank or
+  // not a whole number of items, and what the constructor refuses.
+  static StridedMemoryView from_array_interface(const ArrayInterface& array);
   // Another library's DLPack structs (PyTorch's ::DLManagedTensor, ...): the
   // same layout as cucore::dlpack's, so taken as they are.
   template <detail::foreign_dlpack_tensor T>

@@ -41,7 +41,7 @@ int int_arg(nb::handle v, const char* name) {
 // uuid.UUID, its 16 bytes, or an object with a `uuid` of those (a Device).
 GpuUuid gpu_uuid_arg(nb::handle obj, bool nested = false) {
   if (PyUnicode_Check(obj.ptr())) {
-    std::string s = nb::cast<std::string>(obj);
+    std::string s = utf8_arg(obj, "uuid");
     if (s.rfind("GPU-", 0) == 0) s = s.substr(4);
     return cucore::uuid_from_string(s);
   }

@@ -81,8 +81,28 @@ extern Types g_types;
 void set_error_from_current_exception() noexcept;
 [[noreturn]] void raise_type_error(const std::string& msg);
 [[noreturn]] void raise_value_error(const std::string& msg);
+[[noreturn]] void raise_overflow_error(const std::string& msg);
 // cucore.CUDAError (cuda.core's CUDAError) with `msg` and no CUresult.
 [[noreturn]] void raise_cuda_error(const std::string& msg);
+
+// ---- arguments ---------------------------------------------------------------
+// Python values as C++ ones, each error naming `what` (the argument, field or
+// key): every conversion a caller can get wrong goes through these, so none
+// ends in nanobind's cast error (a RuntimeError "std::bad_cast").
+
+// A str as UTF-8: TypeError for a non-str, UnicodeEncodeError (a ValueError)
+// for one UTF-8 cannot encode (a lone surrogate), as str.encode() raises.
+std::string utf8_arg(nb::handle v, const std::string& what);
+// A str or os.PathLike as a filesystem path, encoded as os.fsencode does (so a
+// name the filesystem gave back, undecodable bytes and all, is that name).
+std::string fs_path_arg(nb::handle v, const std::string& what);
+// An int (or an object with __index__; not a bool): TypeError otherwise,
+// OverflowError when it does not fit.
+std::int64_t int64_arg(nb::handle v, const std::string& what);
+std::uint64_t uint64_arg(nb::handle v, const std::string& what);
+int int_arg(nb::handle v, const std::string& what);
+// repr(v) as text (for messages).
+std::string repr_text(nb::handle v);
 
 // ---- streams -----------------------------------------------------------------
 
@@ -118,8 +138,6 @@ nb::object options_arg(nb::handle options, const char* cls_name);
 std::optional<bool> opt_bool(nb::handle o, const char* name);
 std::optional<long long> opt_int(nb::handle o, const char* name);
 std::string opt_str(nb::handle o, const char* name);
-std::vector<std::string> opt_str_list(nb::handle o, const char* name);
-std::vector<int> opt_int_list(nb::handle o, const char* name);
 nb::module_& options_module();
 
 // Reads the options object's attribute `name` into `field` by the field's C++

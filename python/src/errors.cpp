@@ -8,8 +8,10 @@
 //     cucore.FeatureUnavailableError           .feature .requirement (also a NotImplementedError)
 //     cucore.ClosedError (also a ValueError)   cucore::ClosedError: .object .operation
 //   std::invalid_argument -> ValueError, std::out_of_range -> IndexError (nanobind's defaults)
+//   std::bad_cast (nanobind's cast error) -> TypeError, never RuntimeError
 #include <exception>
 #include <stdexcept>
+#include <typeinfo>
 
 #include "common.hpp"
 
@@ -82,6 +84,10 @@ bool translate(const std::exception_ptr& p) {
     });
   } catch (const cucore::Error& e) {
     PyErr_SetString(g_error, e.what());
+  } catch (const std::bad_cast&) {
+    // nanobind's cast error: a value of a type the binding did not expect that
+    // reached a conversion without its own check (those name the argument).
+    PyErr_SetString(PyExc_TypeError, "cucore: a value has a type (or a range) the call cannot take");
   } catch (...) {
     return false;
   }
@@ -128,6 +134,10 @@ void set_error_from_current_exception() noexcept {
 
 void raise_type_error(const std::string& msg) { throw nb::type_error(msg.c_str()); }
 void raise_value_error(const std::string& msg) { throw nb::value_error(msg.c_str()); }
+void raise_overflow_error(const std::string& msg) {
+  PyErr_SetString(PyExc_OverflowError, msg.c_str());
+  throw nb::python_error();
+}
 void raise_cuda_error(const std::string& msg) {
   raise_with(g_cuda_error, msg.c_str(), [](PyObject* inst) {
     for (const char* attr : {"code", "name", "description", "call"}) set_attr(inst, attr, nb::none());

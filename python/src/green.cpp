@@ -72,7 +72,7 @@ cucore::WorkqueueResourceOptions workqueue_options(nb::handle options) {
   cucore::WorkqueueResourceOptions o;
   nb::object scope = options.attr("sharing_scope");
   if (!scope.is_none()) {
-    std::string s = PyUnicode_Check(scope.ptr()) ? nb::cast<std::string>(scope) : std::string();
+    std::string s = PyUnicode_Check(scope.ptr()) ? utf8_arg(scope, "sharing_scope") : std::string();
     if (s == "device_ctx") o.sharing_scope = cucore::WorkqueueSharingScope::device_ctx;
     else if (s == "green_ctx_balanced") o.sharing_scope = cucore::WorkqueueSharingScope::green_ctx_balanced;
     else

@@ -44,7 +44,7 @@ nb::object to_py_uuid(const std::optional<cucore::Uuid>& u) {
 cucore::Uuid uuid_arg(nb::handle obj, const char* what) {
   nb::object o = nb::borrow(obj);
   if (nb::isinstance(o, uuid_class())) o = o.attr("bytes");
-  if (nb::isinstance<nb::str>(o)) return cucore::uuid_from_string(nb::cast<std::string>(o));
+  if (nb::isinstance<nb::str>(o)) return cucore::uuid_from_string(utf8_arg(o, what));
   if (nb::isinstance<nb::bytes>(o) && nb::len(o) == 16) {
     cucore::Uuid u;
     std::memcpy(u.data(), nb::cast<nb::bytes>(o).c_str(), 16);
@@ -103,14 +103,14 @@ nb::object map_handle(nb::handle alloc_handle, Map&& map) {
   check_alloc_handle(alloc_handle);
   if (nb::isinstance<cucore::AllocationHandle>(alloc_handle))
     return face_of<R>(map(nb::cast<const cucore::AllocationHandle&>(alloc_handle)));
-  return face_of<R>(map(nb::cast<int>(alloc_handle)));
+  return face_of<R>(map(int_arg(alloc_handle, "alloc_handle")));
 }
 
 int device_ordinal(nb::handle d) {
   if (PyObject_TypeCheck(d.ptr(), g_types.device)) return nb::inst_ptr<PyDevice>(d)->dev.ordinal();
   if (PyBool_Check(d.ptr()) || !PyIndex_Check(d.ptr()))
     raise_type_error("device_id must be a Device or an int, got " + type_name_of(d));
-  return nb::cast<int>(d);
+  return int_arg(d, "device_id");
 }
 
 // One descriptor object per live Buffer or Event, as cuda.core keeps it on the

@@ -191,14 +191,14 @@ void pack_int(PyObject* o, std::size_t width, Slot& slot, cucore::detail::ArgDes
 }
 
 // ---- LaunchConfig -------------------------------------------------------------
+// None is "not set": grid and block are required (cucore::validate says so).
 cucore::Dim3 dim_arg(nb::handle v, const char* field) {
   if (v.is_none()) return {};
+  const std::string what = std::string("LaunchConfig.") + field;
   auto one = [&](nb::handle x) -> long long {
     if (PyBool_Check(x.ptr()) || !PyIndex_Check(x.ptr()))
-      throw nb::type_error((std::string("LaunchConfig.") + field + " must be an int or a tuple of up to 3 ints").c_str());
-    long long r = PyLong_AsLongLong(x.ptr());
-    if (r == -1 && PyErr_Occurred()) throw nb::python_error();
-    return r;
+      raise_type_error(what + " must be an int or a tuple of up to 3 ints, got " + repr_text(v));
+    return int64_arg(x, what);
   };
   if (PyTuple_Check(v.ptr()) || PyList_Check(v.ptr())) {
     std::size_t n = nb::len(v);
@@ -385,12 +385,12 @@ void bind_launch(nb::module_& m) {
         c.cluster = dim_arg(cluster, "cluster");
         c.block = dim_arg(block, "block");
         if (!shmem_size.is_none()) {
-          long long v = nb::cast<long long>(shmem_size);
+          const std::int64_t v = int64_arg(shmem_size, "LaunchConfig.shmem_size");
           if (v < 0) throw nb::value_error("LaunchConfig: shmem_size must be >= 0");
           c.shmem_size = static_cast<std::size_t>(v);
         }
         c.is_cooperative = is_cooperative || (!cooperative_launch.is_none() && PyObject_IsTrue(cooperative_launch.ptr()) == 1);
-        if (c.grid.is_set() && c.block.is_set()) cucore::validate(c);
+        cucore::validate(c);  // grid and block are required, as in cuda.core
         new (self) cucore::LaunchConfig(c);
       }, nb::arg("grid") = nb::none(), nb::arg("cluster") = nb::none(), nb::arg("block") = nb::none(),
          nb::arg("shmem_size") = nb::none(), nb::arg("is_cooperative") = false,

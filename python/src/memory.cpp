@@ -251,8 +251,8 @@ nb::object pool_attributes(const cucore::MemoryPoolAttributes& a) {
 int device_id_arg(nb::handle h) {
   if (PyObject_TypeCheck(h.ptr(), g_types.device)) return nb::inst_ptr<PyDevice>(h)->dev.ordinal();
   if (PyBool_Check(h.ptr()) || !PyIndex_Check(h.ptr()))
-    raise_type_error("device_id must be a Device or an int, got " + nb::cast<std::string>(nb::repr(h)));
-  const int id = nb::cast<int>(h);
+    raise_type_error("device_id must be a Device or an int, got " + repr_text(h));
+  const int id = int_arg(h, "device_id");
   (void)device_object(id);  // cuda.core's ValueError for an ordinal with no device
   return id;
 }

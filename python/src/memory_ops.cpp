@@ -23,7 +23,7 @@ cucore::Location location_arg(nb::handle obj, const char* what = "location") {
   if (!obj.is_none() && nb::isinstance(obj, host_class())) {
     if (nb::cast<bool>(obj.attr("is_numa_current"))) return cucore::Location::host_numa_current();
     nb::object numa = obj.attr("numa_id");
-    if (!numa.is_none()) return cucore::Location::host_numa(nb::cast<int>(numa));
+    if (!numa.is_none()) return cucore::Location::host_numa(int_arg(numa, std::string(what) + ".numa_id"));
     return cucore::Location::host();
   }
   raise_type_error(std::string(what) + " must be a Device or a Host, got " +
@@ -123,7 +123,7 @@ cucore::VirtualMemoryResourceOptions vmm_options(nb::handle options) {
   v.addr_align = static_cast<std::size_t>(opt_int(o, "addr_align").value_or(0));
   for (nb::handle p : nb::getattr(o, "peers", nb::tuple()))
     v.peers.push_back(PyObject_TypeCheck(p.ptr(), g_types.device) ? nb::inst_ptr<PyDevice>(p)->dev.ordinal()
-                                                                   : nb::cast<int>(p));
+                                                                   : int_arg(p, "peers"));
   auto access = [](nb::handle a, const char* field) {
     if (a.is_none()) return cucore::VirtualMemoryAccess::none;
     const std::string s = enum_value(a);
@@ -230,7 +230,7 @@ void bind_memory_ops(nb::module_& m) {
   register_native_resource_type(vmr);
   vmr.def("__init__", [](cucore::VirtualMemoryResource* self, nb::handle device_id, nb::handle config) {
         int id = PyObject_TypeCheck(device_id.ptr(), g_types.device) ? nb::inst_ptr<PyDevice>(device_id)->dev.ordinal()
-                                                                     : nb::cast<int>(device_id);
+                                                                     : int_arg(device_id, "device_id");
         new (self) cucore::VirtualMemoryResource(id, vmm_options(config));
         register_memory_resource_face(nb::find(self));
       }, nb::arg("device_id"), nb::arg("config") = nb::none())

@@ -20,6 +20,107 @@ nb::module_& options_module() {
   return *mod;
 }
 
+std::string repr_text(nb::handle v) {
+  nb::object r = nb::steal(PyObject_Repr(v.ptr()));
+  if (!r.is_valid()) {
+    PyErr_Clear();
+    return std::string("<") + Py_TYPE(v.ptr())->tp_name + " object>";
+  }
+  Py_ssize_t n = 0;
+  if (const char* s = PyUnicode_AsUTF8AndSize(r.ptr(), &n)) return std::string(s, static_cast<std::size_t>(n));
+  PyErr_Clear();  // a repr UTF-8 cannot encode: its ascii() form
+  nb::object a = nb::steal(PyObject_ASCII(v.ptr()));
+  if (!a.is_valid()) {
+    PyErr_Clear();
+    return std::string("<") + Py_TYPE(v.ptr())->tp_name + " object>";
+  }
+  return PyUnicode_AsUTF8(a.ptr());
+}
+
+namespace {
+// The UnicodeEncodeError being raised for `str`, raised again with `what` in
+// its reason ("surrogates not allowed in arch"), so that it says which
+// argument it is about.
+[[noreturn]] void raise_encode_error_naming(nb::handle str, const std::string& what) {
+  if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) throw nb::python_error();
+  PyObject *type = nullptr, *value = nullptr, *tb = nullptr;
+  PyErr_Fetch(&type, &value, &tb);
+  PyErr_NormalizeException(&type, &value, &tb);
+  nb::object t = nb::steal(type), v = nb::steal(value), trace = nb::steal(tb);
+  Py_ssize_t start = 0, end = 0;
+  if (v.is_valid() && PyUnicodeEncodeError_GetStart(v.ptr(), &start) == 0 &&
+      PyUnicodeEncodeError_GetEnd(v.ptr(), &end) == 0) {
+    nb::object reason = nb::steal(PyUnicodeEncodeError_GetReason(v.ptr()));
+    nb::object encoding = nb::steal(PyUnicodeEncodeError_GetEncoding(v.ptr()));
+    nb::object msg = reason.is_valid() ? nb::steal(PyUnicode_FromFormat("%U in %s", reason.ptr(), what.c_str()))
+                                       : nb::object();
+    if (encoding.is_valid() && msg.is_valid()) {
+      nb::object err = nb::steal(PyObject_CallFunction(PyExc_UnicodeEncodeError, "OOnnO", encoding.ptr(), str.ptr(),
+                                                       start, end, msg.ptr()));
+      if (err.is_valid()) {
+        PyErr_SetObject(PyExc_UnicodeEncodeError, err.ptr());
+        throw nb::python_error();
+      }
+    }
+  }
+  PyErr_Clear();  // could not rebuild it: the original stands
+  PyErr_Restore(t.release().ptr(), v.release().ptr(), trace.release().ptr());
+  throw nb::python_error();
+}
+
+// An int (not a bool) as Python's int, TypeError naming `what` otherwise.
+nb::object index_of(nb::handle v, const std::string& what) {
+  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr())) raise_type_error(what + " must be an int, got " + repr_text(v));
+  nb::object i = nb::steal(PyNumber_Index(v.ptr()));
+  if (!i.is_valid()) throw nb::python_error();
+  return i;
+}
+}  // namespace
+
+std::string utf8_arg(nb::handle v, const std::string& what) {
+  if (!PyUnicode_Check(v.ptr())) raise_type_error(what + " must be a str, got " + repr_text(v));
+  Py_ssize_t n = 0;
+  const char* s = PyUnicode_AsUTF8AndSize(v.ptr(), &n);
+  if (!s) raise_encode_error_naming(v, what);
+  return std::string(s, static_cast<std::size_t>(n));
+}
+
+std::string fs_path_arg(nb::handle v, const std::string& what) {
+  if (!PyUnicode_Check(v.ptr()) && !PyBytes_Check(v.ptr()) && !PyObject_HasAttrString(v.ptr(), "__fspath__"))
+    raise_type_error(what + " must be a str, bytes or os.PathLike, got " + repr_text(v));
+  nb::object p = nb::steal(PyOS_FSPath(v.ptr()));
+  if (!p.is_valid()) throw nb::python_error();
+  nb::object bytes = PyBytes_Check(p.ptr()) ? p : nb::steal(PyUnicode_EncodeFSDefault(p.ptr()));
+  if (!bytes.is_valid()) raise_encode_error_naming(p, what);
+  return std::string(PyBytes_AS_STRING(bytes.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(bytes.ptr())));
+}
+
+std::int64_t int64_arg(nb::handle v, const std::string& what) {
+  nb::object i = index_of(v, what);
+  int overflow = 0;
+  const long long r = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  if (r == -1 && PyErr_Occurred()) throw nb::python_error();
+  if (overflow) raise_overflow_error(what + " = " + repr_text(v) + " does not fit in a signed 64-bit integer");
+  return r;
+}
+
+std::uint64_t uint64_arg(nb::handle v, const std::string& what) {
+  nb::object i = index_of(v, what);
+  const unsigned long long r = PyLong_AsUnsignedLongLong(i.ptr());
+  if (r == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    if (!PyErr_ExceptionMatches(PyExc_OverflowError)) throw nb::python_error();
+    PyErr_Clear();
+    raise_overflow_error(what + " = " + repr_text(v) + " does not fit in an unsigned 64-bit integer");
+  }
+  return r;
+}
+
+int int_arg(nb::handle v, const std::string& what) {
+  const std::int64_t r = int64_arg(v, what);
+  if (r < INT_MIN || r > INT_MAX) raise_overflow_error(what + " = " + repr_text(v) + " does not fit in a C int");
+  return static_cast<int>(r);
+}
+
 nb::object options_arg(nb::handle options, const char* cls_name) {
   nb::object cls = options_module().attr(cls_name);
   if (options.is_none()) return cls();
@@ -33,7 +134,7 @@ nb::object options_arg(nb::handle options, const char* cls_name) {
   }
   if (nb::len(kw) == 0)
     raise_type_error(std::string("options must be a ") + cls_name + ", a dict or None, got " +
-                     nb::cast<std::string>(nb::str(nb::handle((PyObject*)Py_TYPE(options.ptr())).attr("__name__"))));
+                     Py_TYPE(options.ptr())->tp_name);
   return cls(**kw);
 }
 
@@ -48,52 +149,14 @@ std::optional<bool> opt_bool(nb::handle o, const char* name) {
 std::optional<long long> opt_int(nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
   if (v.is_none()) return std::nullopt;
-  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
-    raise_type_error(std::string(name) + " must be an int, got " +
-                     nb::cast<std::string>(nb::repr(v)));
-  long long r = PyLong_AsLongLong(v.ptr());
-  if (r == -1 && PyErr_Occurred()) throw nb::python_error();
-  return r;
+  return int64_arg(v, name);
 }
 
 std::string opt_str(nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
   if (v.is_none()) return {};
   if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
-  if (!PyUnicode_Check(v.ptr()))
-    raise_type_error(std::string(name) + " must be a str, got " + nb::cast<std::string>(nb::repr(v)));
-  return nb::cast<std::string>(v);
-}
-
-static std::string to_string_item(nb::handle v, const char* name) {
-  if (PyUnicode_Check(v.ptr())) return nb::cast<std::string>(v);
-  if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
-  if (PyObject_HasAttrString(v.ptr(), "__fspath__")) return nb::cast<std::string>(nb::str(v));
-  raise_type_error(std::string(name) + " must hold str values, got " + nb::cast<std::string>(nb::repr(v)));
-}
-
-std::vector<std::string> opt_str_list(nb::handle o, const char* name) {
-  nb::object v = nb::getattr(o, name, nb::none());
-  std::vector<std::string> out;
-  if (v.is_none()) return out;
-  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || PyObject_HasAttrString(v.ptr(), "__fspath__")) {
-    out.push_back(to_string_item(v, name));
-    return out;
-  }
-  for (nb::handle item : v) out.push_back(to_string_item(item, name));
-  return out;
-}
-
-std::vector<int> opt_int_list(nb::handle o, const char* name) {
-  nb::object v = nb::getattr(o, name, nb::none());
-  std::vector<int> out;
-  if (v.is_none()) return out;
-  if (PyLong_Check(v.ptr())) {
-    out.push_back(nb::cast<int>(v));
-    return out;
-  }
-  for (nb::handle item : v) out.push_back(nb::cast<int>(item));
-  return out;
+  return utf8_arg(v, name);
 }
 
 void read_option(bool& field, nb::handle o, const char* name) {
@@ -107,10 +170,8 @@ void read_option(std::size_t& field, nb::handle o, const char* name) {
 }
 void read_option(std::optional<int>& field, nb::handle o, const char* name) {
   if (auto v = opt_int(o, name)) {
-    if (*v < INT_MIN || *v > INT_MAX) {
-      PyErr_Format(PyExc_OverflowError, "%s = %lld does not fit in a C int", name, *v);
-      throw nb::python_error();
-    }
+    if (*v < INT_MIN || *v > INT_MAX)
+      raise_overflow_error(std::string(name) + " = " + std::to_string(*v) + " does not fit in a C int");
     field = static_cast<int>(*v);
   }
 }

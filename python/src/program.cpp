@@ -22,29 +22,12 @@
 namespace cucore::python {
 namespace {
 
-std::string py_repr(nb::handle v) { return nb::cast<std::string>(nb::repr(v)); }
+std::string py_repr(nb::handle v) { return repr_text(v); }
 
 // A str (or bytes) argument; TypeError naming `what` for anything else.
 std::string str_arg(nb::handle v, const std::string& what) {
   if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
-  if (!PyUnicode_Check(v.ptr())) raise_type_error(what + " must be a str, got " + py_repr(v));
-  return nb::cast<std::string>(v);
-}
-
-// A C int: TypeError for a non-int, OverflowError naming `what` when it does not
-// fit (a truncated value would be another option than the one given).
-int c_int_arg(nb::handle v, const std::string& what) {
-  if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr())) raise_type_error(what + " must be an int, got " + py_repr(v));
-  nb::object i = nb::steal(PyNumber_Index(v.ptr()));
-  if (!i.is_valid()) throw nb::python_error();
-  int overflow = 0;
-  const long long r = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-  if (r == -1 && PyErr_Occurred()) throw nb::python_error();
-  if (overflow || r < INT_MIN || r > INT_MAX) {
-    PyErr_SetString(PyExc_OverflowError, (what + " = " + py_repr(v) + " does not fit in a C int").c_str());
-    throw nb::python_error();
-  }
-  return static_cast<int>(r);
+  return utf8_arg(v, what);
 }
 
 // define_macro: "NAME", ("NAME", "VALUE"), or a list of those.
@@ -52,7 +35,7 @@ void parse_macros(nb::handle v, cucore::ProgramOptions& po) {
   if (v.is_none()) return;
   auto one = [&](nb::handle item) {
     if (PyUnicode_Check(item.ptr())) {
-      po.define_macro.emplace_back(nb::cast<std::string>(item));
+      po.define_macro.emplace_back(utf8_arg(item, "define_macro"));
     } else if (PyTuple_Check(item.ptr()) && PyTuple_GET_SIZE(item.ptr()) == 2) {
       po.define_macro.emplace_back(
           std::pair<std::string, std::string>(str_arg(item[0], "define_macro"), str_arg(item[1], "define_macro")));
@@ -127,17 +110,26 @@ bool is_sequence(nb::handle v) {
          !PyByteArray_Check(v.ptr());
 }
 
+bool is_text(nb::handle v) {
+  return PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || PyObject_HasAttrString(v.ptr(), "__fspath__");
+}
+
 // One text value: a str, bytes or os.PathLike as it is; anything else as
 // cuda.core renders it into its flag (f"--flag={value}": True -> "True").
-std::string text_value(nb::handle v) {
-  if (PyUnicode_Check(v.ptr())) return nb::cast<std::string>(v);
+// A str UTF-8 cannot encode is UnicodeEncodeError naming `what`, as cuda.core's
+// flag.encode() raises.
+std::string text_value(nb::handle v, const std::string& what) {
+  if (PyUnicode_Check(v.ptr())) return utf8_arg(v, what);
   if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
   if (PyObject_HasAttrString(v.ptr(), "__fspath__")) {
     nb::object p = nb::steal(PyOS_FSPath(v.ptr()));
     if (!p.is_valid()) throw nb::python_error();
-    return nb::cast<std::string>(nb::str(p));
+    if (PyBytes_Check(p.ptr())) return std::string(PyBytes_AsString(p.ptr()), PyBytes_Size(p.ptr()));
+    return utf8_arg(p, what);
   }
-  return nb::cast<std::string>(nb::str(v));
+  nb::object text = nb::steal(PyObject_Str(v.ptr()));
+  if (!text.is_valid()) throw nb::python_error();
+  return utf8_arg(text, what);
 }
 
 // Reads the attribute `name` of `o` into `field`, by the field's C++ type (so
@@ -147,38 +139,47 @@ void read_field(std::optional<int>& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
   if (v.is_none()) return;
   // A bool is an int to Python (cuda.core's tests pass split_compile=True).
-  field = PyBool_Check(v.ptr()) ? (v.ptr() == Py_True ? 1 : 0) : c_int_arg(v, name);
+  field = PyBool_Check(v.ptr()) ? (v.ptr() == Py_True ? 1 : 0) : int_arg(v, name);
 }
 void read_field(std::string& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
-  if (!v.is_none()) field = text_value(v);
+  if (!v.is_none()) field = text_value(v, name);
 }
 void read_field(bool& field, nb::handle o, const char* name) {
   if (auto v = opt_bool(o, name)) field = *v;
 }
-// A str (one entry) or a sequence (each entry); anything else passes nothing,
-// as in cuda.core (include_path=False is no include path).
+// A str, bytes or os.PathLike (one entry) or a sequence of them (each entry).
+// False passes nothing, as in cuda.core (include_path=False is no include
+// path); anything else (5, [None], ...) is TypeError naming the field and the
+// entry, where cuda.core would drop it or render "--include-path=None".
 void read_field(std::vector<std::string>& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
   field.clear();
-  if (v.is_none()) return;
-  if (PyUnicode_Check(v.ptr()) || PyBytes_Check(v.ptr()) || PyObject_HasAttrString(v.ptr(), "__fspath__")) {
-    field.push_back(text_value(v));
+  if (v.is_none() || v.ptr() == Py_False) return;
+  if (is_text(v)) {
+    field.push_back(text_value(v, name));
     return;
   }
-  if (!is_sequence(v)) return;
-  for (nb::handle item : v) field.push_back(text_value(item));
+  if (!is_sequence(v))
+    raise_type_error(std::string(name) + " must be a str, bytes, an os.PathLike or a sequence of them, got " +
+                     py_repr(v));
+  std::size_t i = 0;
+  for (nb::handle item : v) {
+    const std::string what = std::string(name) + "[" + std::to_string(i++) + "]";
+    if (!is_text(item)) raise_type_error(what + " must be a str, bytes or an os.PathLike, got " + py_repr(item));
+    field.push_back(text_value(item, what));
+  }
 }
 void read_field(std::vector<int>& field, nb::handle o, const char* name) {
   nb::object v = nb::getattr(o, name, nb::none());
   field.clear();
   if (v.is_none()) return;
   if (PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
-    field.push_back(c_int_arg(v, name));
+    field.push_back(int_arg(v, name));
     return;
   }
   if (!is_sequence(v)) raise_type_error(std::string(name) + " must be an int or a sequence of ints, got " + py_repr(v));
-  for (nb::handle item : v) field.push_back(c_int_arg(item, std::string(name) + " item"));
+  for (nb::handle item : v) field.push_back(int_arg(item, std::string(name) + " item"));
 }
 // define_macro: "NAME", ("NAME", "VALUE"), or a sequence of those.
 void read_field(decltype(cucore::ProgramOptions::define_macro)& field, nb::handle o, const char* name) {
@@ -202,8 +203,9 @@ void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::hand
     if (!PyUnicode_Check(mname.ptr()))
       raise_type_error("Module name at index " + std::to_string(i) + " must be a string, got " +
                        Py_TYPE(mname.ptr())->tp_name);
+    const std::string where = "extra_sources[" + std::to_string(i) + "]";
     std::string text;
-    if (PyUnicode_Check(source.ptr())) text = nb::cast<std::string>(source);
+    if (PyUnicode_Check(source.ptr())) text = utf8_arg(source, where);
     else if (PyBytes_Check(source.ptr())) text.assign(PyBytes_AsString(source.ptr()), PyBytes_Size(source.ptr()));
     else if (PyByteArray_Check(source.ptr()))
       text.assign(PyByteArray_AsString(source.ptr()), PyByteArray_Size(source.ptr()));
@@ -211,7 +213,7 @@ void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::hand
       raise_type_error("Module source at index " + std::to_string(i) +
                        " must be str (textual LLVM IR), bytes (textual LLVM IR or bitcode), or bytearray, got " +
                        Py_TYPE(source.ptr())->tp_name);
-    const std::string n = nb::cast<std::string>(mname);
+    const std::string n = utf8_arg(mname, where);
     if (text.empty())
       raise_value_error("Module source for '" + n + "' (index " + std::to_string(i) + ") cannot be empty");
     field.emplace_back(n, std::move(text));
@@ -247,10 +249,10 @@ std::vector<std::string> name_expressions_arg(nb::handle names) {
   std::vector<std::string> out;
   if (names.is_none()) return out;
   if (PyUnicode_Check(names.ptr()) || PyBytes_Check(names.ptr())) {
-    out.push_back(name_arg(names));
+    out.push_back(str_arg(names, "name_expressions"));
     return out;
   }
-  for (nb::handle n : names) out.push_back(name_arg(n));
+  for (nb::handle n : names) out.push_back(str_arg(n, "name_expressions[" + std::to_string(out.size()) + "]"));
   return out;
 }
 
@@ -263,7 +265,7 @@ std::filesystem::path path_arg(nb::handle v, const char* what) {
   if (!p.is_valid()) throw nb::python_error();
   if (!PyUnicode_Check(p.ptr()))
     raise_type_error(std::string(what) + " must be a str or os.PathLike giving a str, got " + py_repr(v));
-  return std::filesystem::path(nb::cast<std::string>(p));
+  return std::filesystem::path(fs_path_arg(p, what));
 }
 
 cucore::CodeType code_type_arg(std::string name, const char* what) {
@@ -286,7 +288,7 @@ int device_arg(nb::handle device, int fallback) {
   } else {
     if (PyBool_Check(device.ptr()) || !PyIndex_Check(device.ptr()))
       raise_type_error("device_id must be a Device or an int, got " + py_repr(device));
-    id = c_int_arg(device, "device_id");
+    id = int_arg(device, "device_id");
   }
   (void)device_object(id);  // ValueError for an ordinal with no device
   return id;
@@ -305,15 +307,14 @@ nb::object typing_value(const char* enum_name, std::string_view value) {
 }
 
 std::string lower_str(nb::handle v, const char* what) {
-  if (!PyUnicode_Check(v.ptr())) raise_type_error(std::string(what) + " must be a str, got " + py_repr(v));
-  std::string s = nb::cast<std::string>(v);
+  std::string s = utf8_arg(v, what);
   for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
 }
 
 // Code a Program takes: str for C++ and PTX; str, bytes or bytearray for NVVM.
 std::string program_code(nb::handle code, const std::string& code_type) {
-  if (PyUnicode_Check(code.ptr())) return nb::cast<std::string>(code);
+  if (PyUnicode_Check(code.ptr())) return utf8_arg(code, "code");
   if (code_type == "nvvm") {
     if (PyBytes_Check(code.ptr())) return std::string(PyBytes_AsString(code.ptr()), PyBytes_Size(code.ptr()));
     if (PyByteArray_Check(code.ptr()))
@@ -490,14 +491,15 @@ void bind_program(nb::module_& m) {
       .def("max_potential_block_size", [](const PyKernelOccupancy& o, nb::handle smem, int limit) {
         cucore::MaxPotentialBlockSize r;
         if (PyLong_Check(smem.ptr()) && !PyBool_Check(smem.ptr())) {
-          r = o.kernel.occupancy().max_potential_block_size(nb::cast<std::size_t>(smem), limit);
+          r = o.kernel.occupancy().max_potential_block_size(
+              static_cast<std::size_t>(uint64_arg(smem, "dynamic_shared_memory_needed")), limit);
         } else if (nb::hasattr(smem, "getPtr")) {  // cuda.bindings' CUoccupancyB2DSize: a C function pointer
           auto fn = reinterpret_cast<CUoccupancyB2DSize>(pointer_arg(smem.attr("getPtr")(), "getPtr()"));
           nb::gil_scoped_release nogil;  // the callable must not need the GIL (cuda.core's warning too)
           r = o.kernel.occupancy().max_potential_block_size(fn, limit);
         } else {
           raise_type_error("dynamic_shared_memory_needed expected to have type int, or CUoccupancyB2DSize, got " +
-                           nb::cast<std::string>(nb::repr(smem.type())));
+                           py_repr(smem.type()));
         }
         return options_module().attr("MaxPotentialBlockSizeOccupancyResult")(r.min_grid_size, r.max_block_size);
       }, nb::arg("dynamic_shared_memory_needed"), nb::arg("block_size_limit"))
@@ -572,7 +574,14 @@ void bind_program(nb::module_& m) {
         }
         new (self) PyProgram{cucore::Program(std::move(src), type, std::move(po))};
       }, nb::arg("code"), nb::arg("code_type") = "c++", nb::arg("options") = nb::none())
-      .def("compile", &program_compile, nb::arg("target_type"), nb::arg("name_expressions") = nb::tuple(),
+      .def("compile", [](PyProgram& p, std::string target, nb::handle names, nb::handle logs, nb::handle cache) {
+        // A cucore cache, or a mapping-like one read with get() and written by item.
+        if (!cache.is_none() && !nb::isinstance<cucore::ProgramCache>(cache) &&
+            !(PyObject_HasAttrString(cache.ptr(), "get") && PyObject_HasAttrString(cache.ptr(), "__setitem__")))
+          raise_type_error("Program.compile: cache must be a program cache (a cucore cache, or a mapping with get() "
+                           "and item assignment), got " + py_repr(cache));
+        return program_compile(p, std::move(target), names, logs, cache);
+      }, nb::arg("target_type"), nb::arg("name_expressions") = nb::tuple(),
            nb::arg("logs") = nb::none(), nb::kw_only(), nb::arg("cache") = nb::none(),
            "Compiles to 'ptx', 'cubin' or 'ltoir'. With cache= (a cucore cache, or any mapping-like program cache), "
            "a hit returns the stored code with no compiler call.")
@@ -599,7 +608,7 @@ void bind_program(nb::module_& m) {
       .def_static("_can_load_generated_ptx", &cucore::can_load_generated_ptx)
       .def_static("from_handle", [](nb::handle handle, nb::handle backend) -> nb::object {
         (void)handle;
-        const std::string b = PyUnicode_Check(backend.ptr()) ? nb::cast<std::string>(backend) : py_repr(backend);
+        const std::string b = PyUnicode_Check(backend.ptr()) ? utf8_arg(backend, "backend") : py_repr(backend);
         if (b != "NVRTC" && b != "NVVM" && b != "nvJitLink" && b != "driver")
           raise_value_error("Unsupported backend '" + b + "' (supported: 'NVRTC', 'NVVM', 'nvJitLink', 'driver')");
         throw nb::type_error("Program.from_handle: cucore compiles from source and cannot adopt a foreign compiler "

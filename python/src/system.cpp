@@ -284,7 +284,7 @@ void bind_device_class(nb::module_& s) {
             auto text = [](nb::handle v, const char* what) {
               if (PyBytes_Check(v.ptr())) return std::string(PyBytes_AsString(v.ptr()), PyBytes_Size(v.ptr()));
               if (!PyUnicode_Check(v.ptr())) raise_type_error(std::string(what) + " must be str or bytes");
-              return nb::cast<std::string>(v);
+              return utf8_arg(v, what);
             };
             try {
               if (!index.is_none()) {

@@ -33,7 +33,7 @@ struct HostBytes {
 ArrayFormat format_arg(nb::handle v) {
   nb::object name = nb::module_::import_("cucore.typing").attr("_array_format_name")(v);
   try {
-    return parse_array_format(nb::cast<std::string>(name));
+    return parse_array_format(utf8_arg(name, "format"));
   } catch (const std::invalid_argument& e) {
     throw nb::value_error(e.what());
   }
@@ -45,11 +45,11 @@ std::vector<std::size_t> shape_arg(nb::handle o) {
   nb::object s = o.attr("shape");
   std::vector<std::size_t> shape;
   if (PyLong_Check(s.ptr())) {
-    shape.push_back(nb::cast<std::size_t>(s));
+    shape.push_back(static_cast<std::size_t>(uint64_arg(s, "shape")));
     return shape;
   }
   for (nb::handle e : s) {
-    long long v = nb::cast<long long>(e);
+    const std::int64_t v = int64_arg(e, "shape");
     if (v < 1) throw nb::value_error("shape extents must be >= 1");
     shape.push_back(static_cast<std::size_t>(v));
   }
@@ -257,7 +257,7 @@ void bind_texture(nb::module_& m) {
       }, nb::arg("mipmapped_array"))
       .def_static("from_linear", [](nb::handle buffer, nb::handle format, unsigned num_channels, nb::handle size) {
         if (!PyObject_TypeCheck(buffer.ptr(), g_types.buffer)) raise_type_error("buffer must be a Buffer");
-        std::size_t n = size.is_none() ? 0 : nb::cast<std::size_t>(size);
+        std::size_t n = size.is_none() ? 0 : static_cast<std::size_t>(uint64_arg(size, "size"));
         return PyResource{ResourceDescriptor::from_linear(*nb::inst_ptr<cucore::Buffer>(buffer), format_arg(format),
                                                           num_channels, n, py_owner(buffer)),
                           nb::borrow(buffer)};

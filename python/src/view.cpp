@@ -8,6 +8,9 @@
 #include <array>
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <span>
+#include <type_traits>
 
 #include "view.hpp"
 
@@ -39,31 +42,28 @@ PyView::~PyView() {
 namespace {
 
 // ---- dtypes ---------------------------------------------------------------------
-bool dl_from_typestr(const std::string& ts, dlpack::DLDataType& dl) {
-  if (ts.size() < 3) return false;
-  char kind = ts[1];
-  int bytes = std::atoi(ts.c_str() + 2);
-  uint8_t code;
-  switch (kind) {
-    case 'f': code = dlpack::kDLFloat; break;
-    case 'i': code = dlpack::kDLInt; break;
-    case 'u': code = dlpack::kDLUInt; break;
-    case 'b': code = dlpack::kDLBool; break;
-    case 'c': code = dlpack::kDLComplex; break;
-    default: return false;
+// A typestr's DLPack type (libcucore's reading of typestrs); false when DLPack
+// has none. ValueError naming `what` for a malformed typestr.
+bool dl_from_typestr(const std::string& ts, dlpack::DLDataType& dl, const std::string& what) {
+  cucore::TypeStr t;
+  try {
+    t = cucore::parse_typestr(ts);
+  } catch (const std::invalid_argument& e) {
+    raise_value_error(what + ": " + e.what());
   }
-  dl = {code, static_cast<uint8_t>(bytes * 8), 1};
+  if (!t.dtype) return false;
+  dl = t.dtype->to_dlpack();
   return true;
 }
 
 // A NumPy dtype's DLPack type: by its typestr, and ml_dtypes' bfloat16 (a
 // void typestr) by name. False when DLPack has none.
 bool dl_from_numpy_dtype(nb::handle dt, dlpack::DLDataType& dl) {
-  if (nb::cast<std::string>(dt.attr("name")) == "bfloat16") {
+  if (utf8_arg(dt.attr("name"), "dtype.name") == "bfloat16") {
     dl = {dlpack::kDLBfloat, 16, 1};
     return true;
   }
-  return dl_from_typestr(nb::cast<std::string>(dt.attr("str")), dl);
+  return dl_from_typestr(utf8_arg(dt.attr("str"), "dtype.str"), dl, "dtype");
 }
 
 std::string typestr_from_dl(const dlpack::DLDataType& dl) {
@@ -109,7 +109,7 @@ int pointer_device(std::uintptr_t p) {
 // Stream ordering: the consumer stream waits for the producer stream.
 void order_streams(std::uintptr_t producer, nb::handle consumer_ptr) {
   if (consumer_ptr.is_none()) return;
-  long long c = nb::cast<long long>(consumer_ptr);
+  const std::int64_t c = int64_arg(consumer_ptr, "stream_ptr");
   if (c == -1 || static_cast<std::uintptr_t>(c) == producer) return;
   cucore::StreamRef cons(reinterpret_cast<CUstream>(static_cast<std::uintptr_t>(c)));
   cons.wait(cucore::StreamRef(reinterpret_cast<CUstream>(producer)));
@@ -125,6 +125,21 @@ void fill_compact_strides(PyView& v) {
   }
 }
 
+// libcucore's DLPack checks (the one importer's: cucore::check_dlpack), as
+// BufferError: a tensor that fails them is not read any further.
+template <typename Tensor>
+void check_dlpack_tensor(const Tensor& t) {
+  try {
+    if constexpr (std::is_same_v<Tensor, dlpack::DLTensor>)
+      cucore::check_dltensor(t);
+    else
+      cucore::check_dlpack(&t);
+  } catch (const std::invalid_argument& e) {
+    throw nb::buffer_error(e.what());
+  }
+}
+
+// The view describes `t`, which passed check_dlpack_tensor.
 void fill_from_dltensor(PyView& v, const dlpack::DLTensor& t) {
   v.ptr = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
   v.dl = t.dtype;
@@ -152,9 +167,18 @@ void fill_from_dltensor(PyView& v, const dlpack::DLTensor& t) {
   }
 }
 
-void view_from_dlpack(nb::handle obj, nb::handle stream_ptr, PyView& v) {
+// obj.__dlpack_device__(): a (device_type, device_id) tuple of ints, as DLPack
+// has it (TypeError or OverflowError naming it otherwise).
+dlpack::DLDevice dlpack_device_of_object(nb::handle obj) {
   nb::object dev = obj.attr("__dlpack_device__")();
-  int dev_type = nb::cast<int>(dev[0]);
+  if (!PyTuple_Check(dev.ptr()) || PyTuple_GET_SIZE(dev.ptr()) != 2)
+    raise_type_error("__dlpack_device__() must return a (device_type, device_id) tuple, got " + repr_text(dev));
+  return {static_cast<dlpack::DLDeviceType>(int_arg(PyTuple_GET_ITEM(dev.ptr(), 0), "__dlpack_device__()[0]")),
+          int_arg(PyTuple_GET_ITEM(dev.ptr(), 1), "__dlpack_device__()[1]")};
+}
+
+void view_from_dlpack(nb::handle obj, nb::handle stream_ptr, PyView& v) {
+  const int dev_type = dlpack_device_of_object(obj).device_type;
   nb::object stream = nb::none();
   if (dev_type != dlpack::kDLCPU) {
     if (stream_ptr.is_none()) stream = nb::int_(-1);
@@ -171,7 +195,7 @@ void view_from_dlpack(nb::handle obj, nb::handle stream_ptr, PyView& v) {
   PyObject* c = cap.ptr();
   if (PyCapsule_IsValid(c, "dltensor_versioned")) {
     auto* t = static_cast<dlpack::DLManagedTensorVersioned*>(PyCapsule_GetPointer(c, "dltensor_versioned"));
-    if (t->version.major > dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
+    check_dlpack_tensor(*t);  // the capsule stays unconsumed (its producer's to release) when refused
     fill_from_dltensor(v, t->dl_tensor);
     v.readonly = (t->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
     v.managed = t;
@@ -179,6 +203,7 @@ void view_from_dlpack(nb::handle obj, nb::handle stream_ptr, PyView& v) {
     PyCapsule_SetName(c, "used_dltensor_versioned");
   } else if (PyCapsule_IsValid(c, "dltensor")) {
     auto* t = static_cast<dlpack::DLManagedTensor*>(PyCapsule_GetPointer(c, "dltensor"));
+    check_dlpack_tensor(*t);
     fill_from_dltensor(v, t->dl_tensor);
     v.managed = t;
     v.managed_versioned = false;
@@ -189,64 +214,158 @@ void view_from_dlpack(nb::handle obj, nb::handle stream_ptr, PyView& v) {
   v.exporting_obj = nb::borrow(obj);
 }
 
+// ---- layouts from Python ---------------------------------------------------------
+// A shape or strides: a tuple or list of at most kMaxNdim ints, each error
+// naming `what` (TypeError, OverflowError, ValueError for too many).
+std::vector<std::int64_t> int64_tuple_arg(nb::handle seq, const std::string& what) {
+  if (!PyTuple_Check(seq.ptr()) && !PyList_Check(seq.ptr()))
+    raise_type_error(what + " must be a tuple of ints, got " + repr_text(seq));
+  nb::object items = nb::steal(PySequence_Tuple(seq.ptr()));
+  if (!items.is_valid()) throw nb::python_error();
+  const Py_ssize_t n = PyTuple_GET_SIZE(items.ptr());
+  if (n > cucore::kMaxNdim)
+    raise_value_error(what + " has " + std::to_string(n) + " entries (at most " + std::to_string(cucore::kMaxNdim) +
+                      " dimensions)");
+  std::vector<std::int64_t> out(static_cast<std::size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    out[static_cast<std::size_t>(i)] = int64_arg(PyTuple_GET_ITEM(items.ptr(), i), what + "[" + std::to_string(i) + "]");
+  return out;
+}
+
+// The view takes `cv`'s pointer, shape and strides (checked by libcucore).
+void take_layout(PyView& v, const cucore::StridedMemoryView& cv) {
+  v.ptr = cv.ptr();
+  v.set_ndim(cv.ndim());
+  std::copy(cv.shape().begin(), cv.shape().end(), v.shape());
+  std::copy(cv.strides().begin(), cv.strides().end(), v.strides());
+}
+
+// The view (its ptr set) takes this shape and these strides (in elements; none:
+// C-contiguous) of `itemsize`-byte items once libcucore's layout checks pass
+// (no negative extent, at most kMaxNdim dimensions, nothing that overflows or
+// wraps): ValueError naming `what` otherwise. Returns libcucore's view.
+cucore::StridedMemoryView checked_layout(PyView& v, std::span<const std::int64_t> shape,
+                                         const std::optional<std::vector<std::int64_t>>& strides,
+                                         std::size_t itemsize, const std::string& what) {
+  if (itemsize == 0 || itemsize > 0xffff)
+    raise_value_error(what + ": an itemsize of " + std::to_string(itemsize) + " bytes is out of range");
+  const cucore::DataType bytes{dlpack::kDLUInt, 8, static_cast<std::uint16_t>(itemsize)};  // any itemsize
+  try {
+    cucore::StridedMemoryView cv(reinterpret_cast<void*>(v.ptr), shape,
+                                 strides ? std::span<const std::int64_t>(*strides) : std::span<const std::int64_t>(),
+                                 bytes, {dlpack::kDLCUDA, 0});
+    take_layout(v, cv);
+    v.has_strides = strides.has_value();
+    return cv;
+  } catch (const std::invalid_argument& e) {
+    raise_value_error(what + ": " + e.what());
+  }
+}
+
 // ---- CUDA Array Interface / NumPy array interface ---------------------------------
-void view_from_interface(nb::handle obj, nb::dict d, bool cuda, nb::handle stream_ptr, PyView& v) {
-  const char* which = cuda ? "CUDA Array Interface" : "array interface";
+// An array interface dict (obj.__cuda_array_interface__ or
+// obj.__array_interface__) read into plain values, each conversion's error
+// naming its key (TypeError for a value of the wrong type, OverflowError for
+// an int out of range, BufferError for what the protocol refuses). The checks
+// of the values themselves are libcucore's
+// (StridedMemoryView::from_array_interface), as ValueError.
+struct InterfaceDict {
+  const char* attr;       // "__cuda_array_interface__" / "__array_interface__"
+  nb::object dict;        // kept while the values are used
+  std::string typestr;
+  std::vector<std::int64_t> shape, strides;
+  bool has_strides = false;
+  cucore::ArrayInterface values;  // its spans point into this struct
+  std::optional<std::int64_t> stream;  // the CUDA Array Interface's producer stream
+
+  std::string key(const char* name) const { return std::string(attr) + "['" + name + "']"; }
+  // The value at `name`, or null when the dict has none (borrowed).
+  PyObject* get(const char* name) const {
+    PyObject* v = PyDict_GetItemString(dict.ptr(), name);
+    return v == Py_None ? nullptr : v;
+  }
+  PyObject* required(const char* name) const {
+    PyObject* v = PyDict_GetItemString(dict.ptr(), name);
+    if (!v) throw nb::key_error((std::string(attr) + " has no '" + name + "'").c_str());
+    return v;
+  }
+  std::vector<std::int64_t> ints(PyObject* seq, const char* name) const { return int64_tuple_arg(seq, key(name)); }
+};
+
+// `dict` is the value of the object's attribute (read once: a producer may
+// build it anew on every access).
+void read_interface(nb::object dict, bool cuda, InterfaceDict& d) {
+  d.attr = cuda ? "__cuda_array_interface__" : "__array_interface__";
+  d.dict = std::move(dict);
+  if (!PyDict_Check(d.dict.ptr())) raise_type_error(std::string(d.attr) + " must be a dict, got " + repr_text(d.dict));
   if (cuda) {
-    nb::object version = d.contains("version") ? nb::object(d["version"]) : nb::int_(0);
-    if (nb::cast<long long>(version) < 3)
+    PyObject* version = d.get("version");
+    if (!version || int64_arg(version, d.key("version")) < 3)
       throw nb::buffer_error("only CUDA Array Interface v3 or above is supported");
   }
-  if (d.contains("mask") && !nb::object(d["mask"]).is_none()) throw nb::buffer_error("mask is not supported");
-  nb::object data = d["data"];
-  if (data.is_none()) {
-    v.ptr = 0;
-  } else {
-    v.ptr = static_cast<std::uintptr_t>(nb::cast<unsigned long long>(data[0]));
-    v.readonly = nb::cast<bool>(data[1]);
+  if (d.get("mask")) throw nb::buffer_error("mask is not supported");
+  PyObject* data = d.required("data");
+  if (data != Py_None) {
+    if (!PyTuple_Check(data) || PyTuple_GET_SIZE(data) != 2)
+      raise_type_error(d.key("data") + " must be a (pointer, read_only) tuple, got " + repr_text(data));
+    d.values.data = static_cast<std::uintptr_t>(uint64_arg(PyTuple_GET_ITEM(data, 0), d.key("data") + "[0]"));
+    PyObject* ro = PyTuple_GET_ITEM(data, 1);
+    if (!PyBool_Check(ro)) raise_type_error(d.key("data") + "[1] (read_only) must be a bool, got " + repr_text(ro));
+    d.values.readonly = ro == Py_True;
   }
-  std::string ts = nb::cast<std::string>(d["typestr"]);
-  if (!dl_from_typestr(ts, v.dl)) v.dl = {0, 0, 0};
-  nb::tuple shape = nb::cast<nb::tuple>(d["shape"]);
-  int n = static_cast<int>(nb::len(shape));
-  v.set_ndim(n);
-  for (int i = 0; i < n; ++i) v.shape()[i] = nb::cast<int64_t>(shape[i]);
-  nb::object strides = d.contains("strides") ? nb::object(d["strides"]) : nb::none();
-  if (v.dl.lanes == 0) {
+  d.typestr = utf8_arg(d.required("typestr"), d.key("typestr"));
+  d.shape = d.ints(d.required("shape"), "shape");
+  if (PyObject* strides = d.get("strides")) {
+    d.strides = d.ints(strides, "strides");
+    d.has_strides = true;
+  }
+  if (cuda) {
+    if (PyObject* s = d.get("stream")) {
+      // v3: 1 (legacy default), 2 (per-thread default) or a stream handle; 0 is disallowed.
+      d.stream = int64_arg(s, d.key("stream"));
+      if (*d.stream <= 0)
+        raise_value_error(d.key("stream") + " must be None, 1, 2 or a stream handle, got " + repr_text(s));
+    }
+  }
+  d.values.typestr = d.typestr;
+  d.values.shape = d.shape;
+  if (d.has_strides) d.values.strides = std::span<const std::int64_t>(d.strides);
+  d.values.device = {cuda ? dlpack::kDLCUDA : dlpack::kDLCPU, 0};
+}
+
+// libcucore's view of what `d` describes: ValueError naming the dict for what
+// its checks refuse.
+cucore::StridedMemoryView interface_view(const InterfaceDict& d) {
+  try {
+    return cucore::StridedMemoryView::from_array_interface(d.values);
+  } catch (const std::invalid_argument& e) {
+    raise_value_error(std::string(d.attr) + ": " + e.what());
+  }
+}
+
+void view_from_interface(nb::handle obj, bool cuda, nb::handle stream_ptr, PyView& v) {
+  InterfaceDict d;
+  read_interface(obj.attr(cuda ? "__cuda_array_interface__" : "__array_interface__"), cuda, d);
+  const cucore::StridedMemoryView cv = interface_view(d);
+  take_layout(v, cv);
+  v.readonly = cv.readonly();
+  v.has_strides = d.has_strides;
+  if (!dl_from_typestr(d.typestr, v.dl, d.key("typestr"))) {
+    v.dl = {0, 0, 0};
     // No DLPack type (a structured or otherwise unusual dtype): NumPy's own,
     // from the field list when there is one.
     nb::object numpy = nb::module_::import_("numpy");
-    nb::object descr = d.contains("descr") ? nb::object(d["descr"]) : nb::none();
+    nb::object descr = d.get("descr") ? nb::borrow(d.get("descr")) : nb::none();
     const bool fields = !descr.is_none() && nb::len(descr) > 0 &&
-                        !(nb::len(descr) == 1 && nb::cast<std::string>(descr[0][0]).empty());
+                        !(nb::len(descr) == 1 && descr[0][0].equal(nb::str("")));
     v.dtype_obj = fields ? nb::module_::import_("numpy.lib.format").attr("descr_to_dtype")(descr)
-                         : numpy.attr("dtype")(ts);
-  }
-  if (!strides.is_none()) {
-    v.has_strides = true;
-    const int64_t isz = v.dl.lanes == 0 ? nb::cast<int64_t>(v.dtype_obj.attr("itemsize"))
-                                        : static_cast<int64_t>(itemsize(v));
-    if (nb::len(strides) != static_cast<std::size_t>(n))
-      throw nb::value_error((std::string(which) + ": strides has " + std::to_string(nb::len(strides)) +
-                             " entries for a shape of " + std::to_string(n))
-                                .c_str());
-    for (int i = 0; i < n; ++i) {
-      const int64_t bytes = nb::cast<int64_t>(strides[i]);
-      if (isz > 0 && bytes % isz != 0)
-        throw nb::value_error((std::string(which) + ": stride " + std::to_string(bytes) +
-                               " bytes is not a multiple of the itemsize (" + std::to_string(isz) + ")")
-                                  .c_str());
-      v.strides()[i] = isz > 0 ? bytes / isz : bytes;
-    }
-  } else {
-    fill_compact_strides(v);
+                         : numpy.attr("dtype")(d.typestr);
   }
   v.dl_device = cuda ? dlpack::kDLCUDA : dlpack::kDLCPU;
   if (cuda) {
     v.is_device_accessible = true;
     v.device_id = v.ptr ? pointer_device(v.ptr) : -1;
-    nb::object s = d.contains("stream") ? nb::object(d["stream"]) : nb::none();
-    if (!s.is_none()) order_streams(static_cast<std::uintptr_t>(nb::cast<unsigned long long>(s)), stream_ptr);
+    if (d.stream) order_streams(static_cast<std::uintptr_t>(*d.stream), stream_ptr);
   } else {
     v.is_device_accessible = false;
     v.device_id = -1;
@@ -321,6 +440,7 @@ void view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, nb
   if (api->dltensor_from_py_object_no_sync) {
     dlpack::DLTensor t{};
     if (api->dltensor_from_py_object_no_sync(obj.ptr(), &t) != 0) throw nb::python_error();
+    check_dlpack_tensor(t);
     fill_from_dltensor(v, t);
     if (PyObject_TypeCheck(obj.ptr(), g_types.view)) v.readonly = nb::inst_ptr<PyView>(obj)->readonly;
   } else {
@@ -331,14 +451,14 @@ void view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, nb
     }
     v.managed = t;  // owned from here: the view's destructor calls the deleter
     v.managed_versioned = true;
-    if (t->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
+    check_dlpack_tensor(*t);
     fill_from_dltensor(v, t->dl_tensor);
     v.readonly = (t->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
   }
   v.exporting_obj = nb::borrow(obj);
   // No synchronization was done: the consumer stream waits for the producer's
   // current stream, as __dlpack__(stream=...) would have arranged.
-  if (v.dl_device == dlpack::kDLCUDA && !stream_ptr.is_none() && nb::cast<long long>(stream_ptr) != -1) {
+  if (v.dl_device == dlpack::kDLCUDA && !stream_ptr.is_none() && int64_arg(stream_ptr, "stream_ptr") != -1) {
     void* producer = nullptr;
     if (api->current_work_stream(dlpack::kDLCUDA, v.device_id, &producer) != 0) throw nb::python_error();
     order_streams(reinterpret_cast<std::uintptr_t>(producer), stream_ptr);
@@ -365,9 +485,9 @@ void view_from_any(nb::handle obj, nb::handle stream_ptr, PyView& v) {
     }
   }
   if (PyObject_HasAttrString(o, "__cuda_array_interface__"))
-    return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr, v);
+    return view_from_interface(obj, true, stream_ptr, v);
   if (PyObject_HasAttrString(o, "__array_interface__"))
-    return view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__array_interface__")), false, stream_ptr, v);
+    return view_from_interface(obj, false, stream_ptr, v);
   throw nb::buffer_error("StridedMemoryView: the object supports neither DLPack, the CUDA Array Interface nor the "
                          "array interface");
 }
@@ -444,7 +564,7 @@ int exchange_to_view(dlpack::DLManagedTensorVersioned* tensor, void** out_py_obj
     nb::object view = new_view([tensor](PyView& v) {
       v.managed = tensor;
       v.managed_versioned = true;
-      if (tensor->version.major != dlpack::kMajor) throw nb::buffer_error("DLPack: unsupported major version");
+      check_dlpack_tensor(*tensor);
       fill_from_dltensor(v, tensor->dl_tensor);
       v.readonly = (tensor->flags & dlpack::kDLFlagBitMaskReadOnly) != 0;
     });
@@ -603,26 +723,18 @@ void apply_layout(PyView& out, nb::handle layout) {
   if (!nb::isinstance(layout, cls))
     raise_type_error(std::string("StridedMemoryView.view: layout must be a _StridedLayout, got ") +
                      Py_TYPE(layout.ptr())->tp_name);
-  const auto isz = nb::cast<std::size_t>(layout.attr("itemsize"));
+  const auto isz = static_cast<std::size_t>(uint64_arg(layout.attr("itemsize"), "layout.itemsize"));
   if (isz != view_itemsize(out))
     raise_value_error("StridedMemoryView.view: the layout's itemsize (" + std::to_string(isz) +
                       " bytes) must match the dtype's (" + std::to_string(view_itemsize(out)) + " bytes)");
-  nb::tuple shape = nb::cast<nb::tuple>(layout.attr("shape"));
-  nb::object strides = layout.attr("strides");
-  out.set_ndim(static_cast<int>(nb::len(shape)));
-  for (int i = 0; i < out.ndim; ++i) out.shape()[i] = nb::cast<int64_t>(shape[i]);
-  out.has_strides = !strides.is_none();
-  if (out.has_strides)
-    for (int i = 0; i < out.ndim; ++i) out.strides()[i] = nb::cast<int64_t>(strides[i]);
-  else
-    fill_compact_strides(out);
+  const std::vector<std::int64_t> shape = int64_tuple_arg(layout.attr("shape"), "layout.shape");
+  nb::object st = layout.attr("strides");
+  std::optional<std::vector<std::int64_t>> strides;
+  if (!st.is_none()) strides = int64_tuple_arg(st, "layout.strides");
+  const cucore::StridedMemoryView checked = checked_layout(out, shape, strides, isz, "StridedMemoryView.view");
   if (out.exporting_obj.is_valid() && PyObject_TypeCheck(out.exporting_obj.ptr(), g_types.buffer)) {
     const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(out.exporting_obj);
-    const cucore::DataType bytes{dlpack::kDLUInt, 8, static_cast<uint16_t>(isz)};  // any itemsize
-    const std::size_t n = static_cast<std::size_t>(out.ndim);
-    const std::size_t need = cucore::StridedMemoryView(reinterpret_cast<void*>(out.ptr), {out.shape(), n},
-                                                       {out.strides(), n}, bytes, {dlpack::kDLCUDA, 0})
-                                 .span_bytes();
+    const std::size_t need = checked.span_bytes();
     if (need > b.size())
       raise_value_error("StridedMemoryView.view: the layout reaches " + std::to_string(need) +
                         " bytes but the buffer has " + std::to_string(b.size()));
@@ -669,6 +781,7 @@ bool read_device_array(nb::handle obj, DeviceArrayInfo& out) {
   if (const auto* api = exchange_api(Py_TYPE(o)); api && api->dltensor_from_py_object_no_sync) {
     dlpack::DLTensor t{};
     if (api->dltensor_from_py_object_no_sync(o, &t) != 0) throw nb::python_error();
+    check_dlpack_tensor(t);
     const auto type = t.device.device_type;
     if (type != dlpack::kDLCUDA && type != dlpack::kDLCUDAManaged && type != dlpack::kDLCUDAHost) return false;
     out.ptr = reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset;
@@ -687,38 +800,16 @@ bool read_device_array(nb::handle obj, DeviceArrayInfo& out) {
     PyErr_Clear();
     return false;
   }
-  nb::object cai = nb::steal(raw);
-  if (!PyDict_Check(raw)) throw nb::type_error("__cuda_array_interface__ is not a dict");
-  nb::dict d = nb::borrow<nb::dict>(cai);
-  nb::object data = d["data"];
-  out.ptr = data.is_none() ? 0 : static_cast<std::uintptr_t>(nb::cast<unsigned long long>(data[0]));
-  const std::string ts = nb::cast<std::string>(d["typestr"]);
-  if (!dl_from_typestr(ts, out.dtype)) out.dtype = {0, 0, 0};  // a struct: its itemsize still counts
-  out.itemsize = ts.size() > 2 ? static_cast<std::size_t>(std::atoi(ts.c_str() + 2)) : 0;
-  nb::tuple shape = nb::cast<nb::tuple>(d["shape"]);
-  const int n = static_cast<int>(nb::len(shape));
-  int64_t dims[32], steps[32];
-  if (n > 32) throw nb::value_error("__cuda_array_interface__: more than 32 dimensions");
-  out.count = 1;
-  for (int i = 0; i < n; ++i) {
-    dims[i] = nb::cast<int64_t>(shape[i]);
-    out.count *= static_cast<std::uint64_t>(dims[i]);
-  }
-  PyObject* strides = PyDict_GetItemString(raw, "strides");  // borrowed
-  if (strides && strides != Py_None && out.count > 1) {
-    nb::tuple st = nb::cast<nb::tuple>(nb::handle(strides));
-    if (static_cast<int>(nb::len(st)) != n)
-      throw nb::value_error("__cuda_array_interface__: strides and shape differ in length");
-    // In bytes: a stride that is not a whole number of items is not contiguous.
-    const auto item = static_cast<int64_t>(out.itemsize);
-    for (int i = 0; i < n; ++i) {
-      steps[i] = nb::cast<int64_t>(st[i]);
-      if (dims[i] <= 1) continue;  // an extent of one item: any stride
-      if (item == 0 || steps[i] % item != 0) not_contiguous();
-      steps[i] /= item;
-    }
-    if (!cucore::is_contiguous_c({dims, std::size_t(n)}, {steps, std::size_t(n)})) not_contiguous();
-  }
+  // The one reader of the CUDA Array Interface (the views' own).
+  InterfaceDict d;
+  read_interface(nb::steal(raw), true, d);
+  const cucore::StridedMemoryView v = interface_view(d);
+  const cucore::TypeStr type = cucore::parse_typestr(d.typestr);  // parsed (and checked) above
+  out.ptr = v.ptr();
+  out.dtype = type.dtype ? type.dtype->to_dlpack() : dlpack::DLDataType{0, 0, 0};  // a struct: its itemsize counts
+  out.itemsize = type.itemsize;
+  out.count = static_cast<std::uint64_t>(v.size());
+  if (!v.is_contiguous_c()) not_contiguous();
   return true;
 }
 
@@ -747,7 +838,8 @@ nb::object dlpack_capsule_for(nb::handle self, const char* what, dlpack::DLDevic
   if (!dl_device.is_none()) {
     if (!PyTuple_Check(dl_device.ptr()) || PyTuple_GET_SIZE(dl_device.ptr()) != 2)
       refuse("dl_device must be a (device_type, device_id) tuple");
-    const int type = nb::cast<int>(dl_device[0]), id = nb::cast<int>(dl_device[1]);
+    const int type = int_arg(PyTuple_GET_ITEM(dl_device.ptr(), 0), "dl_device[0]"),
+              id = int_arg(PyTuple_GET_ITEM(dl_device.ptr(), 1), "dl_device[1]");
     as_cpu = type == dlpack::kDLCPU && id == 0 &&
              (own.device_type == dlpack::kDLCUDAHost || own.device_type == dlpack::kDLCUDAManaged);
     if (!as_cpu && (type != own.device_type || id != own.device_id))
@@ -761,7 +853,7 @@ nb::object dlpack_capsule_for(nb::handle self, const char* what, dlpack::DLDevic
   };
   if (max_version.is_none()) return place(legacy(self));
   if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
-    refuse("max_version must be a (major, minor) tuple, got " + nb::cast<std::string>(nb::repr(max_version)));
+    refuse("max_version must be a (major, minor) tuple, got " + repr_text(max_version));
   const long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version.ptr(), 0));
   if (major == -1 && PyErr_Occurred()) throw nb::python_error();
   if (major >= 1) return place(versioned(self));
@@ -853,12 +945,12 @@ void bind_view(nb::module_& m) {
       // from_dlpack, from_any_interface: METH_FASTCALL static methods, installed below.
       .def_static("from_cuda_array_interface", [](nb::handle obj, nb::handle stream_ptr) {
         return new_view([&](PyView& v) {
-          view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__cuda_array_interface__")), true, stream_ptr, v);
+          view_from_interface(obj, true, stream_ptr, v);
         });
       }, nb::arg("obj"), nb::arg("stream_ptr") = nb::none())
       .def_static("from_array_interface", [](nb::handle obj) {
         return new_view([&](PyView& v) {
-          view_from_interface(obj, nb::cast<nb::dict>(obj.attr("__array_interface__")), false, nb::none(), v);
+          view_from_interface(obj, false, nb::none(), v);
         });
       }, nb::arg("obj"))
       .def_static("from_buffer", [](nb::handle buffer, nb::handle shape, nb::handle strides, nb::handle itemsize_arg,
@@ -876,27 +968,24 @@ void bind_view(nb::module_& m) {
           nb::object dt = nb::module_::import_("numpy").attr("dtype")(dtype);
           if (!dl_from_numpy_dtype(dt, v.dl)) v.dtype_obj = dt;
         } else if (!itemsize_arg.is_none()) {
-          int isz = nb::cast<int>(itemsize_arg);
-          v.dl = {dlpack::kDLUInt, static_cast<uint8_t>(isz * 8), 1};
+          const int isz = int_arg(itemsize_arg, "itemsize");
+          if (isz <= 0 || (isz & (isz - 1)) != 0)
+            raise_value_error("from_buffer: itemsize must be a power of two, got " + std::to_string(isz));
+          if (isz <= 8) {
+            v.dl = {dlpack::kDLUInt, static_cast<uint8_t>(isz * 8), 1};
+          } else {  // no DLPack integer that wide: raw bytes
+            v.dtype_obj = nb::module_::import_("numpy").attr("dtype")(nb::make_tuple("V", isz));
+          }
         } else {
           throw nb::value_error("from_buffer: give dtype or itemsize");
         }
-        nb::tuple sh = nb::cast<nb::tuple>(shape);
-        int n = static_cast<int>(nb::len(sh));
-        v.set_ndim(n);
-        std::size_t count = 1;
-        for (int i = 0; i < n; ++i) {
-          v.shape()[i] = nb::cast<int64_t>(sh[i]);
-          count *= static_cast<std::size_t>(v.shape()[i]);
-        }
-        if (count * itemsize(v) > b.size())
+        const std::vector<std::int64_t> sh = int64_tuple_arg(shape, "shape");
+        std::optional<std::vector<std::int64_t>> st;
+        if (!strides.is_none()) st = int64_tuple_arg(strides, "strides");
+        const std::size_t isz = view_itemsize(v);
+        const cucore::StridedMemoryView checked = checked_layout(v, sh, st, isz, "StridedMemoryView.from_buffer");
+        if (static_cast<std::uint64_t>(checked.size()) * isz > b.size())  // no overflow: checked_layout bounds it
           throw nb::value_error("from_buffer: the shape needs more bytes than the buffer has");
-        if (!strides.is_none()) {
-          v.has_strides = true;
-          for (int i = 0; i < n; ++i) v.strides()[i] = nb::cast<int64_t>(strides[i]);
-        } else {
-          fill_compact_strides(v);
-        }
         v.exporting_obj = nb::borrow(buffer);
         return v;
       }, nb::arg("buffer"), nb::arg("shape"), nb::arg("strides") = nb::none(), nb::kw_only(),

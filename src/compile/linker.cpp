@@ -210,11 +210,17 @@ std::vector<std::string> LinkerOptions::as_nvjitlink_flags() const {
     invalid("split_compile", "must be >= 0 (0: all processors), got " + std::to_string(*split_compile));
   if (split_compile_extended && *split_compile_extended < 0)
     invalid("split_compile_extended", "must be >= 0 (0: all processors), got " + std::to_string(*split_compile_extended));
-  for (const auto* list : {&kernels_used, &variables_used, &ptxas_options})
-    for (const auto& s : *list)
-      if (s.empty())
-        invalid(list == &kernels_used ? "kernels_used" : list == &variables_used ? "variables_used" : "ptxas_options",
-                "an entry is empty");
+  // nvJitLink takes each flag as a C string: a NUL would cut it short.
+  for (const auto* list : {&kernels_used, &variables_used, &ptxas_options}) {
+    const char* field =
+        list == &kernels_used ? "kernels_used" : list == &variables_used ? "variables_used" : "ptxas_options";
+    for (std::size_t i = 0; i < list->size(); ++i) {
+      const std::string& s = (*list)[i];
+      if (s.empty()) invalid(field, "an entry is empty");
+      if (auto at = s.find('\0'); at != std::string::npos)
+        invalid(field, "entry " + std::to_string(i) + " contains a NUL byte at offset " + std::to_string(at));
+    }
+  }
 
   std::vector<std::string> f;
 #define X(field, kind, flag) linker_render::kind(f, flag, field, *this);

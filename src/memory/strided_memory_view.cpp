@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -51,6 +52,85 @@ namespace {
 
 bool known_device_type(dlpack::DLDeviceType t) {
   return t == dlpack::kDLCPU || t == dlpack::kDLCUDA || t == dlpack::kDLCUDAHost || t == dlpack::kDLCUDAManaged;
+}
+
+// a * b and a + b, false when the result does not fit.
+bool mul(std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
+bool add(std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_add_overflow(a, b, &out); }
+
+// Everything a view's layout must satisfy before any arithmetic on it is done
+// (strides in elements; empty: C-contiguous), so that size(), span_bytes(),
+// the compact strides and the addresses of the first and last element are
+// exact: shared by the constructor and check_dltensor.
+void check_layout(std::uintptr_t data, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                  DataType dtype, dlpack::DLDevice device) {
+  if (shape.size() > static_cast<std::size_t>(kMaxNdim))
+    invalid("ndim " + std::to_string(shape.size()) + " is more than " + std::to_string(kMaxNdim));
+  if (!strides.empty() && strides.size() != shape.size())
+    invalid("strides has " + std::to_string(strides.size()) + " entries for a shape of " +
+            std::to_string(shape.size()));
+  if (!known_device_type(device.device_type))
+    invalid("device type " + std::to_string(static_cast<int>(device.device_type)) +
+            " is not CPU, CUDA, CUDA host or CUDA managed memory");
+  if (dtype.bits == 0 || dtype.lanes == 0) invalid("the element type has no size");
+  const auto itemsize = static_cast<std::int64_t>(dtype.itemsize());
+  // The product of the extents (zeros left out: the compact strides multiply
+  // the others) and its size in bytes must fit.
+  std::int64_t count = 1, bytes = 0;
+  bool empty = false;
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] < 0) invalid("extent " + std::to_string(i) + " is negative (" + std::to_string(shape[i]) + ")");
+    if (shape[i] == 0) {
+      empty = true;
+      continue;
+    }
+    if (!mul(count, shape[i], count)) invalid("the shape's element count overflows 64 bits");
+  }
+  if (!mul(count, itemsize, bytes)) invalid("the shape's size in bytes overflows 64 bits");
+  if (empty) return;  // no element: the strides reach nothing
+  // Element offsets of the first and last element from `data` (lo <= 0 <= hi).
+  std::int64_t lo = 0, hi = count - 1;
+  if (!strides.empty()) {
+    hi = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      std::int64_t reach = 0;
+      bool fits = mul(shape[i] - 1, strides[i], reach);
+      std::int64_t& end = reach < 0 ? lo : hi;
+      fits = fits && add(end, reach, end);
+      if (!fits)
+        invalid("the strides reach beyond 64 bits (stride " + std::to_string(i) + " is " +
+                std::to_string(strides[i]) + ")");
+    }
+  }
+  std::int64_t lo_bytes = 0, end_bytes = 0;
+  if (!mul(lo, itemsize, lo_bytes) || !add(hi, 1, end_bytes) || !mul(end_bytes, itemsize, end_bytes))
+    invalid("the strides reach beyond 64 bits in bytes");
+  // The elements lie between data + lo_bytes and data + end_bytes: neither may
+  // wrap around the address space.
+  const auto before = static_cast<std::uint64_t>(-(lo_bytes + 1)) + 1;  // -lo_bytes, also for INT64_MIN
+  if ((lo_bytes < 0 && before > data) ||
+      static_cast<std::uint64_t>(end_bytes) > std::numeric_limits<std::uintptr_t>::max() - data)
+    invalid("the layout reaches outside the address space from the data pointer " + std::to_string(data));
+}
+
+// The data pointer of a DLPack tensor (its byte offset applied), once the
+// fields its shape and strides are read through are known to be sound.
+std::uintptr_t checked_dltensor_data(const dlpack::DLTensor& t) {
+  auto refuse = [](const std::string& what) { throw std::invalid_argument("DLPack tensor: " + what); };
+  if (t.ndim < 0 || t.ndim > kMaxNdim)
+    refuse("ndim " + std::to_string(t.ndim) + " is out of range (0 to " + std::to_string(kMaxNdim) + ")");
+  if (t.ndim > 0 && !t.shape) refuse("ndim is " + std::to_string(t.ndim) + " but shape is null");
+  const auto data = reinterpret_cast<std::uintptr_t>(t.data);
+  if (t.byte_offset > std::numeric_limits<std::uintptr_t>::max() - data)
+    refuse("byte_offset " + std::to_string(t.byte_offset) + " wraps the data pointer " + std::to_string(data));
+  return data + t.byte_offset;
+}
+
+std::span<const std::int64_t> dltensor_shape(const dlpack::DLTensor& t) {
+  return {t.shape, t.ndim > 0 ? static_cast<std::size_t>(t.ndim) : 0};
+}
+std::span<const std::int64_t> dltensor_strides(const dlpack::DLTensor& t) {
+  return {t.strides, t.strides && t.ndim > 0 ? static_cast<std::size_t>(t.ndim) : 0};
 }
 
 // What an exported tensor owns: its shape and strides, and the shares that
@@ -112,17 +192,10 @@ StridedMemoryView::StridedMemoryView(void* data, std::span<const std::int64_t> s
                                      std::span<const std::int64_t> strides, DataType dtype, dlpack::DLDevice device,
                                      bool readonly, std::shared_ptr<const void> owner)
     : data_(data), dtype_(dtype), device_(device), readonly_(readonly), owner_(std::move(owner)) {
-  if (!strides.empty() && strides.size() != shape.size())
-    invalid("strides has " + std::to_string(strides.size()) + " entries for a shape of " +
-            std::to_string(shape.size()));
-  if (!known_device_type(device.device_type))
-    invalid("device type " + std::to_string(static_cast<int>(device.device_type)) +
-            " is not CPU, CUDA, CUDA host or CUDA managed memory");
-  if (dtype.bits == 0 || dtype.lanes == 0) invalid("the element type has no size");
+  check_layout(reinterpret_cast<std::uintptr_t>(data), shape, strides, dtype, device);
   dims_.resize(shape.size() * 2);
-  std::int64_t step = 1;
+  std::int64_t step = 1;  // never overflows: check_layout bounded the product of the extents
   for (std::size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] < 0) invalid("extent " + std::to_string(i) + " is negative (" + std::to_string(shape[i]) + ")");
     dims_[i] = shape[i];
     dims_[shape.size() + i] = strides.empty() ? step : strides[i];
     step *= shape[i];
@@ -141,24 +214,106 @@ StridedMemoryView StridedMemoryView::from_buffer(const Buffer& buffer, std::span
   return v;
 }
 
-StridedMemoryView StridedMemoryView::from_dltensor(const dlpack::DLTensor& t, bool readonly) {
-  if (t.ndim < 0) invalid("DLPack tensor with ndim " + std::to_string(t.ndim));
-  if (t.ndim > 0 && !t.shape) invalid("DLPack tensor without a shape");
-  const std::size_t n = static_cast<std::size_t>(t.ndim);
-  return StridedMemoryView(static_cast<char*>(t.data) + t.byte_offset, {t.shape, t.shape ? n : 0},
-                           {t.strides, t.strides ? n : 0}, DataType::from_dlpack(t.dtype), t.device, readonly);
+void check_dltensor(const dlpack::DLTensor& t) {
+  check_layout(checked_dltensor_data(t), dltensor_shape(t), dltensor_strides(t), DataType::from_dlpack(t.dtype),
+               t.device);
 }
 
-StridedMemoryView StridedMemoryView::from_dlpack(const dlpack::DLManagedTensorVersioned* t) {
+StridedMemoryView StridedMemoryView::from_dltensor(const dlpack::DLTensor& t, bool readonly) {
+  const std::uintptr_t data = checked_dltensor_data(t);  // before a shape or stride is read
+  return StridedMemoryView(reinterpret_cast<void*>(data), dltensor_shape(t), dltensor_strides(t),
+                           DataType::from_dlpack(t.dtype), t.device, readonly);
+}
+
+TypeStr parse_typestr(std::string_view ts) {
+  auto refuse = [&](const char* why) {
+    throw std::invalid_argument("typestr '" + std::string(ts) + "' " + why +
+                                " (expected a byte order, a kind and a size in bytes, e.g. '<f4')");
+  };
+  if (ts.size() < 3) refuse("is too short");
+  const char order = ts[0], kind = ts[1];
+  if (order != '<' && order != '>' && order != '|' && order != '=') refuse("has no byte order");
+  if (!((kind >= 'a' && kind <= 'z') || (kind >= 'A' && kind <= 'Z'))) refuse("has no kind letter");
+  std::size_t i = 2, itemsize = 0;
+  for (; i < ts.size() && ts[i] >= '0' && ts[i] <= '9'; ++i) {
+    itemsize = itemsize * 10 + static_cast<std::size_t>(ts[i] - '0');
+    if (itemsize > 0xffff) refuse("has an item size above 65535 bytes");
+  }
+  if (i == 2) refuse("has no size");
+  if (itemsize == 0) refuse("has a size of 0 bytes");
+  // A datetime or timedelta has its unit in brackets: "<M8[ns]".
+  if (i < ts.size() && !((kind == 'M' || kind == 'm') && ts[i] == '[' && ts.back() == ']' && ts.size() > i + 2))
+    refuse("has trailing characters");
+  TypeStr out{itemsize, std::nullopt};
+  // DLPack has no byte order: a multi-byte type of the other order has no DLPack type.
+  if (order == '>' && itemsize > 1) return out;
+  const auto bits = static_cast<std::uint8_t>(itemsize * 8);  // used only for the sizes below
+  auto is = [&](std::initializer_list<std::size_t> sizes) {
+    return std::find(sizes.begin(), sizes.end(), itemsize) != sizes.end();
+  };
+  switch (kind) {
+    case 'b': if (itemsize == 1) out.dtype = DataType{dlpack::kDLBool, 8, 1}; break;
+    case 'i': if (is({1, 2, 4, 8})) out.dtype = DataType{dlpack::kDLInt, bits, 1}; break;
+    case 'u': if (is({1, 2, 4, 8})) out.dtype = DataType{dlpack::kDLUInt, bits, 1}; break;
+    case 'f': if (is({2, 4, 8})) out.dtype = DataType{dlpack::kDLFloat, bits, 1}; break;
+    case 'c': if (is({8, 16})) out.dtype = DataType{dlpack::kDLComplex, bits, 1}; break;
+    default: break;
+  }
+  return out;
+}
+
+StridedMemoryView StridedMemoryView::from_array_interface(const ArrayInterface& a) {
+  const TypeStr type = parse_typestr(a.typestr);
+  const DataType dtype = type.dtype.value_or(DataType{dlpack::kDLUInt, 8, static_cast<std::uint16_t>(type.itemsize)});
+  if (a.shape.size() > static_cast<std::size_t>(kMaxNdim))
+    invalid("ndim " + std::to_string(a.shape.size()) + " is more than " + std::to_string(kMaxNdim));
+  std::vector<std::int64_t> strides;
+  if (a.strides) {
+    if (a.strides->size() != a.shape.size())
+      invalid("strides has " + std::to_string(a.strides->size()) + " entries for a shape of " +
+              std::to_string(a.shape.size()));
+    const auto item = static_cast<std::int64_t>(type.itemsize);
+    strides.reserve(a.strides->size());
+    for (std::int64_t bytes : *a.strides) {
+      if (bytes % item != 0)
+        invalid("stride " + std::to_string(bytes) + " bytes is not a multiple of the itemsize (" +
+                std::to_string(item) + ")");
+      strides.push_back(bytes / item);
+    }
+  }
+  return StridedMemoryView(reinterpret_cast<void*>(a.data), a.shape, strides, dtype, a.device, a.readonly);
+}
+
+namespace {
+// What a managed tensor must be before its DLTensor is looked at.
+void check_managed(const dlpack::DLManagedTensorVersioned* t) {
   if (!t) invalid("from_dlpack: the tensor is null");
   if (t->version.major != dlpack::kMajor)
     invalid("from_dlpack: DLPack version " + std::to_string(t->version.major) + "." +
             std::to_string(t->version.minor) + " (cucore reads major version " + std::to_string(dlpack::kMajor) + ")");
+}
+void check_managed(const dlpack::DLManagedTensor* t) {
+  if (!t) invalid("from_dlpack: the tensor is null");
+}
+}  // namespace
+
+void check_dlpack(const dlpack::DLManagedTensorVersioned* t) {
+  check_managed(t);
+  check_dltensor(t->dl_tensor);
+}
+
+void check_dlpack(const dlpack::DLManagedTensor* t) {
+  check_managed(t);
+  check_dltensor(t->dl_tensor);
+}
+
+StridedMemoryView StridedMemoryView::from_dlpack(const dlpack::DLManagedTensorVersioned* t) {
+  check_managed(t);
   return from_dltensor(t->dl_tensor, (t->flags & dlpack::kDLFlagBitMaskReadOnly) != 0);
 }
 
 StridedMemoryView StridedMemoryView::from_dlpack(const dlpack::DLManagedTensor* t) {
-  if (!t) invalid("from_dlpack: the tensor is null");
+  check_managed(t);
   return from_dltensor(t->dl_tensor);
 }
 

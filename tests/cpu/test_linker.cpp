@@ -167,6 +167,11 @@ TEST(LinkerOptions, ValidationNamesTheField) {
   expect_invalid(flags({.arch = "sm_90", .ptxas_options = {""}}), "ptxas_options");
   expect_invalid(flags({.arch = "sm_90", .split_compile = -1}), "split_compile");
   expect_invalid(flags({.arch = "sm_90", .split_compile_extended = -1}), "split_compile_extended");
+  // nvJitLink reads each flag as a C string: a NUL would cut an entry short.
+  using namespace std::string_literals;
+  expect_invalid(flags({.arch = "sm_90", .kernels_used = {"k", "a\0b"s}}), "kernels_used: entry 1 contains a NUL");
+  expect_invalid(flags({.arch = "sm_90", .variables_used = {"v\0"s}}), "variables_used: entry 0 contains a NUL");
+  expect_invalid(flags({.arch = "sm_90", .ptxas_options = {"-v\0-O0"s}}), "ptxas_options: entry 0 contains a NUL");
   // The Linker validates too, before linking anything.
   ObjectCode callee = compile(kCallee, "callee.cu", CodeType::cubin, false);
   expect_invalid([&] { Linker({callee}, {.arch = "sm_90", .optimization_level = 1}); }, "optimization_level");

@@ -1,7 +1,8 @@
 // The option table (src/options/option_fields.inc) against the aggregates it
 // describes: each struct has exactly the table's fields (a field added to one
-// and not the other fails to compile here), and every field the table gives a
-// flag renders that flag when set, and nothing when unset.
+// and not the other fails to compile here), each named once (checked at run
+// time), and every field the table gives a flag renders
+// that flag when set, and nothing when unset.
 #include <gtest/gtest.h>
 
 #include <cucore/event.hpp>
@@ -50,33 +51,78 @@ static_assert(field_count<PinnedMemoryResourceOptions>() == 0 CUCORE_PINNED_MEMO
 static_assert(field_count<ManagedMemoryResourceOptions>() ==
               0 CUCORE_MANAGED_MEMORY_RESOURCE_OPTION_FIELDS(COUNT_PAIR));
 
-// The table's fields name the structs' members (this does not compile otherwise).
+// Where a member lies in its struct.
+template <typename T, typename M>
+std::ptrdiff_t offset_in(const T& object, const M& member) {
+  return reinterpret_cast<const char*>(&member) - reinterpret_cast<const char*>(&object);
+}
+
+// Each table names each member of its struct once: one entry per field, no
+// two at the same offset (naming a member twice, say X(max_size, ipc_enabled),
+// keeps the count and compiles, but would read one Python field into another
+// field's member). The Program and Linker tables also follow the declaration
+// order, as their renderings do; the others follow the Python dataclasses'.
 template <typename T>
-void touch(T&) {}
-TEST(OptionFields, TheTablesNameTheStructsMembers) {
-  StreamOptions s;
-  EventOptions e;
-  DeviceMemoryResourceOptions d;
-  PinnedMemoryResourceOptions p;
-  ManagedMemoryResourceOptions m;
-#define TOUCH(py, cpp) touch(OBJ.cpp);
+void expect_table_is_the_struct(const std::vector<std::ptrdiff_t>& offsets, const char* type, bool in_order) {
+  EXPECT_EQ(offsets.size(), field_count<T>()) << type;
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    EXPECT_GE(offsets[i], 0) << type << " entry " << i;
+    EXPECT_LT(offsets[i], static_cast<std::ptrdiff_t>(sizeof(T))) << type << " entry " << i;
+    for (std::size_t j = 0; j < i; ++j)
+      EXPECT_NE(offsets[i], offsets[j]) << type << ": entries " << j << " and " << i << " name the same member";
+    if (in_order && i > 0) {
+      EXPECT_GT(offsets[i], offsets[i - 1]) << type << ": entry " << i << " is out of declaration order";
+    }
+  }
+}
+
+TEST(OptionFields, EachTableNamesEveryMemberOfItsStructOnce) {
+  const ProgramOptions po;
+  const LinkerOptions lo;
+  const StreamOptions s;
+  const EventOptions e;
+  const DeviceMemoryResourceOptions d;
+  const PinnedMemoryResourceOptions p;
+  const ManagedMemoryResourceOptions m;
+  std::vector<std::ptrdiff_t> offsets;
+#define OFFSET_FIRST(field, ...) offsets.push_back(offset_in(OBJ, OBJ.field));
+#define OFFSET_PAIR(py, cpp) offsets.push_back(offset_in(OBJ, OBJ.cpp));
+#define OBJ po
+  CUCORE_PROGRAM_OPTION_FIELDS(OFFSET_FIRST)
+  expect_table_is_the_struct<ProgramOptions>(offsets, "ProgramOptions", true);
+#undef OBJ
+  offsets.clear();
+#define OBJ lo
+  CUCORE_LINKER_OPTION_FIELDS(OFFSET_FIRST)
+  expect_table_is_the_struct<LinkerOptions>(offsets, "LinkerOptions", true);
+#undef OBJ
+  offsets.clear();
 #define OBJ s
-  CUCORE_STREAM_OPTION_FIELDS(TOUCH)
+  CUCORE_STREAM_OPTION_FIELDS(OFFSET_PAIR)
+  expect_table_is_the_struct<StreamOptions>(offsets, "StreamOptions", false);
 #undef OBJ
+  offsets.clear();
 #define OBJ e
-  CUCORE_EVENT_OPTION_FIELDS(TOUCH)
+  CUCORE_EVENT_OPTION_FIELDS(OFFSET_PAIR)
+  expect_table_is_the_struct<EventOptions>(offsets, "EventOptions", false);
 #undef OBJ
+  offsets.clear();
 #define OBJ d
-  CUCORE_DEVICE_MEMORY_RESOURCE_OPTION_FIELDS(TOUCH)
+  CUCORE_DEVICE_MEMORY_RESOURCE_OPTION_FIELDS(OFFSET_PAIR)
+  expect_table_is_the_struct<DeviceMemoryResourceOptions>(offsets, "DeviceMemoryResourceOptions", false);
 #undef OBJ
+  offsets.clear();
 #define OBJ p
-  CUCORE_PINNED_MEMORY_RESOURCE_OPTION_FIELDS(TOUCH)
+  CUCORE_PINNED_MEMORY_RESOURCE_OPTION_FIELDS(OFFSET_PAIR)
+  expect_table_is_the_struct<PinnedMemoryResourceOptions>(offsets, "PinnedMemoryResourceOptions", false);
 #undef OBJ
+  offsets.clear();
 #define OBJ m
-  CUCORE_MANAGED_MEMORY_RESOURCE_OPTION_FIELDS(TOUCH)
+  CUCORE_MANAGED_MEMORY_RESOURCE_OPTION_FIELDS(OFFSET_PAIR)
+  expect_table_is_the_struct<ManagedMemoryResourceOptions>(offsets, "ManagedMemoryResourceOptions", false);
 #undef OBJ
-#undef TOUCH
-  SUCCEED();
+#undef OFFSET_PAIR
+#undef OFFSET_FIRST
 }
 
 // A value that makes the field render (random where the field takes any).

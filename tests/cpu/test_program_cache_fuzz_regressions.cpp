@@ -44,5 +44,7 @@ void replay(const std::string& target, int (*body)(const std::uint8_t*, std::siz
 TEST(FuzzRegressions, EntryRecords) { replay("entry_record", &cucore::fuzz::entry_record); }
 TEST(FuzzRegressions, IncludeScans) { replay("include_scan", &cucore::fuzz::include_scan); }
 TEST(FuzzRegressions, ManifestsAndMemos) { replay("manifests", &cucore::fuzz::manifests); }
+TEST(FuzzRegressions, DLPackTensors) { replay("dlpack", &cucore::fuzz::dlpack); }
+TEST(FuzzRegressions, ArrayInterfaces) { replay("array_interface", &cucore::fuzz::array_interface); }
 
 }  // namespace

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -210,4 +212,193 @@ TEST(StridedMemoryViewTest, BufferViewsCopiesAndTheirRefusals) {
   StridedMemoryView ints(host.data(), shape, {}, DataType::of<std::int16_t>(), kCpu);
   EXPECT_NE(message_of([&] { dst.copy_from(ints, s); }).find("item sizes differ"), std::string::npos);
   buf.close(s);
+}
+
+namespace {
+
+// A DLTensor over `data` (float32 on the CPU) with these fields as given.
+dlpack::DLTensor tensor_of(void* data, std::int32_t ndim, const std::int64_t* shape, const std::int64_t* strides,
+                           std::uint64_t byte_offset = 0) {
+  return {data, kCpu, ndim, DataType::of<float>().to_dlpack(), const_cast<std::int64_t*>(shape),
+          const_cast<std::int64_t*>(strides), byte_offset};
+}
+
+// The importer and check_dltensor agree: both refuse `t`, saying `why`.
+void expect_refused(const dlpack::DLTensor& t, const std::string& why) {
+  EXPECT_NE(message_of([&] { (void)StridedMemoryView::from_dltensor(t); }).find(why), std::string::npos) << why;
+  EXPECT_NE(message_of([&] { check_dltensor(t); }).find(why), std::string::npos) << why;
+}
+
+}  // namespace
+
+TEST(StridedMemoryViewTest, DLPackTensorsAreCheckedBeforeTheirShapeIsRead) {
+  std::vector<float> data = random_floats(16, 6);
+  // A one-entry shape behind every claim of rank: reading past it is what
+  // the checks must prevent (ASan sees it in the sanitizer build).
+  const auto one = std::make_unique<std::int64_t[]>(1);
+  one[0] = 16;
+  for (std::int32_t ndim : {-1, -2147483647 - 1, 65, 1 << 20, 2147483647})
+    expect_refused(tensor_of(data.data(), ndim, one.get(), nullptr), "ndim " + std::to_string(ndim) + " is out of range");
+  expect_refused(tensor_of(data.data(), 2, nullptr, nullptr), "ndim is 2 but shape is null");
+  // The byte offset, the element count and the strides' reach must not overflow.
+  const std::int64_t four[] = {4};
+  expect_refused(tensor_of(reinterpret_cast<void*>(std::uintptr_t(-16)), 1, four, nullptr, 64), "byte_offset 64 wraps");
+  expect_refused(tensor_of(data.data(), 1, four, nullptr, ~std::uint64_t(0)), "wraps the data pointer");
+  const std::int64_t huge[] = {std::int64_t(1) << 40, std::int64_t(1) << 40};
+  expect_refused(tensor_of(data.data(), 2, huge, nullptr), "element count overflows");
+  const std::int64_t bytes_too_many[] = {std::int64_t(1) << 62};
+  expect_refused(tensor_of(data.data(), 1, bytes_too_many, nullptr), "size in bytes overflows");
+  const std::int64_t two_by_two[] = {2, 2}, far[] = {INT64_MAX, 1}, far_back[] = {INT64_MIN, 1};
+  expect_refused(tensor_of(data.data(), 2, two_by_two, far), "the strides reach beyond 64 bits");
+  expect_refused(tensor_of(data.data(), 2, two_by_two, far_back), "the strides reach beyond 64 bits");
+  const std::int64_t back_stride[] = {-4};
+  expect_refused(tensor_of(reinterpret_cast<void*>(std::uintptr_t(8)), 1, four, back_stride),
+                 "reaches outside the address space");
+  const std::int64_t negative[] = {4, -1};
+  expect_refused(tensor_of(data.data(), 2, negative, nullptr), "extent 1 is negative (-1)");
+  dlpack::DLTensor no_size = tensor_of(data.data(), 1, four, nullptr);
+  no_size.dtype.lanes = 0;
+  expect_refused(no_size, "no size");
+  dlpack::DLTensor rocm = tensor_of(data.data(), 1, four, nullptr);
+  rocm.device = {dlpack::kDLROCM, 0};
+  expect_refused(rocm, "device type 10");
+
+  // What a producer may send is read exactly: 64 dimensions, null strides
+  // (compact), negative strides, an empty tensor with strides that reach
+  // nowhere, a byte offset.
+  std::vector<std::int64_t> ones(64, 1);
+  ones[63] = 16;
+  const StridedMemoryView v64 = StridedMemoryView::from_dltensor(tensor_of(data.data(), 64, ones.data(), nullptr));
+  EXPECT_EQ(v64.ndim(), 64);
+  EXPECT_EQ(v64.size(), 16);
+  EXPECT_EQ(v64.strides()[63], 1);
+  std::vector<std::int64_t> ones65(65, 1);
+  expect_refused(tensor_of(data.data(), 65, ones65.data(), nullptr), "ndim 65");
+  const std::int64_t reversed[] = {-1};
+  const StridedMemoryView r = StridedMemoryView::from_dltensor(tensor_of(data.data(), 1, four, reversed, 12));
+  EXPECT_EQ(r.data(), data.data() + 3);
+  EXPECT_EQ(r.strides()[0], -1);
+  const std::int64_t empty[] = {0, std::int64_t(1) << 40}, wild[] = {INT64_MAX, INT64_MIN};
+  const StridedMemoryView e = StridedMemoryView::from_dltensor(tensor_of(data.data(), 2, empty, wild));
+  EXPECT_EQ(e.size(), 0);
+  EXPECT_EQ(e.span_bytes(), 0u);
+  EXPECT_NO_THROW(check_dltensor(tensor_of(data.data(), 0, nullptr, nullptr)));
+  EXPECT_EQ(StridedMemoryView::from_dltensor(tensor_of(data.data(), 0, nullptr, nullptr)).size(), 1);
+
+  // Managed tensors: null and foreign major versions are refused by the checks as by from_dlpack.
+  EXPECT_NE(message_of([] { check_dlpack(static_cast<const dlpack::DLManagedTensor*>(nullptr)); }).find("null"),
+            std::string::npos);
+  dlpack::DLManagedTensorVersioned managed{};
+  managed.version = {2, 0};
+  managed.dl_tensor = tensor_of(data.data(), 1, four, nullptr);
+  EXPECT_NE(message_of([&] { check_dlpack(&managed); }).find("DLPack version 2.0"), std::string::npos);
+  managed.version = {dlpack::kMajor, 0};
+  EXPECT_NO_THROW(check_dlpack(&managed));
+  managed.dl_tensor.ndim = 1 << 20;
+  EXPECT_NE(message_of([&] { check_dlpack(&managed); }).find("out of range"), std::string::npos);
+}
+
+TEST(StridedMemoryViewTest, LayoutsThatOverflowAreRefusedByTheConstructor) {
+  std::vector<float> data = random_floats(8, 7);
+  auto make = [&](std::vector<std::int64_t> shape, std::vector<std::int64_t> strides, void* p = nullptr) {
+    return [=, &data] { StridedMemoryView(p ? p : data.data(), shape, strides, DataType::of<float>(), kCpu); };
+  };
+  EXPECT_NE(message_of(make({-3}, {})).find("extent 0 is negative (-3)"), std::string::npos);
+  EXPECT_NE(message_of(make({0, -1}, {})).find("extent 1 is negative"), std::string::npos) << "even when empty";
+  EXPECT_NE(message_of(make({INT64_MAX, 2}, {})).find("element count overflows"), std::string::npos);
+  EXPECT_NE(message_of(make({0, INT64_MAX, 2}, {})).find("element count overflows"), std::string::npos)
+      << "the compact strides multiply the other extents";
+  EXPECT_NE(message_of(make({std::int64_t(1) << 61}, {})).find("size in bytes overflows"), std::string::npos);
+  EXPECT_NE(message_of(make({3, 3}, {INT64_MAX / 2 + 1, 1})).find("strides reach beyond 64 bits"), std::string::npos);
+  EXPECT_NE(message_of(make({2}, {INT64_MAX / 4 + 1})).find("beyond 64 bits in bytes"), std::string::npos);
+  EXPECT_NE(message_of(make({2}, {-1}, reinterpret_cast<void*>(std::uintptr_t(2))))
+                .find("reaches outside the address space"),
+            std::string::npos);
+  EXPECT_NE(message_of(make({2}, {}, reinterpret_cast<void*>(~std::uintptr_t(0) - 6)))
+                .find("reaches outside the address space"),
+            std::string::npos);
+  EXPECT_NE(message_of(make(std::vector<std::int64_t>(65, 1), {})).find("ndim 65 is more than 64"), std::string::npos);
+  // The largest that fit are views whose arithmetic is exact.
+  const StridedMemoryView top(reinterpret_cast<void*>(~std::uintptr_t(0) - 8), std::vector<std::int64_t>{2}, {},
+                              DataType::of<float>(), kCpu);
+  EXPECT_EQ(top.span_bytes(), 8u);
+  const StridedMemoryView wide(data.data(), std::vector<std::int64_t>{std::int64_t(1) << 60}, {},
+                               DataType::of<std::uint8_t>(), kCpu);
+  EXPECT_EQ(wide.size(), std::int64_t(1) << 60);
+  EXPECT_EQ(wide.span_bytes(), std::size_t(1) << 60);
+}
+
+TEST(StridedMemoryViewTest, TypestrsAreReadAsNumPyWritesThem) {
+  struct Case {
+    const char* typestr;
+    std::size_t itemsize;
+    std::optional<DataType> dtype;
+  };
+  const Case cases[] = {
+      {"<f4", 4, DataType::of<float>()},          {"<f8", 8, DataType::of<double>()},
+      {"<f2", 2, DataType{dlpack::kDLFloat, 16, 1}}, {"|u1", 1, DataType::of<std::uint8_t>()},
+      {"|i1", 1, DataType::of<std::int8_t>()},     {"<i8", 8, DataType::of<std::int64_t>()},
+      {"=u2", 2, DataType::of<std::uint16_t>()},   {"|b1", 1, DataType::of<bool>()},
+      {"<c8", 8, DataType{dlpack::kDLComplex, 64, 1}}, {"<c16", 16, DataType{dlpack::kDLComplex, 128, 1}},
+      {">f4", 4, std::nullopt},  // the other byte order: no DLPack type
+      {">u1", 1, DataType::of<std::uint8_t>()},  // one byte has no order
+      {"|V16", 16, std::nullopt},  {"<U8", 8, std::nullopt}, {"<M8[ns]", 8, std::nullopt},
+      {"<f16", 16, std::nullopt},  {"<i3", 3, std::nullopt}, {"|V65535", 65535, std::nullopt},
+  };
+  for (const Case& c : cases) {
+    const TypeStr t = parse_typestr(c.typestr);
+    EXPECT_EQ(t.itemsize, c.itemsize) << c.typestr;
+    EXPECT_EQ(t.dtype, c.dtype) << c.typestr;
+  }
+  for (const char* bad : {"", "<", "<f", "f4", "xf4", "<4", "<f0", "<f4x", "<f4[ns]", "<M8[", "<f65536",
+                          "<f99999999999999999999", "<f-4", "< f4"})
+    EXPECT_NE(message_of([&] { (void)parse_typestr(bad); }).find(std::string("typestr '") + bad + "'"),
+              std::string::npos)
+        << bad;
+}
+
+TEST(StridedMemoryViewTest, ArrayInterfacesAreCheckedAndConvertedToElements) {
+  std::vector<float> data = random_floats(24, 8);
+  const std::int64_t shape[] = {4, 3}, byte_strides[] = {24, 8};  // every other column of a 4x6 array
+  ArrayInterface a{reinterpret_cast<std::uintptr_t>(data.data()), true, "<f4", shape,
+                   std::span<const std::int64_t>(byte_strides), {dlpack::kDLCUDA, 0}};
+  const StridedMemoryView v = StridedMemoryView::from_array_interface(a);
+  EXPECT_EQ(v.data(), data.data());
+  EXPECT_TRUE(v.readonly());
+  EXPECT_EQ(v.dtype(), DataType::of<float>());
+  EXPECT_EQ(v.device().device_type, dlpack::kDLCUDA);
+  EXPECT_EQ(std::vector<std::int64_t>(v.shape().begin(), v.shape().end()), (std::vector<std::int64_t>{4, 3}));
+  EXPECT_EQ(std::vector<std::int64_t>(v.strides().begin(), v.strides().end()), (std::vector<std::int64_t>{6, 2}));
+  // No strides: C-contiguous. A type DLPack has none for: its bytes.
+  ArrayInterface s{reinterpret_cast<std::uintptr_t>(data.data()), false, "|V12", shape, std::nullopt, kCpu};
+  const StridedMemoryView structs = StridedMemoryView::from_array_interface(s);
+  EXPECT_EQ(structs.dtype(), (DataType{dlpack::kDLUInt, 8, 12}));
+  EXPECT_EQ(structs.itemsize(), 12u);
+  EXPECT_EQ(std::vector<std::int64_t>(structs.strides().begin(), structs.strides().end()),
+            (std::vector<std::int64_t>{3, 1}));
+
+  auto refused = [&](ArrayInterface x) { return message_of([&] { (void)StridedMemoryView::from_array_interface(x); }); };
+  ArrayInterface bad = a;
+  bad.typestr = "xf4";
+  EXPECT_NE(refused(bad).find("typestr 'xf4' has no byte order"), std::string::npos);
+  bad = a;
+  const std::int64_t uneven[] = {24, 6};
+  bad.strides = std::span<const std::int64_t>(uneven);
+  EXPECT_NE(refused(bad).find("stride 6 bytes is not a multiple of the itemsize (4)"), std::string::npos);
+  const std::int64_t one_stride[] = {4};
+  bad.strides = std::span<const std::int64_t>(one_stride);
+  EXPECT_NE(refused(bad).find("strides has 1 entries for a shape of 2"), std::string::npos);
+  bad = a;
+  const std::int64_t minus[] = {-1, 3};
+  bad.shape = minus;
+  EXPECT_NE(refused(bad).find("extent 0 is negative"), std::string::npos);
+  bad = a;
+  const std::int64_t far[] = {INT64_MAX - 3, 8};
+  bad.strides = std::span<const std::int64_t>(far);
+  EXPECT_NE(refused(bad).find("beyond 64 bits"), std::string::npos);
+  bad = a;
+  const std::vector<std::int64_t> deep(65, 1);
+  bad.shape = deep;
+  bad.strides = std::nullopt;
+  EXPECT_NE(refused(bad).find("ndim 65"), std::string::npos);
 }
