@@ -28,13 +28,15 @@ inline CommandResult run_command(const std::string& cmd) {
 }
 
 // Runs one test of this same test binary in a fresh process (`filter`, usually
-// a DISABLED_ child half), with `env` ("NAME='value'") in its environment.
+// a DISABLED_ child half), with `env` ("NAME='value'") in its environment, and
+// not sharded (a sharded parent's GTEST_* settings would shard its one test away).
 inline CommandResult run_own_test(const std::string& filter, const std::string& env) {
   char exe[4096];
   const ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (len <= 0) return {};
   exe[len] = 0;
-  return run_command(env + " '" + exe + "' --gtest_also_run_disabled_tests --gtest_filter=" + filter + " 2>&1");
+  return run_command("env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX -u GTEST_SHARD_STATUS_FILE " + env + " '" + exe +
+                     "' --gtest_also_run_disabled_tests --gtest_filter=" + filter + " 2>&1");
 }
 
 }  // namespace cucore::test
