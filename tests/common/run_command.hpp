@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 namespace cucore::test {
@@ -37,6 +38,17 @@ inline CommandResult run_own_test(const std::string& filter, const std::string& 
   exe[len] = 0;
   return run_command("env -u GTEST_TOTAL_SHARDS -u GTEST_SHARD_INDEX -u GTEST_SHARD_STATUS_FILE " + env + " '" + exe +
                      "' --gtest_also_run_disabled_tests --gtest_filter=" + filter + " 2>&1");
+}
+
+// Runs the cucore tool with the environment pointing every cache at `home`
+// (so the caller's own is never touched); its output, stdout and stderr
+// together, and its exit status in `rc`.
+inline std::string run_cli(const std::string& args, int& rc, const std::filesystem::path& home) {
+  const std::string h = home.string();
+  CommandResult r = run_command("HOME='" + h + "' XDG_CACHE_HOME='" + h + "/xdg' CUCORE_PROGRAM_CACHE_DIR='" + h +
+                                "/default-programs' " + CUCORE_CLI_PATH + " " + args + " 2>&1");
+  rc = r.status;
+  return r.out;
 }
 
 }  // namespace cucore::test

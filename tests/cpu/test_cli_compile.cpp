@@ -15,18 +15,13 @@
 #include <sstream>
 #include <string>
 
+#include "common/message_of.hpp"
+
 namespace fs = std::filesystem;
 
 namespace {
 
-// 'path', built without operator+(const char*, std::string&&), which GCC 12's
-// -Wrestrict misreads.
-std::string in_quotes(const std::filesystem::path& p) {
-  std::string s(1, '\'');
-  s += p.string();
-  s += '\'';
-  return s;
-}
+using cucore::test::in_quotes;
 
 constexpr const char* kSaxpy = R"(extern "C" __global__ void saxpy(float a, const float* x, const float* y, float* out, int n) {
   int i = blockIdx.x * blockDim.x + threadIdx.x;

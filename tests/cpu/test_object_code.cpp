@@ -14,6 +14,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "common/message_of.hpp"
 #include "common/compile_helpers.hpp"
 
 namespace fs = std::filesystem;
@@ -21,14 +22,7 @@ using cucore::CodeType;
 
 namespace {
 
-// 'path', built without operator+(const char*, std::string&&), which GCC 12's
-// -Wrestrict misreads.
-std::string in_quotes(const std::filesystem::path& p) {
-  std::string s(1, '\'');
-  s += p.string();
-  s += '\'';
-  return s;
-}
+using cucore::test::in_quotes;
 
 std::vector<std::byte> bytes_of(std::string_view s) {
   std::vector<std::byte> v(s.size());

@@ -55,6 +55,7 @@ extern char** environ;
 
 
 #include "common/compile_helpers.hpp"
+#include "common/run_command.hpp"
 
 namespace cucore {
 namespace {
@@ -1633,25 +1634,7 @@ TEST_F(FileCache, OldToolchainMemosArePrunedWhenOneIsWritten) {
   for (int age = 0; age < 63; ++age) EXPECT_TRUE(fs::exists(memos / ("nvrtc-old-" + std::to_string(age)))) << age;
 }
 
-// Runs the tool with the environment pointing every cache at `home` (so the
-// caller's own is never touched); its output, stdout and stderr together.
-std::string run_cli(const std::string& args, int& rc, const fs::path& home) {
-  const std::string cmd = "HOME='" + home.string() + "' XDG_CACHE_HOME='" + (home / "xdg").string() +
-                          "' CUCORE_PROGRAM_CACHE_DIR='" + (home / "default-programs").string() + "' " +
-                          CUCORE_CLI_PATH + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) {
-    rc = -1;
-    return out;
-  }
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  int status = ::pclose(p);
-  rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using cucore::test::run_cli;
 
 TEST_F(FileCache, CliInfoAndClear) {
   if (std::string(CUCORE_CLI_PATH).empty()) GTEST_SKIP() << "the cucore tool is not built";

@@ -32,6 +32,7 @@
 
 #include "cache/cache_dir.hpp"
 #include "common/compile_helpers.hpp"
+#include "common/run_command.hpp"
 
 namespace cucore {
 namespace {
@@ -449,23 +450,7 @@ TEST_F(CacheHardening, ClearEraseAndEvictionRemoveDirectoriesPlantedAtEntryNames
 
 // ---------------------------------------------------------------- the CLI
 
-std::string run_cli(const std::string& args, int& rc, const fs::path& home) {
-  const std::string cmd = "HOME='" + home.string() + "' XDG_CACHE_HOME='" + (home / "xdg").string() +
-                          "' CUCORE_PROGRAM_CACHE_DIR='" + (home / "default-programs").string() + "' " +
-                          CUCORE_CLI_PATH + " " + args + " 2>&1";
-  std::string out;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (!p) {
-    rc = -1;
-    return out;
-  }
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = ::pclose(p);
-  rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return out;
-}
+using cucore::test::run_cli;
 
 // A directory whose name is not UTF-8 (Latin-1 "café"): the JSON replaces the
 // byte that is not UTF-8 (U+FFFD) rather than failing.

@@ -16,20 +16,14 @@
 #include <string>
 #include <vector>
 
+#include "common/message_of.hpp"
 #include "common/compile_helpers.hpp"
 #include "files/regular_file.hpp"
 
 namespace cucore::detail {
 namespace {
 
-// 'path', built without operator+(const char*, std::string&&), which GCC 12's
-// -Wrestrict misreads.
-std::string in_quotes(const std::filesystem::path& p) {
-  std::string s(1, '\'');
-  s += p.string();
-  s += '\'';
-  return s;
-}
+using cucore::test::in_quotes;
 
 namespace fs = std::filesystem;
 
