@@ -57,8 +57,12 @@ class Linker {
   explicit Linker(std::vector<ObjectCode> object_codes, LinkerOptions options = {});
 
   // target: CodeType::cubin, or CodeType::ptx (which needs options.ptx).
-  // Failures throw CompileError whose log() is the linker's error log.
+  // Failures throw CompileError whose log() is the linker's error log; a
+  // closed Linker throws ClosedError.
   ObjectCode link(CodeType target);
+  // Lets go of the inputs (idempotent); the logs of the last link() stay.
+  void close() noexcept;
+  bool is_closed() const noexcept { return closed_; }
 
   // The logs of the last link() (empty before it).
   const std::string& error_log() const noexcept { return error_log_; }
@@ -73,6 +77,7 @@ class Linker {
   LinkerOptions options_;
   std::string backend_;
   std::string error_log_, info_log_;
+  bool closed_ = false;
 };
 
 namespace detail {

@@ -623,9 +623,10 @@ void bind_program(nb::module_& m) {
   m.def("nvvm_ir_version", &cucore::nvvm_ir_version, "The NVVM IR version libNVVM reads (major, minor, dbg major, dbg minor).");
 
   // ---- Linker ---------------------------------------------------------------------------
-  nb::class_<PyLinker>(m, "Linker", "Links ObjectCodes into one cubin (or PTX) with nvJitLink, else the driver's linker.",
-                       nb::is_weak_referenceable())
-      .def("__init__", [](PyLinker* self, nb::args object_codes, nb::handle options) {
+  nb::class_<cucore::Linker>(m, "Linker",
+                             "Links ObjectCodes into one cubin (or PTX) with nvJitLink, else the driver's linker.",
+                             nb::is_weak_referenceable())
+      .def("__init__", [](cucore::Linker* self, nb::args object_codes, nb::handle options) {
         std::vector<cucore::ObjectCode> codes;
         for (nb::handle h : object_codes) {
           if (!PyObject_TypeCheck(h.ptr(), g_types.object_code))
@@ -633,24 +634,23 @@ void bind_program(nb::module_& m) {
                              py_repr(h));
           codes.push_back(*nb::inst_ptr<cucore::ObjectCode>(h));
         }
-        new (self) PyLinker{cucore::Linker(std::move(codes), linker_options(options)), false};
+        new (self) cucore::Linker(std::move(codes), linker_options(options));
       }, nb::arg("object_codes"), nb::kw_only(), nb::arg("options") = nb::none())
-      .def("link", [](PyLinker& l, nb::handle target) {
-        if (l.closed) cucore::detail::throw_closed("Linker", "link");
+      .def("link", [](cucore::Linker& l, nb::handle target) {
         const cucore::CodeType t = code_type_arg(lower_str(target, "target_type"), "target_type");
         nb::gil_scoped_release nogil;
-        return l.linker.link(t);
+        return l.link(t);
       }, nb::arg("target_type"))
-      .def("get_error_log", [](const PyLinker& l) { return l.linker.error_log(); })
-      .def("get_info_log", [](const PyLinker& l) { return l.linker.info_log(); })
-      .def_prop_ro("backend", [](const PyLinker& l) { return typing_value("CompilerBackendType", l.linker.backend()); })
-      .def_prop_ro("handle", [](const PyLinker&) { return nb::none(); },
+      .def("get_error_log", [](const cucore::Linker& l) { return l.error_log(); })
+      .def("get_info_log", [](const cucore::Linker& l) { return l.info_log(); })
+      .def_prop_ro("backend", [](const cucore::Linker& l) { return typing_value("CompilerBackendType", l.backend()); })
+      .def_prop_ro("handle", [](const cucore::Linker&) { return nb::none(); },
                    "None: cucore makes the linker's handle per link() call.")
-      .def_prop_ro("is_closed", [](const PyLinker& l) { return l.closed; })
-      .def("close", [](PyLinker& l) { l.closed = true; })
+      .def_prop_ro("is_closed", &cucore::Linker::is_closed)
+      .def("close", &cucore::Linker::close)
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
-      .def("__exit__", [](PyLinker& l, nb::args) { l.closed = true; })
-      .def("__repr__", [](const PyLinker& l) { return "<Linker backend='" + l.linker.backend() + "'>"; })
+      .def("__exit__", [](cucore::Linker& l, nb::args) { l.close(); })
+      .def("__repr__", [](const cucore::Linker& l) { return "<Linker backend='" + l.backend() + "'>"; })
       .def_static("which_backend", []() {
         return typing_value("CompilerBackendType", cucore::detail::linker_backend(false));
       });

@@ -13,10 +13,6 @@ struct PyProgram {
   cucore::Program program;  // closing, the handle and the PCH status are libcucore's
 };
 
-struct PyLinker {
-  cucore::Linker linker;
-  bool closed = false;
-};
 
 cucore::ProgramOptions program_options(nb::handle options);
 cucore::LinkerOptions linker_options(nb::handle options);

@@ -270,7 +270,14 @@ Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
   }
 }
 
+void Linker::close() noexcept {
+  codes_.clear();
+  codes_.shrink_to_fit();
+  closed_ = true;
+}
+
 ObjectCode Linker::link(CodeType target) {
+  if (closed_) detail::throw_closed("Linker", "link");
   if (target != CodeType::cubin && target != CodeType::ptx)
     throw std::invalid_argument("Linker::link: unknown target " + squote(to_string(target)) +
                                 " (valid: \"cubin\", \"ptx\")");

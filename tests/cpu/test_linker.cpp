@@ -72,6 +72,25 @@ TEST(Linker, LtoirOfTwoProgramsLinksIntoOneCubin) {
   EXPECT_EQ(linker.error_log(), "");
 }
 
+// close() lets go of the inputs; a closed Linker refuses link() with
+// ClosedError and keeps the last link's logs; close() again is nothing.
+TEST(Linker, CloseReleasesTheInputsAndRefusesLink) {
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);
+  Linker linker({caller, callee}, {.arch = "sm_90", .verbose = true, .link_time_optimization = true});
+  EXPECT_FALSE(linker.is_closed());
+  EXPECT_TRUE(is_elf(linker.link(CodeType::cubin)));
+  const std::string info = linker.info_log();
+  EXPECT_FALSE(info.empty());
+  linker.close();
+  EXPECT_TRUE(linker.is_closed());
+  EXPECT_TRUE(linker.object_codes().empty());
+  EXPECT_THROW(linker.link(CodeType::cubin), cucore::ClosedError);
+  EXPECT_EQ(linker.info_log(), info);
+  linker.close();
+  EXPECT_TRUE(linker.is_closed());
+}
+
 TEST(Linker, LtoCanEmitPtxWithTheCalleeInlined) {
   ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
   ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);
