@@ -20,10 +20,11 @@
 // Lifetimes. Kernel arguments are copied when captured or added. A graph keeps
 // alive everything its nodes use that cucore can share: the kernels (and so
 // their loaded code), events, child graphs, host callbacks and whatever was
-// given to retain() (a Buffer moved in, a Python object). They ride on a CUDA
-// user object of the graph, so an executable graph, and launches still in
-// flight, keep them too; they are released on a cucore thread once the driver
-// lets go (never on the driver's own thread, where CUDA calls are forbidden).
+// given to retain() (a Buffer moved in, a Python object). They ride on CUDA
+// user objects of the graph from the moment the CUgraph exists, so every copy
+// (a clone by another library, an executable graph, launches still in flight)
+// keeps them too; they are released on a cucore thread once the driver lets
+// go (never on the driver's own thread, where CUDA calls are forbidden).
 // C++ Buffers are move-only: the caller keeps a Buffer a graph reads, or moves
 // it in with retain().
 //
@@ -272,8 +273,9 @@ class GraphDefinition : public detail::NodeMaker {
   std::vector<GraphNode> nodes() const;
   std::vector<std::pair<GraphNode, GraphNode>> edges() const;  // (from, to)
 
-  // Keeps `owner` (or the Buffer) alive as long as this graph, the graphs
-  // instantiated from it and their launches.
+  // Keeps `owner` (or the Buffer) alive as long as this graph and every copy
+  // of it (clones, executable graphs, their launches): on the CUgraph's
+  // user objects at once.
   void retain(std::shared_ptr<const void> owner) const;
   void retain(Buffer&& buffer) const;
 
