@@ -194,11 +194,19 @@ void pack_int(PyObject* o, std::size_t width, Slot& slot, cucore::detail::ArgDes
 // None is "not set": grid and block are required (cucore::validate says so).
 cucore::Dim3 dim_arg(nb::handle v, const char* field) {
   if (v.is_none()) return {};
-  const std::string what = std::string("LaunchConfig.") + field;
+  // The field's name is built only for an error: LaunchConfig is made per
+  // launch by some callers (numba-cuda).
+  auto what = [&] { return std::string("LaunchConfig.") + field; };
   auto one = [&](nb::handle x) -> long long {
+    if (PyLong_CheckExact(x.ptr())) {
+      int overflow = 0;
+      const long long r = PyLong_AsLongLongAndOverflow(x.ptr(), &overflow);
+      if (!overflow && !(r == -1 && PyErr_Occurred())) return r;
+      PyErr_Clear();
+    }
     if (PyBool_Check(x.ptr()) || !PyIndex_Check(x.ptr()))
-      raise_type_error(what + " must be an int or a tuple of up to 3 ints, got " + repr_text(v));
-    return int64_arg(x, what);
+      raise_type_error(what() + " must be an int or a tuple of up to 3 ints, got " + repr_text(v));
+    return int64_arg(x, what());
   };
   if (PyTuple_Check(v.ptr()) || PyList_Check(v.ptr())) {
     std::size_t n = nb::len(v);
