@@ -12,6 +12,7 @@
 #include <string>
 
 #include "common.hpp"
+#include "loader/nvml_types.hpp"
 
 namespace cucore::python {
 namespace {
@@ -133,7 +134,7 @@ bool translate_system(const std::exception_ptr& p) {
     nb::object inst = type(e.what());
     inst.attr("component") = e.component();
     inst.attr("searched") = nb::cast(e.searched());
-    inst.attr("code") = 12;  // NVML_ERROR_LIBRARY_NOT_FOUND
+    inst.attr("code") = cucore::detail::nvml::ERROR_LIBRARY_NOT_FOUND;
     PyErr_SetObject(type.ptr(), inst.ptr());
   } catch (...) {
     return false;
@@ -521,6 +522,17 @@ void bind_system(nb::module_& m) {
                   },
                   nb::is_method(), nb::scope(device_cls), nb::name("to_system_device"),
                   "The cucore.system.Device (NVML) of this GPU, found by UUID."));
+
+  // The rows of loader/nvml_returns.inc with a Python class: (code, class name,
+  // extra base, docstring), from which cucore.system.exceptions makes its classes.
+  s.def("_nvml_returns", [] {
+    nb::list rows;
+#define CUCORE_NVML_RETURN(code, constant, text, py_class, py_base, doc) \
+    if (*py_class) rows.append(nb::make_tuple(code, py_class, py_base, doc));
+#include "loader/nvml_returns.inc"
+#undef CUCORE_NVML_RETURN
+    return rows;
+  });
 
   // Tried before the translator of errors.cpp (nanobind tries the newest first).
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
