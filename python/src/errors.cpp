@@ -51,6 +51,14 @@ constexpr ErrorRow kRows[] = {
 };
 constexpr std::size_t kRowCount = std::size(kRows);
 
+// A class made here is cucore.<name> (name_in_cucore below).
+constexpr bool made_classes_are_in_cucore() {
+  for (const ErrorRow& r : kRows)
+    if (*r.bases && std::string_view(r.python).substr(0, 7) != "cucore.") return false;
+  return true;
+}
+static_assert(made_classes_are_in_cucore(), "error_classes.inc: a row with Python bases must name cucore.<class>");
+
 #define CUCORE_ERROR_CLASS(type, base, python, bases, aliases, attributes, sample, doc) \
   static_assert(std::is_base_of_v<base, type>, #type " does not derive from " #base);
 #include "errors/error_classes.inc"
