@@ -10,7 +10,8 @@
 //     cucore.ClosedError (also a ValueError)   cucore::ClosedError: .object .operation
 //   raised as an existing class: checkpoint::StateError -> CudaError, IpcError -> Error,
 //   MappedResourceError -> TypeError, detail::FileError -> ValueError, NvmlError ->
-//   cucore.system's class of its code (python/src/system.cpp's translator, tried first)
+//   cucore.system's class of its return code (and NVML's LibraryNotFoundError
+//   cucore.system.LibraryNotFoundError)
 //   std::invalid_argument -> ValueError, std::out_of_range -> IndexError (nanobind's defaults)
 //   std::bad_cast (nanobind's cast error) -> TypeError, never RuntimeError
 #include <cucore/checkpoint.hpp>
@@ -27,6 +28,7 @@
 
 #include "common.hpp"
 #include "files/regular_file.hpp"
+#include "loader/nvml_types.hpp"
 
 namespace cucore::python {
 namespace {
@@ -104,18 +106,16 @@ void set_attr(PyObject* inst, const char* name, nb::handle value) {
 }
 
 void set_attributes(PyObject*, const std::exception&) {}
-void set_attributes(PyObject* inst, const cucore::CudaError& e) {
+// A failed call of the driver or of NVML: its code, the code's name and text, and the call.
+template <typename E>
+void set_call_attributes(PyObject* inst, const E& e) {
   set_attr(inst, "code", nb::int_(static_cast<int>(e.code())));
   set_attr(inst, "name", nb::str(e.name().c_str()));
   set_attr(inst, "description", nb::str(e.description().c_str()));
   set_attr(inst, "call", nb::str(e.call().c_str()));
 }
-void set_attributes(PyObject* inst, const cucore::NvmlError& e) {
-  set_attr(inst, "code", nb::int_(e.code()));
-  set_attr(inst, "name", nb::str(e.name().c_str()));
-  set_attr(inst, "description", nb::str(e.description().c_str()));
-  set_attr(inst, "call", nb::str(e.call().c_str()));
-}
+void set_attributes(PyObject* inst, const cucore::CudaError& e) { set_call_attributes(inst, e); }
+void set_attributes(PyObject* inst, const cucore::NvmlError& e) { set_call_attributes(inst, e); }
 void set_attributes(PyObject* inst, const cucore::CompileError& e) {
   set_attr(inst, "log", nb::str(e.log().data(), e.log().size()));
   for (const char* attr : {"code", "name", "description", "call"}) set_attr(inst, attr, nb::none());
@@ -125,6 +125,7 @@ void set_attributes(PyObject* inst, const cucore::LibraryNotFoundError& e) {
   nb::list searched;
   for (const auto& s : e.searched()) searched.append(nb::str(s.c_str()));
   set_attr(inst, "searched", searched);
+  if (e.component() == "nvml") set_attr(inst, "code", nb::int_(detail::nvml::ERROR_LIBRARY_NOT_FOUND));
 }
 void set_attributes(PyObject* inst, const cucore::FeatureUnavailableError& e) {
   set_attr(inst, "feature", nb::str(e.feature().c_str()));
@@ -145,12 +146,30 @@ void raise_with(PyObject* type, const char* message, F&& set_attrs) {
   Py_DECREF(inst);
 }
 
+// The class raised for `e`, of row `i`: the row's, except where the value
+// picks it. NVML's failures raise cucore.system.exceptions' class of their
+// return code, and NVML's missing library cucore.system.LibraryNotFoundError
+// (also a cucore.LibraryNotFoundError), as cuda.core.system does.
+nb::object class_for(std::size_t i, const std::exception&) { return nb::borrow(class_of(i)); }
+nb::object class_for(std::size_t, const cucore::NvmlError& e) {
+  return system_exceptions_attr("_exception_for_code")(e.code());
+}
+nb::object class_for(std::size_t i, const cucore::LibraryNotFoundError& e) {
+  return e.component() == "nvml" ? system_exceptions_attr("LibraryNotFoundError") : nb::borrow(class_of(i));
+}
+
 // Raises the class of row `i` for `e`, a `T`.
 template <typename T>
 void raise_row(std::size_t i, const T& e) {
-  PyObject* type = class_of(i);
-  if (!type) return;  // the lookup's own error stands
-  raise_with(type, e.what(), [&](PyObject* inst) { set_attributes(inst, e); });
+  nb::object type;
+  try {
+    type = class_for(i, e);
+  } catch (nb::python_error& err) {
+    err.restore();  // raised in place of the C++ error
+    return;
+  }
+  if (!type.is_valid()) return;  // the lookup's own error stands
+  raise_with(type.ptr(), e.what(), [&](PyObject* inst) { set_attributes(inst, e); });
 }
 
 template <typename T>
@@ -249,6 +268,11 @@ void raise_cuda_error(const std::string& msg) {
     for (const char* attr : {"code", "name", "description", "call"}) set_attr(inst, attr, nb::none());
   });
   throw nb::python_error();
+}
+
+nb::object system_exceptions_attr(const char* name) {
+  static nb::module_* exceptions = new nb::module_(nb::module_::import_("cucore.system.exceptions"));
+  return exceptions->attr(name);
 }
 
 void bind_errors(nb::module_& m) {

@@ -117,6 +117,10 @@ def test_every_python_class_has_its_bases_aliases_and_attributes():
             cucore._core._throw_error_sample(i)
         if bases is not None:
             assert type(ei.value) is cls, (r["cpp"], type(ei.value))
+        if python == "cucore.system.NvmlError":  # the subclass of its return code
+            from cucore.system import exceptions
+
+            assert type(ei.value) is exceptions._exception_for_code(ei.value.code) is not cls
         assert str(ei.value)
         for attr in r["attributes"].split():
             assert hasattr(ei.value, attr), (r["cpp"], attr)
