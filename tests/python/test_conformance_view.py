@@ -141,6 +141,7 @@ def test_bfloat16_through_ml_dtypes(monkeypatch):
         w.dtype
 
 
+# ---- views over NumPy arrays -------------------------------------------------------------
 def test_view_numpy_contiguous():
     a = np.arange(12, dtype=np.float32).reshape(3, 4)
     v = StridedMemoryView(a, stream_ptr=-1)

@@ -324,6 +324,7 @@ def test_exchange_api_round_trip_through_c():
         from_obj(a, ctypes.byref(tensor))  # not a view of this type
 
 
+# ---- on a GPU: any drop order, many cycles, foreign owners dying first -------------------
 def _cu_mem_free():
     """Free device memory, from the driver (cuMemGetInfo in the current context)."""
     lib = ctypes.CDLL("libcuda.so.1")
