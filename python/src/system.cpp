@@ -4,7 +4,8 @@
 //
 // Enumerations cross as cuda.core's: arguments accept the enum or its string
 // value; results are built from cucore.system.typing. NVML failures raise the
-// cuda.core.system exception class of their return code; NOT_SUPPORTED values
+// cuda.core.system exception class of their return code (errors.cpp translates
+// them, as every error); NOT_SUPPORTED values
 // are None.
 #include <cucore/system.hpp>
 
@@ -23,11 +24,6 @@ namespace sys = cucore::system;
 nb::object typing_enum(const char* cls, nb::handle value) {
   static nb::module_* typing = new nb::module_(nb::module_::import_("cucore.system.typing"));
   return typing->attr(cls)(value);
-}
-
-nb::object exceptions_attr(const char* name) {
-  static nb::module_* exceptions = new nb::module_(nb::module_::import_("cucore.system.exceptions"));
-  return exceptions->attr(name);
 }
 
 // The string value of a StrEnum member or a plain str.
@@ -98,7 +94,7 @@ nb::list enum_list(const char* cls, const std::vector<std::string>& names) {
 
 // Raises cucore.system.<cls>(message), e.g. the class cuda.core raises for a bad device index.
 [[noreturn]] void raise_nvml_class(const char* cls, const std::string& message) {
-  PyErr_SetString(exceptions_attr(cls).ptr(), message.c_str());
+  PyErr_SetString(system_exceptions_attr(cls).ptr(), message.c_str());
   throw nb::python_error();
 }
 
@@ -112,34 +108,6 @@ struct FanInfo {
 struct MigInfo {
   sys::Device device;
 };
-
-bool translate_system(const std::exception_ptr& p) {
-  try {
-    std::rethrow_exception(p);
-  } catch (const cucore::NvmlError& e) {
-    nb::gil_scoped_acquire gil;
-    nb::object type = exceptions_attr("_exception_for_code")(e.code());
-    nb::object inst = type(e.what());
-    inst.attr("code") = e.code();
-    inst.attr("name") = e.name();
-    inst.attr("description") = e.description();
-    inst.attr("call") = e.call();
-    PyErr_SetObject(type.ptr(), inst.ptr());
-  } catch (const cucore::LibraryNotFoundError& e) {
-    if (e.component() != "nvml") return false;
-    // Both cucore.system.LibraryNotFoundError (cuda.core's) and cucore.LibraryNotFoundError.
-    nb::gil_scoped_acquire gil;
-    nb::object type = exceptions_attr("LibraryNotFoundError");
-    nb::object inst = type(e.what());
-    inst.attr("component") = e.component();
-    inst.attr("searched") = nb::cast(e.searched());
-    inst.attr("code") = 12;  // NVML_ERROR_LIBRARY_NOT_FOUND
-    PyErr_SetObject(type.ptr(), inst.ptr());
-  } catch (...) {
-    return false;
-  }
-  return true;
-}
 
 using release = nb::call_guard<nb::gil_scoped_release>;
 
@@ -522,9 +490,15 @@ void bind_system(nb::module_& m) {
                   nb::is_method(), nb::scope(device_cls), nb::name("to_system_device"),
                   "The cucore.system.Device (NVML) of this GPU, found by UUID."));
 
-  // Tried before the translator of errors.cpp (nanobind tries the newest first).
-  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
-    if (!translate_system(p)) std::rethrow_exception(p);
+  // The rows of loader/nvml_returns.inc with a Python class: (code, class name,
+  // extra base, docstring), from which cucore.system.exceptions makes its classes.
+  s.def("_nvml_returns", [] {
+    nb::list rows;
+#define CUCORE_NVML_RETURN(code, constant, text, py_class, py_base, doc) \
+    if (*py_class) rows.append(nb::make_tuple(code, py_class, py_base, doc));
+#include "loader/nvml_returns.inc"
+#undef CUCORE_NVML_RETURN
+    return rows;
   });
 }
 

@@ -10,20 +10,10 @@
 namespace cucore::detail::nvml {
 
 using Return = int;  // nvmlReturn_t
-constexpr Return SUCCESS = 0;
-constexpr Return ERROR_UNINITIALIZED = 1;
-constexpr Return ERROR_INVALID_ARGUMENT = 2;
-constexpr Return ERROR_NOT_SUPPORTED = 3;
-constexpr Return ERROR_NO_PERMISSION = 4;
-constexpr Return ERROR_NOT_FOUND = 6;
-constexpr Return ERROR_INSUFFICIENT_SIZE = 7;
-constexpr Return ERROR_DRIVER_NOT_LOADED = 9;
-constexpr Return ERROR_TIMEOUT = 10;
-constexpr Return ERROR_LIBRARY_NOT_FOUND = 12;
-constexpr Return ERROR_FUNCTION_NOT_FOUND = 13;
-constexpr Return ERROR_GPU_IS_LOST = 15;
-constexpr Return ERROR_ARGUMENT_VERSION_MISMATCH = 25;
-constexpr Return ERROR_UNKNOWN = 999;
+// nvml::SUCCESS, nvml::ERROR_NOT_SUPPORTED, ...: every code of the one table.
+#define CUCORE_NVML_RETURN(code, constant, text, py_class, py_base, doc) constexpr Return constant = code;
+#include "loader/nvml_returns.inc"
+#undef CUCORE_NVML_RETURN
 
 using Device = struct nvmlDevice_st*;      // nvmlDevice_t
 using EventSet = struct nvmlEventSet_st*;  // nvmlEventSet_t

@@ -16,38 +16,9 @@ struct ReturnEntry {
 };
 
 constexpr ReturnEntry kReturns[] = {
-    {0, "NVML_SUCCESS", "Success"},
-    {1, "NVML_ERROR_UNINITIALIZED", "Uninitialized"},
-    {2, "NVML_ERROR_INVALID_ARGUMENT", "Invalid Argument"},
-    {3, "NVML_ERROR_NOT_SUPPORTED", "Not Supported"},
-    {4, "NVML_ERROR_NO_PERMISSION", "Insufficient Permissions"},
-    {5, "NVML_ERROR_ALREADY_INITIALIZED", "Already Initialized"},
-    {6, "NVML_ERROR_NOT_FOUND", "Not Found"},
-    {7, "NVML_ERROR_INSUFFICIENT_SIZE", "Insufficient Size"},
-    {8, "NVML_ERROR_INSUFFICIENT_POWER", "Insufficient External Power"},
-    {9, "NVML_ERROR_DRIVER_NOT_LOADED", "Driver Not Loaded"},
-    {10, "NVML_ERROR_TIMEOUT", "Timeout"},
-    {11, "NVML_ERROR_IRQ_ISSUE", "Interrupt Request Issue"},
-    {12, "NVML_ERROR_LIBRARY_NOT_FOUND", "NVML Shared Library Not Found"},
-    {13, "NVML_ERROR_FUNCTION_NOT_FOUND", "Function Not Found"},
-    {14, "NVML_ERROR_CORRUPTED_INFOROM", "Corrupted infoROM"},
-    {15, "NVML_ERROR_GPU_IS_LOST", "GPU is lost"},
-    {16, "NVML_ERROR_RESET_REQUIRED", "GPU requires restart"},
-    {17, "NVML_ERROR_OPERATING_SYSTEM", "The operating system has blocked the request"},
-    {18, "NVML_ERROR_LIB_RM_VERSION_MISMATCH", "RM has detected an NVML/RM version mismatch"},
-    {19, "NVML_ERROR_IN_USE", "In use"},
-    {20, "NVML_ERROR_MEMORY", "Insufficient Memory"},
-    {21, "NVML_ERROR_NO_DATA", "No data"},
-    {22, "NVML_ERROR_VGPU_ECC_NOT_SUPPORTED", "vGPU ECC Not Supported"},
-    {23, "NVML_ERROR_INSUFFICIENT_RESOURCES", "Insufficient Resources"},
-    {24, "NVML_ERROR_FREQ_NOT_SUPPORTED", "Frequency not supported"},
-    {25, "NVML_ERROR_ARGUMENT_VERSION_MISMATCH", "Argument Version Mismatch"},
-    {26, "NVML_ERROR_DEPRECATED", "Deprecated"},
-    {27, "NVML_ERROR_NOT_READY", "Not Ready"},
-    {28, "NVML_ERROR_GPU_NOT_FOUND", "GPU not found"},
-    {29, "NVML_ERROR_INVALID_STATE", "Invalid State"},
-    {30, "NVML_ERROR_RESET_TYPE_NOT_SUPPORTED", "Reset Type Not Supported"},
-    {999, "NVML_ERROR_UNKNOWN", "Unknown Error"},
+#define CUCORE_NVML_RETURN(code, constant, text, py_class, py_base, doc) {code, "NVML_" #constant, text},
+#include "loader/nvml_returns.inc"
+#undef CUCORE_NVML_RETURN
 };
 
 const ReturnEntry* find_return(int code) noexcept {

@@ -72,3 +72,22 @@ def arch():
         d = cucore.Device(0)
         return f"sm_{d.compute_capability.major}{d.compute_capability.minor}"
     return "sm_90"
+
+
+# SAXPY compiled for the GPU (module scope: once a test file), and its kernel.
+@pytest.fixture(scope="module")
+def saxpy_cubin():
+    from cucore import Device, Program, ProgramOptions
+
+    require_gpu()
+    d = Device(0)
+    d.set_current()
+    arch = f"sm_{d.compute_capability.major}{d.compute_capability.minor}"
+    return Program(SAXPY_SRC, "c++", ProgramOptions(arch=arch)).compile("cubin").code
+
+
+@pytest.fixture(scope="module")
+def saxpy(saxpy_cubin):
+    from cucore import ObjectCode
+
+    return ObjectCode.from_cubin(saxpy_cubin).get_kernel("saxpy")

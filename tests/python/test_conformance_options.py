@@ -2,7 +2,8 @@
 dataclasses, and option conversion as cuda.core documents it: every field the
 table lists is a dataclass field in the same order (a field added on one side
 only fails here), every NVRTC flag the table names reaches the compiler, and
-cucore.typing's StrEnums are accepted wherever cuda.core takes the string.
+cucore.typing's StrEnums are accepted wherever cuda.core takes the string;
+the options classes of programs, streams, events and pools are dataclasses.
 CPU only."""
 import dataclasses
 import pathlib
@@ -183,3 +184,13 @@ def test_typing_has_cuda_core_names():
     assert sorted(cucore.typing.__all__) == sorted(names)
     assert all(hasattr(cucore.typing, n) for n in names)
     assert set(typing.get_args(cucore.typing.DeviceResourcesType)) == {cucore.SMResource, cucore.WorkqueueResource}
+
+
+def test_options_dataclasses():
+    from dataclasses import replace
+
+    o = ProgramOptions(arch="sm_90")
+    assert replace(o, std="c++20").std == "c++20"
+    assert cucore.StreamOptions(nonblocking=False, priority=-1).priority == -1
+    assert cucore.EventOptions(timing_enabled=True).timing_enabled
+    assert cucore.DeviceMemoryResourceOptions(max_size=1 << 20).max_size == 1 << 20

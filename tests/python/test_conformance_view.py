@@ -3,7 +3,10 @@ constructor warns, views of NumPy arrays through every host protocol agree
 (strides in elements, None when C-contiguous), the array interface's strides
 must be whole elements, structured dtypes keep their fields, the CUDA Array
 Interface needs v3 and no mask, view(dtype=...) reinterprets, bfloat16 comes
-from ml_dtypes (NotImplementedError without it). CPU only."""
+from ml_dtypes (NotImplementedError without it); a view's pointer, shape,
+strides, dtype and readonly flag over NumPy arrays, the
+args_viewable_as_strided_memory decorator, and BufferError for what is no
+array. CPU only."""
 import random
 import sys
 
@@ -136,3 +139,58 @@ def test_bfloat16_through_ml_dtypes(monkeypatch):
     w = StridedMemoryView.from_dlpack(a, -1)
     with pytest.raises(NotImplementedError, match="ml_dtypes"):
         w.dtype
+
+
+# ---- views over NumPy arrays -------------------------------------------------------------
+def test_view_numpy_contiguous():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    v = StridedMemoryView(a, stream_ptr=-1)
+    assert v.ptr == a.ctypes.data
+    assert v.shape == (3, 4)
+    assert v.strides in (None, (4, 1))
+    assert v.dtype == np.float32
+    assert v.device_id == -1 and not v.is_device_accessible
+    assert not v.readonly
+    assert v.exporting_obj is a
+    assert v.size == 12
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint16, np.int32, np.int64, np.float16, np.float64, np.complex64,
+                                   np.bool_])
+def test_view_numpy_dtypes(dtype):
+    a = np.zeros((5,), dtype=dtype)
+    v = StridedMemoryView(a, -1)
+    assert v.dtype == np.dtype(dtype)
+    assert v.shape == (5,)
+
+
+def test_view_numpy_strided_and_readonly():
+    a = np.arange(24, dtype=np.int32).reshape(4, 6)
+    v = StridedMemoryView(a[::2, 1::3], -1)
+    assert v.shape == (2, 2)
+    assert v.strides == (12, 3)  # in elements, as cuda.core
+    assert v.ptr == a[::2, 1::3].ctypes.data
+    r = a.copy()
+    r.flags.writeable = False
+    assert StridedMemoryView(r, -1).readonly
+    t = StridedMemoryView.from_array_interface(a.T)
+    assert t.shape == (6, 4) and t.strides == (1, 6)
+
+
+def test_view_decorator():
+    seen = {}
+
+    @args_viewable_as_strided_memory((0,))
+    def f(arr, n):
+        v = arr.view(-1)
+        seen["v"] = v
+        return n
+
+    a = np.ones(8, dtype=np.float32)
+    assert f(a, 3) == 3
+    assert seen["v"].ptr == a.ctypes.data
+
+
+def test_view_rejects_non_arrays():
+    with pytest.raises(BufferError):
+        StridedMemoryView(object(), -1)

@@ -1,15 +1,30 @@
-"""Ownership and the public protocols, without a GPU: foreign owners kept
-alive by Streams and Buffers (and released once), memory resources written in
-Python freeing through their own deallocate, closed objects raising
-ClosedError, and the DLPack C exchange API both ways over NumPy memory."""
+"""Ownership and the public protocols: foreign owners kept alive by Streams and
+Buffers (and released once), memory resources written in Python freeing
+through their own deallocate, closed objects raising ClosedError, and the
+DLPack C exchange API both ways over NumPy memory, without a GPU; on a GPU
+(tests marked gpu), objects dropped in any order, 100 000 cycles of each kind
+returning to the start, PyTorch and CuPy streams and arrays outliving their
+owners, closed objects refusing launch and copies, and a pool living on in its
+buffers after its Python object goes."""
 import ctypes
 import gc
+import os
+import sys
 import weakref
 
 import pytest
 
 import cucore
-from cucore import Buffer, MemoryResource, Stream
+from cucore import (
+    Buffer,
+    DeviceMemoryResource,
+    DeviceMemoryResourceOptions,
+    LaunchConfig,
+    MemoryResource,
+    ObjectCode,
+    Stream,
+    launch,
+)
 from cucore.utils import StridedMemoryView
 
 np = pytest.importorskip("numpy")
@@ -307,3 +322,272 @@ def test_exchange_api_round_trip_through_c():
     assert np.array_equal(np.from_dlpack(w), a)
     with pytest.raises(TypeError):
         from_obj(a, ctypes.byref(tensor))  # not a view of this type
+
+
+# ---- on a GPU: any drop order, many cycles, foreign owners dying first -------------------
+def _cu_mem_free():
+    """Free device memory, from the driver (cuMemGetInfo in the current context)."""
+    lib = ctypes.CDLL("libcuda.so.1")
+    free, total = ctypes.c_size_t(), ctypes.c_size_t()
+    assert lib.cuMemGetInfo_v2(ctypes.byref(free), ctypes.byref(total)) == 0
+    return free.value
+
+
+def _collect():
+    # One full collection: with PyTorch, CuPy and numba loaded one costs tens of
+    # milliseconds, so the drop-order test below does a bounded number of them.
+    gc.collect()
+
+
+def _saxpy_set(device, saxpy_code, host):
+    """A stream, a pool of its own, two buffers freed on the stream, an event and a loaded kernel, used once."""
+    s = device.create_stream()
+    pool = DeviceMemoryResource(0, DeviceMemoryResourceOptions())
+    own = pool.allocate(host.nbytes, stream=s)
+    shared = device.allocate(host.nbytes, stream=s)
+    own.copy_from(host, stream=s)
+    code = ObjectCode.from_cubin(saxpy_code)
+    kernel = code.get_kernel("saxpy")
+    launch(s, LaunchConfig(grid=1, block=host.size), kernel, np.float32(1), own, own, shared, np.int32(host.size))
+    event = s.record()
+    s.sync()
+    return {"stream": s, "pool": pool, "own": own, "shared": shared, "event": event, "code": code, "kernel": kernel}
+
+
+@pytest.mark.gpu
+def test_objects_dropped_in_random_orders(device, saxpy_cubin):
+    rng = np.random.default_rng(21)
+    host = rng.standard_normal(256).astype(np.float32)
+    names = ["stream", "pool", "own", "shared", "event", "code", "kernel"]
+    for round_ in range(40):  # 40 random orders of the 5040, a collection after every drop
+        objs = _saxpy_set(device, saxpy_cubin, host)
+        for name in rng.permutation(names):
+            del objs[name]
+            _collect()
+            # What is left still works, on whatever stream is left.
+            s = objs.get("stream", cucore.LEGACY_DEFAULT_STREAM)
+            if "event" in objs:
+                s.wait(objs["event"])
+            if {"kernel", "own", "shared"} <= objs.keys():
+                launch(s, LaunchConfig(grid=1, block=256), objs["kernel"], np.float32(1), objs["own"], objs["own"],
+                       objs["shared"], np.int32(256))
+            if "shared" in objs:
+                out = np.empty_like(host)
+                objs["shared"].copy_to(out, stream=s)
+                s.sync()
+                assert np.array_equal(out, 2 * host), (round_, name)
+    device.sync()
+
+
+@pytest.mark.gpu
+def test_hundred_thousand_cycles_return_to_the_start(device, saxpy_cubin):
+    """Each kind of object made, used and dropped 100 000 times (CUCORE_OWNERSHIP_CYCLES
+    overrides; loading a module costs ~0.2 ms, so modules and kernels cycle a tenth as
+    often), after which device memory, the default pool and Python's heap are back
+    where they started. The C++ suite counts the driver's live handles the same way."""
+    cycles = int(os.environ.get("CUCORE_OWNERSHIP_CYCLES", "100000"))
+    rng = np.random.default_rng(22)
+    host = rng.standard_normal(256).astype(np.float32)
+    s = device.create_stream()
+    dst = device.allocate(host.nbytes, stream=s)
+
+    def stream_cycle(i):
+        t = device.create_stream()
+        t.wait(s)
+        if i % 1000 == 0:
+            t.sync()
+
+    def event_cycle(i):
+        e = s.record()
+        if i % 1000 == 0:
+            e.sync()
+
+    def buffer_cycle(i):
+        b = device.allocate(host.nbytes, stream=s)
+        if i % 1000 == 0:  # used: data in and out through it
+            b.copy_from(host, stream=s)
+            dst.copy_from(b, stream=s)
+            out = np.empty_like(host)
+            dst.copy_to(out, stream=s)
+            s.sync()
+            assert np.array_equal(out, host), i
+
+    def pool_cycle(i):
+        pool = DeviceMemoryResource(0, DeviceMemoryResourceOptions())
+        b = pool.allocate(host.nbytes, stream=s)
+        if i % 1000 == 0:
+            b.copy_from(host, stream=s)
+        del b
+        if i % 100 == 0:
+            s.sync()  # destroyed pools give their memory back once their frees are done
+
+    def module_cycle(i):
+        kernel = ObjectCode.from_cubin(saxpy_cubin).get_kernel("saxpy")
+        if i % 100 == 0:  # used: out = 1 * x + x
+            b = device.allocate(host.nbytes, stream=s)
+            b.copy_from(host, stream=s)
+            launch(s, LaunchConfig(grid=1, block=host.size), kernel, np.float32(1), b, b, dst, np.int32(host.size))
+            out = np.empty_like(host)
+            dst.copy_to(out, stream=s)
+            s.sync()
+            assert np.array_equal(out, 2 * host), i
+
+    kinds = [(stream_cycle, cycles), (event_cycle, cycles), (buffer_cycle, cycles), (pool_cycle, cycles),
+             (module_cycle, max(1, cycles // 10))]
+    for fn, _ in kinds:  # warm-up: pools, the driver and Python's allocator settle
+        for i in range(1, 201):
+            fn(i)
+    _collect()
+    device.sync()
+    pool0 = device.memory_resource.attributes
+    free0, blocks0 = _cu_mem_free(), sys.getallocatedblocks()
+    for fn, n in kinds:
+        for i in range(1, n + 1):
+            fn(i)
+        device.sync()
+    _collect()
+    device.sync()
+    pool1 = device.memory_resource.attributes
+    free1, blocks1 = _cu_mem_free(), sys.getallocatedblocks()
+    assert pool1["used_mem_current"] == pool0["used_mem_current"]
+    assert pool1["reserved_mem_current"] == pool0["reserved_mem_current"]
+    assert free0 - free1 <= 4 << 20, f"device memory free went from {free0} to {free1} after {cycles} cycles"
+    assert blocks1 - blocks0 < 2000, f"Python objects left behind: {blocks1 - blocks0} blocks after {cycles} cycles"
+
+
+class _StreamAdapter:
+    """__cuda_stream__ for a library stream that lacks it, holding the stream."""
+
+    def __init__(self, stream, handle):
+        self.stream, self.handle = stream, handle
+
+    def __cuda_stream__(self):
+        return (0, self.handle)
+
+
+def _adopt(stream, handle):
+    """A cucore Stream over another library's stream, and a weak reference to what it keeps alive."""
+    owner = stream
+    if not hasattr(stream, "__cuda_stream__"):
+        owner = _StreamAdapter(stream, handle)
+    try:
+        alive = weakref.ref(owner)
+    except TypeError:  # a stream type without weak references: watch an adapter that holds it
+        owner = _StreamAdapter(stream, handle)
+        alive = weakref.ref(owner)
+    return Stream(owner), alive
+
+
+def _double_through(device, saxpy, s, view, holder, expect):
+    """out = 2 * the viewed array, on `s`; both it and `holder`'s bytes checked. Returns out (freed on `s`)."""
+    n = expect.size
+    out = device.allocate(n * 4, stream=s)  # freed on `s`: the buffer holds that stream
+    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), saxpy, np.float32(1), view.ptr, view.ptr, out, n)
+    got, back = np.empty(n, np.float32), np.empty(n, np.float32)
+    out.copy_to(got, stream=s)
+    holder.copy_to(back, stream=s)
+    s.sync()
+    assert np.array_equal(got, expect)
+    assert np.array_equal(back * 2, expect)
+    return out
+
+
+@pytest.mark.gpu
+def test_torch_stream_and_tensors_outlive_their_owners(device, saxpy):
+    torch = pytest.importorskip("torch")
+    n = 4096
+    ts = torch.cuda.Stream()
+    s, alive = _adopt(ts, ts.cuda_stream)
+    assert s.handle == ts.cuda_stream
+    del ts
+    _collect()
+    assert alive() is not None, "the Stream keeps the PyTorch stream"
+    x = torch.rand(n, device="cuda")
+    expect = x.cpu().numpy() * 2
+    vx = StridedMemoryView(x, s.handle)  # s waits for PyTorch's current stream
+    tensor_alive = weakref.ref(x)
+    holder = Buffer.from_handle(x.data_ptr(), x.numel() * 4, owner=x)
+    del x
+    _collect()
+    assert tensor_alive() is not None, "the view and the buffer keep the tensor"
+    out = _double_through(device, saxpy, s, vx, holder, expect)
+    del vx, holder
+    _collect()
+    assert tensor_alive() is None, "released once the view and the buffer are gone"
+    del s
+    _collect()
+    assert alive() is not None, "the buffer freed on it still holds the stream"
+    out.close()
+    _collect()
+    assert alive() is None
+
+
+@pytest.mark.gpu
+def test_cupy_stream_and_arrays_outlive_their_owners(device, saxpy):
+    cp = pytest.importorskip("cupy")
+    n = 4096
+    cs = cp.cuda.Stream(non_blocking=True)
+    s, alive = _adopt(cs, cs.ptr)
+    assert s.handle == cs.ptr
+    del cs
+    _collect()
+    assert alive() is not None, "the Stream keeps the CuPy stream"
+    x = cp.random.rand(n, dtype=cp.float32)
+    expect = cp.asnumpy(x) * 2
+    vx = StridedMemoryView(x, -1)
+    holder = Buffer.from_handle(x.data.ptr, n * 4, owner=x)
+    del x
+    _collect()
+    out = _double_through(device, saxpy, s, vx, holder, expect)
+    del vx, holder, s
+    _collect()
+    assert alive() is not None
+    out.close()
+    _collect()
+    assert alive() is None
+
+
+@pytest.mark.gpu
+def test_closed_objects_raise_closed_error(device, saxpy):
+    s = device.create_stream()
+    b = device.allocate(1024, stream=s)
+    e = s.record()
+    s.close()
+    with pytest.raises(cucore.ClosedError):
+        launch(s, LaunchConfig(grid=1, block=32), saxpy, np.float32(1), b, b, b, 4)
+    with pytest.raises(RuntimeError):  # cuda.core's type for a closed object
+        s.sync()
+    b.close(cucore.LEGACY_DEFAULT_STREAM)
+    with pytest.raises(cucore.ClosedError):
+        b.fill(1, stream=device.create_stream())
+    e.close()
+    with pytest.raises(cucore.ClosedError):
+        e.sync()
+    with pytest.raises(cucore.ClosedError):
+        device.create_stream().wait(e)
+    device.sync()
+
+
+@pytest.mark.gpu
+def test_memory_resource_identity_and_default_stream_buffers(device):
+    mr = DeviceMemoryResource(0, DeviceMemoryResourceOptions())
+    b = mr.allocate(256)  # on the default stream
+    assert b.memory_resource is mr
+    b2 = b.copy_to(stream=device.create_stream())  # the new buffer keeps that stream
+    assert b2.memory_resource is mr
+    handle = mr.handle
+    del mr
+    _collect()
+    # The pool lives on in the buffers (C++ state); the Python object does not.
+    face = b.memory_resource
+    assert isinstance(face, cucore.MemoryResource) and face == b2.memory_resource
+    assert face.device_id == 0 and face.is_device_accessible
+    b.fill(5, stream=cucore.LEGACY_DEFAULT_STREAM)
+    out = np.zeros(256, np.uint8)
+    b.copy_to(out, stream=cucore.LEGACY_DEFAULT_STREAM)
+    cucore.LEGACY_DEFAULT_STREAM.sync()
+    assert (out == 5).all()
+    b.close()
+    b2.close()
+    assert handle != 0
+    device.sync()
