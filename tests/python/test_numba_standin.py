@@ -177,6 +177,17 @@ def test_numba_cuda_imports_and_types_cucore_objects(numba_cuda):
         assert devicearray.StridedMemoryView is cucore.utils.StridedMemoryView
         assert nvrtc.Program is cucore.Program
 
+        # Launch streams: the default stream, a numba Stream (a cuda.bindings
+        # CUstream inside) and a cucore Stream, as numba hands them to launch().
+        from cuda.bindings import driver as cu
+        st = drv._to_core_stream(0)
+        assert isinstance(st, cucore.Stream) and int(st.handle) == 0, st
+        st = drv._to_core_stream(drv.Stream(cu.CUstream(0x1234)))
+        assert isinstance(st, cucore.Stream) and int(st.handle) == 0x1234, st
+        assert drv._to_core_stream(st) is st and drv._stream_handle(st) == 0x1234
+        lc = cucore.LaunchConfig(grid=(3, 2, 1), block=(128, 1, 1), shmem_size=0, is_cooperative=True)
+        assert (lc.grid, lc.block, lc.shmem_size, lc.is_cooperative) == ((3, 2, 1), (128, 1, 1), 0, True)
+
         S = cucore.utils.StridedMemoryView
         a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
         print("C", typeof(S.from_any_interface(a, stream_ptr=-1)))
