@@ -71,6 +71,9 @@ from cucore._options import (
 from cucore._resources import ContextOptions, SMResourceOptions, WorkqueueResourceOptions
 from cucore._host import Host
 
+# The cuda.core API implemented (a cuda.core stand-in reports it as its __version__).
+cuda_core_api_version = "1.2.0"
+
 from cucore._core import checkpoint  # process checkpointing, as cuda.core.checkpoint
 
 _sys.modules[f"{__name__}.checkpoint"] = checkpoint  # `import cucore.checkpoint` works too

@@ -93,8 +93,8 @@ class _StridedLayout:
         return _is_contiguous(self._shape, self._strides, "F")
 
     @property
-    def is_dense(self) -> bool:
-        """Contiguous in some axis order, with no offset."""
+    def is_contiguous_any(self) -> bool:
+        """Contiguous in some axis order: C-contiguous once the axes are permuted."""
         if self.is_contiguous_c or self.is_contiguous_f:
             return True
         axes = sorted((s, e) for s, e in zip(self._strides, self._shape) if e != 1)
@@ -104,6 +104,11 @@ class _StridedLayout:
                 return False
             step *= e
         return True
+
+    @property
+    def is_dense(self) -> bool:
+        """Contiguous in some axis order, with no offset (cucore's layouts have none)."""
+        return self.is_contiguous_any
 
     def required_size_in_bytes(self) -> int:
         """Bytes a buffer needs to hold every element: (max offset + 1) * itemsize."""
