@@ -170,6 +170,10 @@ void register_native_resource_type(nb::handle type);
 // Integer from a pointer-like argument (int, or an object with __int__ /
 // __index__, e.g. cuda.bindings' CUdeviceptr).
 std::uintptr_t pointer_arg(nb::handle obj, const char* what);
+// A handle as cuda.core gives it: cuda.bindings.driver.<type>(value) where
+// cuda.bindings imports (code mixing cuda.core and cuda.bindings compares them
+// by value), else the int; None for a null handle.
+nb::object driver_handle(const char* type, std::uintptr_t value);
 
 // ---- binders -----------------------------------------------------------------
 void bind_errors(nb::module_& m);

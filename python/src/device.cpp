@@ -207,8 +207,10 @@ void bind_device(nb::module_& m) {
                         "Context objects cannot be instantiated directly. Please use Device or Stream APIs.");
         throw nb::python_error();
       })
-      .def_prop_ro("handle", [](const cucore::Context& c) { return reinterpret_cast<std::uintptr_t>(c.handle()); },
-                   "The CUcontext as an int.")
+      .def_prop_ro("handle", [](const cucore::Context& c) {
+        return driver_handle("CUcontext", reinterpret_cast<std::uintptr_t>(c.handle()));
+      }, "The CUcontext, as cuda.core gives it: a cuda.bindings.driver.CUcontext where cuda.bindings is installed, "
+         "else an int; None once closed.")
       .def_prop_ro("is_green", &cucore::Context::is_green)
       .def_prop_ro("is_primary", &cucore::Context::is_primary)
       .def_prop_ro("is_closed", &cucore::Context::is_closed)

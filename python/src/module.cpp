@@ -230,6 +230,27 @@ std::uintptr_t pointer_arg(nb::handle obj, const char* what) {
                    nb::cast<std::string>(nb::str(nb::handle((PyObject*)Py_TYPE(o)).attr("__name__"))));
 }
 
+nb::object driver_handle(const char* type, std::uintptr_t value) {
+  if (!value) return nb::none();
+  // Imported on first use and kept: cuda.bindings is optional.
+  static PyObject* driver = [] {
+    PyObject* m = PyImport_ImportModule("cuda.bindings.driver");
+    if (!m) PyErr_Clear();
+    return m;
+  }();
+  nb::object v = nb::int_(value);
+  if (!driver) return v;
+  PyObject* cls = PyObject_GetAttrString(driver, type);
+  if (!cls) {
+    PyErr_Clear();
+    return v;
+  }
+  PyObject* h = PyObject_CallOneArg(cls, v.ptr());
+  Py_DECREF(cls);
+  if (!h) throw nb::python_error();
+  return nb::steal(h);
+}
+
 void bind_misc(nb::module_& m) {
   m.attr("__version__") = CUCORE_VERSION_STRING;
 

@@ -94,7 +94,7 @@ std::string name_arg(nb::handle name) { return str_arg(name, "name"); }
       "From the " #kind " itself (bytes-like) or from a file (str or PathLike, read on first use).")
 
 // A view of a kernel's attributes on one device (-1: the current device, at
-// the time of each call); the methods take an explicit device too.
+// the time of each read); the setters take an explicit device too.
 struct PyKernelAttributes {
   cucore::Kernel kernel;
   int device = -1;
@@ -440,8 +440,8 @@ void bind_program(nb::module_& m) {
 
   // ---- Kernel ---------------------------------------------------------------------------
   auto ka = nb::class_<PyKernelAttributes>(m, "KernelAttributes",
-      "A kernel's attributes: each a method taking device_id (a Device or an ordinal; default: the current "
-      "device, or the one attributes[device] is bound to).", nb::is_weak_referenceable());
+      "A kernel's attributes, each a property (as cuda.core 1.x has them) read on the current device, or on the "
+      "one attributes[device] (a Device or an ordinal) is bound to.", nb::is_weak_referenceable());
   ka.def("__init__", [](PyKernelAttributes*, nb::args, nb::kwargs) {
         refuse_init("KernelAttributes cannot be instantiated directly. Please use Kernel APIs.");
       })
@@ -449,9 +449,9 @@ void bind_program(nb::module_& m) {
         return PyKernelAttributes{a.kernel, device_arg(device, -1)};
       }, nb::arg("device"));
 #define CUCORE_KERNEL_ATTRIBUTE(name, type)                                                                   \
-  ka.def(#name, [](const PyKernelAttributes& a, nb::handle device_id) {                                      \
-    return static_cast<type>(a.kernel.attributes(device_arg(device_id, a.device)).name());                   \
-  }, nb::arg("device_id") = nb::none());
+  ka.def_prop_ro(#name, [](const PyKernelAttributes& a) {                                                   \
+    return static_cast<type>(a.kernel.attributes(a.device).name());                                          \
+  });
   CUCORE_KERNEL_ATTRIBUTE(max_threads_per_block, int)
   CUCORE_KERNEL_ATTRIBUTE(shared_size_bytes, int)
   CUCORE_KERNEL_ATTRIBUTE(const_size_bytes, int)

@@ -76,9 +76,11 @@ def test_kernel_info(device, saxpy):
     assert saxpy.num_arguments == 5
     info = saxpy.arguments_info
     assert [p.size for p in info] == [4, 8, 8, 8, 4]
-    # cuda.core 1.2: each attribute is a method taking the device (default: the current one).
-    assert saxpy.attributes.num_regs() > 0
-    assert saxpy.attributes.num_regs(0) == saxpy.attributes.num_regs(device)
+    # Properties, as cuda.core 1.x has them (numba-cuda reads them so).
+    assert isinstance(saxpy.attributes.num_regs, int) and saxpy.attributes.num_regs > 0
+    assert saxpy.attributes[0].num_regs == saxpy.attributes[device].num_regs == saxpy.attributes.num_regs
+    assert type(saxpy.attributes.cache_mode_ca) is bool
+    assert 0 < saxpy.attributes.max_threads_per_block <= 1024
     assert saxpy.attributes[0].max_threads_per_block() > 0
     assert saxpy.occupancy.max_active_blocks_per_multiprocessor(256, 0) > 0
     r = saxpy.occupancy.max_potential_block_size(0, 0)
