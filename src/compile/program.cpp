@@ -104,18 +104,6 @@ void check_diag(const char* field, const std::vector<int>& numbers) {
     if (n < 0) invalid(field, "diagnostic number " + std::to_string(n) + " is negative");
 }
 
-// Owns one nvrtcProgram; destroyed on every path.
-struct NvrtcProgram {
-  nvrtcProgram prog = nullptr;
-  const detail::NvrtcTable& t;
-  explicit NvrtcProgram(const detail::NvrtcTable& table) : t(table) {}
-  NvrtcProgram(const NvrtcProgram&) = delete;
-  NvrtcProgram& operator=(const NvrtcProgram&) = delete;
-  ~NvrtcProgram() {
-    if (prog) t.nvrtcDestroyProgram(&prog);
-  }
-};
-
 std::string program_log(const detail::NvrtcTable& t, nvrtcProgram prog) {
   std::size_t size = 0;
   if (t.nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return {};
@@ -379,24 +367,6 @@ std::string_view to_string(PchStatus status) noexcept {
   return "failed";
 }
 
-detail::ProgramState::~ProgramState() { release_handle(); }
-
-void detail::ProgramState::release_handle() noexcept {
-  std::lock_guard lock(handle_mutex);
-  if (!handle) return;
-  try {
-    if (kind == Kind::nvrtc) {
-      auto prog = static_cast<nvrtcProgram>(handle);
-      detail::nvrtc().nvrtcDestroyProgram(&prog);
-    } else if (kind == Kind::nvvm) {
-      auto prog = static_cast<detail::nvvm::Program>(handle);
-      detail::libnvvm().nvvmDestroyProgram(&prog);
-    }
-  } catch (...) {  // the library loaded when the handle was made; nothing to do otherwise
-  }
-  handle = nullptr;
-}
-
 Program::Program(std::string code, std::string code_type, ProgramOptions options)
     : code_(std::move(code)), code_type_(std::move(code_type)), options_(std::move(options)) {
   // cuda.core accepts any case ("C++", "PTX", "NVVM").
@@ -447,20 +417,15 @@ const std::vector<std::string>& Program::nvrtc_flags() const noexcept { return s
 
 namespace {
 // An nvvmProgram holding the program's modules (the source, extra_sources).
-detail::nvvm::Program make_nvvm_program(const std::string& code, const ProgramOptions& o) {
-  const auto& t = detail::libnvvm();
-  detail::nvvm::Program prog = nullptr;
-  detail::check_nvvm(t.nvvmCreateProgram(&prog), "nvvmCreateProgram");
-  try {
-    detail::check_nvvm(t.nvvmAddModuleToProgram(prog, code.data(), code.size(), o.name.c_str()),
+detail::NvvmProgramHandle make_nvvm_program(const detail::NvvmTable& t, const std::string& code,
+                                            const ProgramOptions& o) {
+  detail::NvvmProgramHandle prog;
+  detail::check_nvvm(detail::create_nvvm_program(t, prog), "nvvmCreateProgram");
+  detail::check_nvvm(t.nvvmAddModuleToProgram(prog.get(), code.data(), code.size(), o.name.c_str()),
+                     "nvvmAddModuleToProgram");
+  for (const auto& [name, source] : o.extra_sources)
+    detail::check_nvvm(t.nvvmAddModuleToProgram(prog.get(), source.data(), source.size(), name.c_str()),
                        "nvvmAddModuleToProgram");
-    for (const auto& [name, source] : o.extra_sources)
-      detail::check_nvvm(t.nvvmAddModuleToProgram(prog, source.data(), source.size(), name.c_str()),
-                         "nvvmAddModuleToProgram");
-  } catch (...) {
-    t.nvvmDestroyProgram(&prog);
-    throw;
-  }
   return prog;
 }
 }  // namespace
@@ -468,18 +433,21 @@ detail::nvvm::Program make_nvvm_program(const std::string& code, const ProgramOp
 void* Program::handle() const {
   if (!state_ || state_->closed.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard lock(state_->handle_mutex);
-  if (!state_->handle) {
+  auto& h = state_->handle;
+  if (std::holds_alternative<std::monostate>(h)) {
     if (state_->kind == detail::ProgramState::Kind::nvrtc) {
-      const auto& t = detail::nvrtc();
-      nvrtcProgram prog = nullptr;
-      detail::check_nvrtc(t.nvrtcCreateProgram(&prog, code_.c_str(), options_.name.c_str(), 0, nullptr, nullptr),
+      detail::NvrtcProgramHandle prog;
+      detail::check_nvrtc(detail::create_nvrtc_program(detail::nvrtc(), code_.c_str(), options_.name.c_str(), 0,
+                                                       nullptr, nullptr, prog),
                           "nvrtcCreateProgram");
-      state_->handle = prog;
+      h = std::move(prog);
     } else if (state_->kind == detail::ProgramState::Kind::nvvm) {
-      state_->handle = make_nvvm_program(code_, options_);
+      h = make_nvvm_program(detail::libnvvm(), code_, options_);
     }
   }
-  return state_->handle;
+  if (const auto* p = std::get_if<detail::NvrtcProgramHandle>(&h)) return p->get();
+  if (const auto* p = std::get_if<detail::NvvmProgramHandle>(&h)) return p->get();
+  return nullptr;
 }
 
 std::optional<PchStatus> Program::pch_status() const noexcept {
@@ -536,18 +504,14 @@ ObjectCode compile_nvvm(const Program& program, CodeType target) {
                                 "target_type=\"ptx\" or \"ltoir\"");
   const std::vector<std::string> flags = o.as_nvvm_flags(target);
   const auto& t = detail::libnvvm();
-  struct Owned {
-    const detail::NvvmTable& t;
-    detail::nvvm::Program prog;
-    ~Owned() { t.nvvmDestroyProgram(&prog); }
-  } p{t, make_nvvm_program(program.code(), o)};
+  const detail::NvvmProgramHandle p = make_nvvm_program(t, program.code(), o);
   std::vector<const char*> argv;
   for (const auto& f : flags) argv.push_back(f.c_str());
   auto log = [&] {
     std::size_t size = 0;
-    if (t.nvvmGetProgramLogSize(p.prog, &size) != detail::nvvm::SUCCESS || size <= 1) return std::string();
+    if (t.nvvmGetProgramLogSize(p.get(), &size) != detail::nvvm::SUCCESS || size <= 1) return std::string();
     std::string text(size, '\0');
-    if (t.nvvmGetProgramLog(p.prog, text.data()) != detail::nvvm::SUCCESS) return std::string();
+    if (t.nvvmGetProgramLog(p.get(), text.data()) != detail::nvvm::SUCCESS) return std::string();
     while (!text.empty() && (text.back() == '\0' || text.back() == '\n')) text.pop_back();
     return text;
   };
@@ -559,19 +523,19 @@ ObjectCode compile_nvvm(const Program& program, CodeType target) {
                            " failed: " + first,
                        std::move(l));
   };
-  if (auto r = t.nvvmVerifyProgram(p.prog, static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
+  if (auto r = t.nvvmVerifyProgram(p.get(), static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
     fail("nvvmVerifyProgram", r);
   if (o.use_libdevice.value_or(false)) {
     const std::string libdevice = detail::libdevice_bitcode();
-    detail::check_nvvm(t.nvvmLazyAddModuleToProgram(p.prog, libdevice.data(), libdevice.size(), "libdevice"),
+    detail::check_nvvm(t.nvvmLazyAddModuleToProgram(p.get(), libdevice.data(), libdevice.size(), "libdevice"),
                        "nvvmLazyAddModuleToProgram");
   }
-  if (auto r = t.nvvmCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
+  if (auto r = t.nvvmCompileProgram(p.get(), static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
     fail("nvvmCompileProgram", r);
   std::size_t size = 0;
-  detail::check_nvvm(t.nvvmGetCompiledResultSize(p.prog, &size), "nvvmGetCompiledResultSize");
+  detail::check_nvvm(t.nvvmGetCompiledResultSize(p.get(), &size), "nvvmGetCompiledResultSize");
   std::vector<std::byte> out(size);
-  detail::check_nvvm(t.nvvmGetCompiledResult(p.prog, reinterpret_cast<char*>(out.data())), "nvvmGetCompiledResult");
+  detail::check_nvvm(t.nvvmGetCompiledResult(p.get(), reinterpret_cast<char*>(out.data())), "nvvmGetCompiledResult");
   // PTX text comes with its terminating NUL, as NVRTC's does; LTO-IR is binary.
   return ObjectCode::from_bytes(std::move(out), target, o.name, {}, log());
 }
@@ -656,7 +620,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   const auto& t = detail::nvrtc();
   check_arch_supported(options_.arch);
   const bool makes_pch = options_.pch.value_or(false) || !options_.create_pch.empty();
-  NvrtcProgram p(t);
+  detail::NvrtcProgramHandle p;
   // With resolved includes, NVRTC compiles exactly the header contents that
   // were read (and keyed), handed over by name.
   std::vector<const char*> header_names, header_sources;
@@ -670,26 +634,26 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   argv.reserve(flags.size());
   for (const auto& s : flags) argv.push_back(s.c_str());
   auto run = [&] {
-    if (p.prog) t.nvrtcDestroyProgram(&p.prog);
-    detail::check_nvrtc(t.nvrtcCreateProgram(&p.prog, includes ? includes->source.c_str() : code_.c_str(),
-                                             options_.name.c_str(), static_cast<int>(header_names.size()),
-                                             header_sources.data(), header_names.data()),
+    // A second run (after growing the PCH heap) makes a fresh program.
+    detail::check_nvrtc(detail::create_nvrtc_program(t, includes ? includes->source.c_str() : code_.c_str(),
+                                                     options_.name.c_str(), static_cast<int>(header_names.size()),
+                                                     header_sources.data(), header_names.data(), p),
                         "nvrtcCreateProgram");
     for (const auto& n : name_expressions)
-      detail::check_nvrtc(t.nvrtcAddNameExpression(p.prog, n.c_str()), "nvrtcAddNameExpression");
-    return t.nvrtcCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data());
+      detail::check_nvrtc(t.nvrtcAddNameExpression(p.get(), n.c_str()), "nvrtcAddNameExpression");
+    return t.nvrtcCompileProgram(p.get(), static_cast<int>(argv.size()), argv.data());
   };
   nvrtcResult r = run();
   if (makes_pch && r == NVRTC_SUCCESS) {
-    nvrtcResult pch = t.nvrtcGetPCHCreateStatus(p.prog);
+    nvrtcResult pch = t.nvrtcGetPCHCreateStatus(p.get());
     if (pch == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
       // The header did not fit NVRTC's (process-wide) PCH heap: grow it to
       // what this one needs and compile again, as cuda.core does.
       std::size_t needed = 0;
-      if (t.nvrtcGetPCHHeapSizeRequired(p.prog, &needed) == NVRTC_SUCCESS && needed > 0 &&
+      if (t.nvrtcGetPCHHeapSizeRequired(p.get(), &needed) == NVRTC_SUCCESS && needed > 0 &&
           t.nvrtcSetPCHHeapSize(needed) == NVRTC_SUCCESS) {
         r = run();
-        if (r == NVRTC_SUCCESS) pch = t.nvrtcGetPCHCreateStatus(p.prog);
+        if (r == NVRTC_SUCCESS) pch = t.nvrtcGetPCHCreateStatus(p.get());
       }
     }
     const PchStatus status = pch == NVRTC_SUCCESS                       ? PchStatus::created
@@ -697,7 +661,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
                                                                           : PchStatus::failed;
     program.state()->pch_status.store(static_cast<int>(status), std::memory_order_release);
   }
-  std::string log = program_log(t, p.prog);
+  std::string log = program_log(t, p.get());
   if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
     std::string first = first_error_line(log);
     if (first.empty()) first = t.nvrtcGetErrorString(r);
@@ -709,17 +673,17 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   std::size_t size = 0;
   std::vector<std::byte> out;
   if (target == CodeType::ptx) {
-    detail::check_nvrtc(t.nvrtcGetPTXSize(p.prog, &size), "nvrtcGetPTXSize");
+    detail::check_nvrtc(t.nvrtcGetPTXSize(p.get(), &size), "nvrtcGetPTXSize");
     out.resize(size);
-    detail::check_nvrtc(t.nvrtcGetPTX(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetPTX");
+    detail::check_nvrtc(t.nvrtcGetPTX(p.get(), reinterpret_cast<char*>(out.data())), "nvrtcGetPTX");
   } else if (target == CodeType::cubin) {
-    detail::check_nvrtc(t.nvrtcGetCUBINSize(p.prog, &size), "nvrtcGetCUBINSize");
+    detail::check_nvrtc(t.nvrtcGetCUBINSize(p.get(), &size), "nvrtcGetCUBINSize");
     out.resize(size);
-    detail::check_nvrtc(t.nvrtcGetCUBIN(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetCUBIN");
+    detail::check_nvrtc(t.nvrtcGetCUBIN(p.get(), reinterpret_cast<char*>(out.data())), "nvrtcGetCUBIN");
   } else {
-    detail::check_nvrtc(t.nvrtcGetLTOIRSize(p.prog, &size), "nvrtcGetLTOIRSize");
+    detail::check_nvrtc(t.nvrtcGetLTOIRSize(p.get(), &size), "nvrtcGetLTOIRSize");
     out.resize(size);
-    detail::check_nvrtc(t.nvrtcGetLTOIR(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetLTOIR");
+    detail::check_nvrtc(t.nvrtcGetLTOIR(p.get(), reinterpret_cast<char*>(out.data())), "nvrtcGetLTOIR");
   }
   if (out.empty())
     throw CompileError("compiling '" + options_.name + "': NVRTC produced no " + std::string(to_string(target)) +
@@ -729,7 +693,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   std::map<std::string, std::string> mapping;
   for (const auto& n : name_expressions) {
     const char* lowered = nullptr;
-    detail::check_nvrtc(t.nvrtcGetLoweredName(p.prog, n.c_str(), &lowered), "nvrtcGetLoweredName");
+    detail::check_nvrtc(t.nvrtcGetLoweredName(p.get(), n.c_str(), &lowered), "nvrtcGetLoweredName");
     if (lowered) mapping.emplace(n, lowered);
   }
   return ObjectCode::from_bytes(std::move(out), target, options_.name, std::move(mapping),

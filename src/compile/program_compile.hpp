@@ -7,7 +7,10 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <variant>
 #include <vector>
+
+#include "handles/compiler_handles.hpp"
 
 namespace cucore::detail {
 
@@ -19,13 +22,16 @@ struct ProgramState {
   std::atomic<int> pch_status{-1};       // a PchStatus, or -1 for none
   std::atomic<bool> closed{false};
   std::mutex handle_mutex;
-  void* handle = nullptr;  // nvrtcProgram or nvvm::Program, made on demand
+  // Program::handle()'s program, made on demand; its box releases it.
+  std::variant<std::monostate, NvrtcProgramHandle, NvvmProgramHandle> handle;
 
   ProgramState() = default;
   ProgramState(const ProgramState&) = delete;
   ProgramState& operator=(const ProgramState&) = delete;
-  ~ProgramState();
-  void release_handle() noexcept;
+  void release_handle() noexcept {
+    std::lock_guard lock(handle_mutex);
+    handle = std::monostate{};
+  }
 };
 
 struct ResolvedIncludes;
