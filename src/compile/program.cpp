@@ -128,10 +128,6 @@ std::string resolve_arch_from_device() {
 }  // namespace
 
 namespace {
-// How the call in progress on this thread renders the toolkit's directories
-// (set by detail::nvrtc_flags around as_nvrtc_flags).
-thread_local detail::ToolkitFlags t_toolkit_flags = detail::ToolkitFlags::paths;
-
 // The toolkit's header directories as NVRTC flags (CCCL first), found once.
 const std::vector<std::string>& toolkit_include_flags() {
   static const std::vector<std::string> flags = [] {
@@ -148,31 +144,37 @@ const std::vector<std::string>& toolkit_include_flags() {
 namespace nvrtc_render {
 using Flags = std::vector<std::string>;
 using Macros = decltype(ProgramOptions::define_macro);
+// What a renderer may read besides its field: the other fields, and how the
+// toolkit's directories are rendered (passed down, never a hidden state).
+struct RenderContext {
+  const ProgramOptions& options;
+  detail::ToolkitFlags toolkit;
+};
 
 template <typename T>
-void none(Flags&, const char*, const T&, const ProgramOptions&) {}
-void arch(Flags& f, const char* flag, const std::string& v, const ProgramOptions&) {
+void none(Flags&, const char*, const T&, const RenderContext&) {}
+void arch(Flags& f, const char* flag, const std::string& v, const RenderContext&) {
   f.push_back(std::string(flag) + "=" + v);
 }
-void toggle(Flags& f, const char* flag, const std::optional<bool>& v, const ProgramOptions&) {
+void toggle(Flags& f, const char* flag, const std::optional<bool>& v, const RenderContext&) {
   if (v.value_or(false)) f.emplace_back(flag);
 }
-void boolean(Flags& f, const char* flag, const std::optional<bool>& v, const ProgramOptions&) {
+void boolean(Flags& f, const char* flag, const std::optional<bool>& v, const RenderContext&) {
   if (v) f.push_back(std::string(flag) + (*v ? "=true" : "=false"));
 }
-void value(Flags& f, const char* flag, const std::string& v, const ProgramOptions&) {
+void value(Flags& f, const char* flag, const std::string& v, const RenderContext&) {
   if (!v.empty()) f.push_back(std::string(flag) + "=" + v);
 }
-void value(Flags& f, const char* flag, const std::optional<int>& v, const ProgramOptions&) {
+void value(Flags& f, const char* flag, const std::optional<int>& v, const RenderContext&) {
   if (v) f.push_back(std::string(flag) + "=" + std::to_string(*v));
 }
-void values(Flags& f, const char* flag, const std::vector<std::string>& v, const ProgramOptions&) {
+void values(Flags& f, const char* flag, const std::vector<std::string>& v, const RenderContext&) {
   for (const auto& s : v) f.push_back(std::string(flag) + "=" + s);
 }
-void values(Flags& f, const char* flag, const std::vector<int>& v, const ProgramOptions&) {
+void values(Flags& f, const char* flag, const std::vector<int>& v, const RenderContext&) {
   for (int n : v) f.push_back(std::string(flag) + "=" + std::to_string(n));
 }
-void macros(Flags& f, const char* flag, const Macros& v, const ProgramOptions&) {
+void macros(Flags& f, const char* flag, const Macros& v, const RenderContext&) {
   for (const auto& m : v) {
     if (const auto* s = std::get_if<std::string>(&m))
       f.push_back(std::string(flag) + "=" + *s);
@@ -180,11 +182,11 @@ void macros(Flags& f, const char* flag, const Macros& v, const ProgramOptions&) 
       f.push_back(std::string(flag) + "=" + std::get<1>(m).first + "=" + std::get<1>(m).second);
   }
 }
-void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v, const ProgramOptions& o) {
-  values(f, flag, v, o);
-  if (!o.use_toolkit_headers) return;
+void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v, const RenderContext& c) {
+  values(f, flag, v, c);
+  if (!c.options.use_toolkit_headers) return;
   // After the caller's paths, so their headers win.
-  if (t_toolkit_flags == detail::ToolkitFlags::placeholder) {
+  if (c.toolkit == detail::ToolkitFlags::placeholder) {
     f.push_back(std::string(flag) + "=<toolkit headers>");
     return;
   }
@@ -240,31 +242,26 @@ void opt(Flags& f, const char* flag, const std::optional<bool>& v) {
 }  // namespace nvvm_render
 }  // namespace
 
-std::vector<std::string> detail::nvrtc_flags(const ProgramOptions& options, ToolkitFlags toolkit) {
-  struct Restore {
-    ToolkitFlags before = t_toolkit_flags;
-    ~Restore() { t_toolkit_flags = before; }
-  } restore;
-  t_toolkit_flags = toolkit;
-  return options.as_nvrtc_flags();
+std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
+  return detail::nvrtc_flags(*this, detail::ToolkitFlags::paths);
 }
 
-std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
+std::vector<std::string> detail::nvrtc_flags(const ProgramOptions& o, ToolkitFlags toolkit) {
   // Validate everything first, so no half-rendered state escapes.
-  check_arch(arch);
-  if (max_register_count && *max_register_count <= 0)
-    invalid("max_register_count", "must be positive, got " + std::to_string(*max_register_count));
-  if (split_compile && *split_compile < 0)
-    invalid("split_compile", "must be >= 0 (0: all processors), got " + std::to_string(*split_compile));
-  if (!std.empty()) {
+  check_arch(o.arch);
+  if (o.max_register_count && *o.max_register_count <= 0)
+    invalid("max_register_count", "must be positive, got " + std::to_string(*o.max_register_count));
+  if (o.split_compile && *o.split_compile < 0)
+    invalid("split_compile", "must be >= 0 (0: all processors), got " + std::to_string(*o.split_compile));
+  if (!o.std.empty()) {
     static constexpr const char* kStd[] = {"c++03", "c++11", "c++14", "c++17", "c++20"};
-    if (std::none_of(std::begin(kStd), std::end(kStd), [&](const char* s) { return std == s; }))
-      invalid("std", squote(std) + " is not a dialect NVRTC knows (c++03, c++11, c++14, c++17, c++20)");
+    if (std::none_of(std::begin(kStd), std::end(kStd), [&](const char* s) { return o.std == s; }))
+      invalid("std", squote(o.std) + " is not a dialect NVRTC knows (c++03, c++11, c++14, c++17, c++20)");
   }
-  if (!ofast_compile.empty() && ofast_compile != "0" && ofast_compile != "min" && ofast_compile != "mid" &&
-      ofast_compile != "max")
-    invalid("ofast_compile", squote(ofast_compile) + " is not one of \"0\", \"min\", \"mid\", \"max\"");
-  for (const auto& m : define_macro) {
+  if (!o.ofast_compile.empty() && o.ofast_compile != "0" && o.ofast_compile != "min" && o.ofast_compile != "mid" &&
+      o.ofast_compile != "max")
+    invalid("ofast_compile", squote(o.ofast_compile) + " is not one of \"0\", \"min\", \"mid\", \"max\"");
+  for (const auto& m : o.define_macro) {
     if (const auto* s = std::get_if<std::string>(&m)) {
       const std::string_view macro = std::string_view(*s).substr(0, s->find('='));
       if (!is_macro_name(macro)) invalid("define_macro", squote(*s) + " does not start with a macro name");
@@ -273,13 +270,13 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
       if (!is_macro_name(macro)) invalid("define_macro", squote(macro) + " is not a macro name");
     }
   }
-  for (const auto& m : undefine_macro)
+  for (const auto& m : o.undefine_macro)
     if (!is_identifier(m)) invalid("undefine_macro", squote(m) + " is not a macro name");
-  check_entries("ptxas_options", ptxas_options);
-  check_entries("include_path", include_path);
-  check_entries("pre_include", pre_include);
-  check_entries("undefine_macro", undefine_macro);
-  for (const auto& m : define_macro) {
+  check_entries("ptxas_options", o.ptxas_options);
+  check_entries("include_path", o.include_path);
+  check_entries("pre_include", o.pre_include);
+  check_entries("undefine_macro", o.undefine_macro);
+  for (const auto& m : o.define_macro) {
     if (const auto* s = std::get_if<std::string>(&m)) {
       check_no_nul("define_macro", *s);
     } else {
@@ -287,23 +284,24 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
       check_no_nul("define_macro", std::get<std::pair<std::string, std::string>>(m).second);
     }
   }
-  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"name", &name},
-                                     {"optimization_info", &optimization_info},
-                                     {"time", &time},
-                                     {"frandom_seed", &frandom_seed},
-                                     {"create_pch", &create_pch},
-                                     {"use_pch", &use_pch},
-                                     {"pch_dir", &pch_dir}})
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"name", &o.name},
+                                     {"optimization_info", &o.optimization_info},
+                                     {"time", &o.time},
+                                     {"frandom_seed", &o.frandom_seed},
+                                     {"create_pch", &o.create_pch},
+                                     {"use_pch", &o.use_pch},
+                                     {"pch_dir", &o.pch_dir}})
     check_no_nul(field, *value);
-  check_diag("diag_error", diag_error);
-  check_diag("diag_suppress", diag_suppress);
-  check_diag("diag_warn", diag_warn);
-  if (!create_pch.empty() && !use_pch.empty())
+  check_diag("diag_error", o.diag_error);
+  check_diag("diag_suppress", o.diag_suppress);
+  check_diag("diag_warn", o.diag_warn);
+  if (!o.create_pch.empty() && !o.use_pch.empty())
     invalid("use_pch", "cannot be combined with create_pch (one program either makes or uses a header)");
 
   std::vector<std::string> f;
   f.reserve(16);
-#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) nvrtc_render::nvrtc(f, nvrtc_flag, field, *this);
+  const nvrtc_render::RenderContext context{o, toolkit};
+#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) nvrtc_render::nvrtc(f, nvrtc_flag, o.field, context);
   CUCORE_PROGRAM_OPTION_FIELDS(X)
 #undef X
   return f;
@@ -339,23 +337,25 @@ std::vector<std::string> ProgramOptions::as_nvvm_flags(std::optional<CodeType> t
   return f;
 }
 
+namespace {
+// The translations CUCORE_PTX_LINKER_OPTION_FIELDS names.
+namespace ptx_linker {
+template <typename T>
+void copy(T& to, const T& from) {
+  to = from;
+}
+void given(std::optional<bool>& to, const std::string& from) {
+  if (!from.empty()) to = true;
+}
+}  // namespace ptx_linker
+}  // namespace
+
 LinkerOptions detail::linker_options_for_ptx(const ProgramOptions& o) {
-  return LinkerOptions{
-      .name = o.name,
-      .arch = o.arch,
-      .max_register_count = o.max_register_count,
-      .time = o.time.empty() ? std::optional<bool>() : std::optional<bool>(true),
-      .link_time_optimization = o.link_time_optimization,
-      .debug = o.debug,
-      .lineinfo = o.lineinfo,
-      .ftz = o.ftz,
-      .prec_div = o.prec_div,
-      .prec_sqrt = o.prec_sqrt,
-      .fma = o.fma,
-      .ptxas_options = o.ptxas_options,
-      .split_compile = o.split_compile,
-      .no_cache = o.no_cache,
-  };
+  LinkerOptions l;
+#define X(program_field, linker_field, how) ptx_linker::how(l.linker_field, o.program_field);
+  CUCORE_PTX_LINKER_OPTION_FIELDS(X)
+#undef X
+  return l;
 }
 
 std::string_view to_string(PchStatus status) noexcept {
