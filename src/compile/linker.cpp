@@ -64,19 +64,14 @@ std::string trimmed(std::string s) {
 
 // ---- nvJitLink ----------------------------------------------------------
 
-std::string nvjitlink_error_log(const detail::NvJitLinkTable& t, nvJitLinkHandle h) {
+// nvJitLink's error or info log (read through the table's pair of calls for
+// it), trimmed; empty when there is none.
+std::string nvjitlink_log(nvJitLinkHandle h, decltype(&::nvJitLinkGetErrorLogSize) size_of,
+                          decltype(&::nvJitLinkGetErrorLog) read) {
   std::size_t n = 0;
-  if (!h || t.nvJitLinkGetErrorLogSize(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
+  if (!h || size_of(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
   std::string s(n, '\0');
-  if (t.nvJitLinkGetErrorLog(h, s.data()) != NVJITLINK_SUCCESS) return {};
-  return trimmed(std::move(s));
-}
-
-std::string nvjitlink_info_log(const detail::NvJitLinkTable& t, nvJitLinkHandle h) {
-  std::size_t n = 0;
-  if (!h || t.nvJitLinkGetInfoLogSize(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
-  std::string s(n, '\0');
-  if (t.nvJitLinkGetInfoLog(h, s.data()) != NVJITLINK_SUCCESS) return {};
+  if (read(h, s.data()) != NVJITLINK_SUCCESS) return {};
   return trimmed(std::move(s));
 }
 
@@ -293,8 +288,8 @@ ObjectCode Linker::link(CodeType target) {
     const nvJitLinkHandle h = box.get();
     // On failure, keep the logs for error_log()/info_log() and throw.
     auto fail = [&](const char* what, nvJitLinkResult r) {
-      error_log_ = nvjitlink_error_log(t, h);
-      info_log_ = nvjitlink_info_log(t, h);
+      error_log_ = nvjitlink_log(h, t.nvJitLinkGetErrorLogSize, t.nvJitLinkGetErrorLog);
+      info_log_ = nvjitlink_log(h, t.nvJitLinkGetInfoLogSize, t.nvJitLinkGetInfoLog);
       std::string first = first_error_line(error_log_);
       throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (" + what + ": " +
                              nvjitlink_result_name(r) + ")" + (first.empty() ? "" : ": " + first),
@@ -320,8 +315,8 @@ ObjectCode Linker::link(CodeType target) {
     r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubin(h, out.data())
                           : t.nvJitLinkGetLinkedPtx(h, reinterpret_cast<char*>(out.data()));
     if (r != NVJITLINK_SUCCESS) fail("getting the output", r);
-    error_log_ = nvjitlink_error_log(t, h);
-    info_log_ = nvjitlink_info_log(t, h);
+    error_log_ = nvjitlink_log(h, t.nvJitLinkGetErrorLogSize, t.nvJitLinkGetErrorLog);
+    info_log_ = nvjitlink_log(h, t.nvJitLinkGetInfoLogSize, t.nvJitLinkGetInfoLog);
   } else {
     const auto& d = detail::driver();
     // cuLink* works in the current context: use the device's primary one if
