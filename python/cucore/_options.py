@@ -122,7 +122,7 @@ class ProgramOptions:
     name : Optional[str]
         The program's name, in the compiler's messages. Not a compiler flag.
     arch : Optional[str]
-        "sm_90" (or "compute_90"); empty: the current device's. Passed as NVRTC ``-arch``, libNVVM ``-arch``.
+        "sm_90" (or "compute_90"); unset: the current device's. Passed as NVRTC ``-arch``, libNVVM ``-arch``.
     relocatable_device_code : Optional[bool]
         Passed as NVRTC ``--relocatable-device-code``.
     extensible_whole_program : Optional[bool]
@@ -164,7 +164,7 @@ class ProgramOptions:
     no_source_include : Optional[bool]
         Passed as NVRTC ``--no-source-include``.
     std : Optional[str]
-        "c++17"; empty: NVRTC's default. Passed as NVRTC ``--std``.
+        "c++17"; unset: NVRTC's default. Passed as NVRTC ``--std``.
     builtin_move_forward : Optional[bool]
         Passed as NVRTC ``--builtin-move-forward``.
     builtin_initializer_list : Optional[bool]
@@ -318,7 +318,7 @@ class LinkerOptions:
     name : Optional[str]
         The linked ObjectCode's name. Not a compiler flag.
     arch : Optional[str]
-        "sm_90"; empty: the current device's. Passed as nvJitLink ``-arch``.
+        "sm_90"; unset: the current device's. Passed as nvJitLink ``-arch``.
     max_register_count : Optional[int]
         Passed as nvJitLink ``-maxrregcount``.
     time : Optional[bool]

@@ -55,7 +55,7 @@ not passed; arch=None means the current device's."""
 PROGRAM = [
     P('name', 'str', 'none', 'ignored', cpp_default='"default_program"', py_default='"default_program"', ptx='copy',
       doc="the program's name, in the compiler's messages"),
-    P('arch', 'str', 'arch -arch', 'arch -arch', ptx='copy', doc='"sm_90" (or "compute_90"); empty: the current device\'s'),
+    P('arch', 'str', 'arch -arch', 'arch -arch', ptx='copy', doc='"sm_90" (or "compute_90"); unset: the current device\'s'),
     P('relocatable_device_code', 'bool?', 'boolean --relocatable-device-code', 'unsupported'),
     P('extensible_whole_program', 'bool?', 'toggle --extensible-whole-program', 'unsupported'),
     P('debug', 'bool?', 'toggle --device-debug', 'toggle -g', ptx='copy'),
@@ -76,7 +76,7 @@ PROGRAM = [
     P('include_path', 'strs', 'include_paths --include-path', 'unsupported'),
     P('pre_include', 'strs', 'values --pre-include', 'unsupported'),
     P('no_source_include', 'bool?', 'toggle --no-source-include', 'unsupported'),
-    P('std', 'str', 'value --std', 'unsupported', doc='"c++17"; empty: NVRTC\'s default'),
+    P('std', 'str', 'value --std', 'unsupported', doc='"c++17"; unset: NVRTC\'s default'),
     P('builtin_move_forward', 'bool?', 'boolean --builtin-move-forward', 'unsupported'),
     P('builtin_initializer_list', 'bool?', 'boolean --builtin-initializer-list', 'unsupported'),
     P('disable_warnings', 'bool?', 'toggle --disable-warnings', 'unsupported'),
@@ -113,7 +113,7 @@ PROGRAM = [
 
 LINKER = [
     L('name', 'str', 'none', cpp_default='"<default linker>"', py_default='"<default linker>"', doc="the linked ObjectCode's name"),
-    L('arch', 'str', 'arch -arch', doc='"sm_90"; empty: the current device\'s'),
+    L('arch', 'str', 'arch -arch', doc='"sm_90"; unset: the current device\'s'),
     L('max_register_count', 'int?', 'value -maxrregcount'),
     L('time', 'bool?', 'toggle -time', doc='timing in the info log'),
     L('verbose', 'bool?', 'toggle -verbose', doc='verbose info log'),
