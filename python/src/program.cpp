@@ -6,11 +6,14 @@
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <span>
+#include <string_view>
 
 #include <nanobind/stl/array.h>
 #include <nanobind/stl/map.h>
@@ -132,28 +135,32 @@ std::string text_value(nb::handle v, const std::string& what) {
   return utf8_arg(text, what);
 }
 
-// Reads the attribute `name` of `o` into `field`, by the field's C++ type (so
-// the binding follows the header's choice of types); None leaves the default.
-void read_field(std::optional<bool>& field, nb::handle o, const char* name) { field = opt_bool(o, name); }
-void read_field(std::optional<int>& field, nb::handle o, const char* name) {
-  nb::object v = nb::getattr(o, name, nb::none());
+// Reads the value `v` of the field `name` into `field`, by the field's C++
+// type (so the binding follows the header's choice of types); None leaves the
+// default.
+std::optional<bool> truth(nb::handle v) {
+  if (v.is_none()) return std::nullopt;
+  const int t = PyObject_IsTrue(v.ptr());
+  if (t < 0) throw nb::python_error();
+  return t != 0;
+}
+void read_field(std::optional<bool>& field, nb::handle v, const char*) { field = truth(v); }
+void read_field(std::optional<int>& field, nb::handle v, const char* name) {
   if (v.is_none()) return;
   // A bool is an int to Python (cuda.core's tests pass split_compile=True).
   field = PyBool_Check(v.ptr()) ? (v.ptr() == Py_True ? 1 : 0) : int_arg(v, name);
 }
-void read_field(std::string& field, nb::handle o, const char* name) {
-  nb::object v = nb::getattr(o, name, nb::none());
+void read_field(std::string& field, nb::handle v, const char* name) {
   if (!v.is_none()) field = text_value(v, name);
 }
-void read_field(bool& field, nb::handle o, const char* name) {
-  if (auto v = opt_bool(o, name)) field = *v;
+void read_field(bool& field, nb::handle v, const char*) {
+  if (auto b = truth(v)) field = *b;
 }
 // A str, bytes or os.PathLike (one entry) or a sequence of them (each entry).
 // False passes nothing, as in cuda.core (include_path=False is no include
 // path); anything else (5, [None], ...) is TypeError naming the field and the
 // entry, where cuda.core would drop it or render "--include-path=None".
-void read_field(std::vector<std::string>& field, nb::handle o, const char* name) {
-  nb::object v = nb::getattr(o, name, nb::none());
+void read_field(std::vector<std::string>& field, nb::handle v, const char* name) {
   field.clear();
   if (v.is_none() || v.ptr() == Py_False) return;
   if (is_text(v)) {
@@ -170,8 +177,7 @@ void read_field(std::vector<std::string>& field, nb::handle o, const char* name)
     field.push_back(text_value(item, what));
   }
 }
-void read_field(std::vector<int>& field, nb::handle o, const char* name) {
-  nb::object v = nb::getattr(o, name, nb::none());
+void read_field(std::vector<int>& field, nb::handle v, const char* name) {
   field.clear();
   if (v.is_none()) return;
   if (PyIndex_Check(v.ptr()) && !PyBool_Check(v.ptr())) {
@@ -182,14 +188,13 @@ void read_field(std::vector<int>& field, nb::handle o, const char* name) {
   for (nb::handle item : v) field.push_back(int_arg(item, std::string(name) + " item"));
 }
 // define_macro: "NAME", ("NAME", "VALUE"), or a sequence of those.
-void read_field(decltype(cucore::ProgramOptions::define_macro)& field, nb::handle o, const char* name) {
+void read_field(decltype(cucore::ProgramOptions::define_macro)& field, nb::handle v, const char*) {
   cucore::ProgramOptions po;
-  parse_macros(nb::getattr(o, name, nb::none()), po);
+  parse_macros(v, po);
   field = std::move(po.define_macro);
 }
 // extra_sources: ((name, NVVM IR text or bitcode), ...), checked as cuda.core does.
-void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::handle o, const char* name) {
-  nb::object v = nb::getattr(o, name, nb::none());
+void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::handle v, const char*) {
   field.clear();
   if (v.is_none()) return;
   if (!is_sequence(v))
@@ -221,6 +226,49 @@ void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::hand
   }
 }
 
+#define FIELD_NAME(field, ...) #field,
+constexpr std::string_view kProgramFields[] = {CUCORE_PROGRAM_OPTION_FIELDS(FIELD_NAME)};
+constexpr std::string_view kLinkerFields[] = {CUCORE_LINKER_OPTION_FIELDS(FIELD_NAME)};
+#undef FIELD_NAME
+
+// Where the fields are read from: a dict's items, read as they are (a dict
+// is not made into the dataclass first), or an options object's attributes
+// (the dataclass, or one options_arg copied a look-alike into).
+class FieldSource {
+ public:
+  FieldSource(nb::handle options, const char* cls_name, std::span<const std::string_view> fields) {
+    if (!PyDict_Check(options.ptr())) {
+      object_ = options_arg(options, cls_name);
+      return;
+    }
+    dict_ = options;
+    // The keys dataclass(**dict) would take: the fields, by name.
+    PyObject *key = nullptr, *value = nullptr;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(options.ptr(), &pos, &key, &value)) {
+      if (!PyUnicode_Check(key)) raise_type_error(std::string(cls_name) + ": keywords must be strings");
+      Py_ssize_t n = 0;
+      const char* k = PyUnicode_AsUTF8AndSize(key, &n);
+      if (!k) throw nb::python_error();
+      if (std::find(fields.begin(), fields.end(), std::string_view(k, static_cast<std::size_t>(n))) == fields.end())
+        raise_type_error(std::string(cls_name) + ".__init__() got an unexpected keyword argument '" +
+                         std::string(k, static_cast<std::size_t>(n)) + "'");
+    }
+  }
+  // The field's value; None when absent.
+  nb::object operator[](const char* name) const {
+    if (dict_.is_valid()) {
+      PyObject* v = PyDict_GetItemString(dict_.ptr(), name);  // borrowed
+      return v ? nb::borrow(v) : nb::none();
+    }
+    return nb::getattr(object_, name, nb::none());
+  }
+
+ private:
+  nb::handle dict_;
+  nb::object object_;
+};
+
 }  // namespace
 
 // Generated from the option table (options/option_fields.inc): every field,
@@ -228,8 +276,8 @@ void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::hand
 cucore::ProgramOptions program_options(nb::handle options) {
   cucore::ProgramOptions po;
   if (options.is_none()) return po;
-  nb::object o = options_arg(options, "ProgramOptions");
-#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) read_field(po.field, o, #field);
+  const FieldSource o(options, "ProgramOptions", kProgramFields);
+#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) read_field(po.field, o[#field], #field);
   CUCORE_PROGRAM_OPTION_FIELDS(X)
 #undef X
   return po;
@@ -238,8 +286,8 @@ cucore::ProgramOptions program_options(nb::handle options) {
 cucore::LinkerOptions linker_options(nb::handle options) {
   cucore::LinkerOptions lo;
   if (options.is_none()) return lo;
-  nb::object o = options_arg(options, "LinkerOptions");
-#define X(field, kind, flag) read_field(lo.field, o, #field);
+  const FieldSource o(options, "LinkerOptions", kLinkerFields);
+#define X(field, kind, flag) read_field(lo.field, o[#field], #field);
   CUCORE_LINKER_OPTION_FIELDS(X)
 #undef X
   return lo;

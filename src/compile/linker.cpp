@@ -12,8 +12,9 @@
 #include <utility>
 #include <vector>
 
-#include "loader/driver.hpp"
 #include "compile/compile_common.hpp"
+#include "handles/compiler_handles.hpp"
+#include "loader/driver.hpp"
 #include "loader/toolkit.hpp"
 #include "options/option_fields.inc"
 
@@ -63,30 +64,16 @@ std::string trimmed(std::string s) {
 
 // ---- nvJitLink ----------------------------------------------------------
 
-struct NvJitLinkHandle {
-  nvJitLinkHandle h = nullptr;
-  const detail::NvJitLinkTable& t;
-  explicit NvJitLinkHandle(const detail::NvJitLinkTable& table) : t(table) {}
-  NvJitLinkHandle(const NvJitLinkHandle&) = delete;
-  NvJitLinkHandle& operator=(const NvJitLinkHandle&) = delete;
-  ~NvJitLinkHandle() {
-    if (h) t.nvJitLinkDestroy(&h);
-  }
-  std::string error_log() const {
-    std::size_t n = 0;
-    if (!h || t.nvJitLinkGetErrorLogSize(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
-    std::string s(n, '\0');
-    if (t.nvJitLinkGetErrorLog(h, s.data()) != NVJITLINK_SUCCESS) return {};
-    return trimmed(std::move(s));
-  }
-  std::string info_log() const {
-    std::size_t n = 0;
-    if (!h || t.nvJitLinkGetInfoLogSize(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
-    std::string s(n, '\0');
-    if (t.nvJitLinkGetInfoLog(h, s.data()) != NVJITLINK_SUCCESS) return {};
-    return trimmed(std::move(s));
-  }
-};
+// nvJitLink's error or info log (read through the table's pair of calls for
+// it), trimmed; empty when there is none.
+std::string nvjitlink_log(nvJitLinkHandle h, decltype(&::nvJitLinkGetErrorLogSize) size_of,
+                          decltype(&::nvJitLinkGetErrorLog) read) {
+  std::size_t n = 0;
+  if (!h || size_of(h, &n) != NVJITLINK_SUCCESS || n == 0) return {};
+  std::string s(n, '\0');
+  if (read(h, s.data()) != NVJITLINK_SUCCESS) return {};
+  return trimmed(std::move(s));
+}
 
 nvJitLinkInputType nvjitlink_input_type(CodeType code_type) {
   switch (code_type) {
@@ -101,13 +88,6 @@ nvJitLinkInputType nvjitlink_input_type(CodeType code_type) {
 }
 
 // ---- the driver's linker ------------------------------------------------
-
-struct CuLinkState {
-  CUlinkState s = nullptr;
-  ~CuLinkState() {
-    if (s) detail::driver().cuLinkDestroy(s);
-  }
-};
 
 CUjitInputType driver_input_type(CodeType code_type) {
   switch (code_type) {
@@ -297,19 +277,19 @@ ObjectCode Linker::link(CodeType target) {
     std::vector<const char*> argv;
     argv.reserve(flags.size());
     for (const auto& s : flags) argv.push_back(s.c_str());
-    NvJitLinkHandle h(t);
-    if (nvJitLinkResult r = t.nvJitLinkCreate(&h.h, static_cast<std::uint32_t>(argv.size()), argv.data());
+    detail::NvJitLinkBox box;
+    if (nvJitLinkResult r = detail::create_nvjitlink(t, static_cast<std::uint32_t>(argv.size()), argv.data(), box);
         r != NVJITLINK_SUCCESS) {
-      h.h = nullptr;
       std::string all;
       for (const auto& s : flags) all += " " + s;
       throw CompileError(std::string("nvJitLinkCreate failed: ") + nvjitlink_result_name(r) + " (options:" + all + ")",
                          {});
     }
+    const nvJitLinkHandle h = box.get();
     // On failure, keep the logs for error_log()/info_log() and throw.
     auto fail = [&](const char* what, nvJitLinkResult r) {
-      error_log_ = h.error_log();
-      info_log_ = h.info_log();
+      error_log_ = nvjitlink_log(h, t.nvJitLinkGetErrorLogSize, t.nvJitLinkGetErrorLog);
+      info_log_ = nvjitlink_log(h, t.nvJitLinkGetInfoLogSize, t.nvJitLinkGetInfoLog);
       std::string first = first_error_line(error_log_);
       throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (" + what + ": " +
                              nvjitlink_result_name(r) + ")" + (first.empty() ? "" : ": " + first),
@@ -321,22 +301,22 @@ ObjectCode Linker::link(CodeType target) {
       // PTX is a C string to nvJitLink: the size leaves the NUL out.
       if (c.code_type() == CodeType::ptx && size && bytes[size - 1] == std::byte{0}) --size;
       const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
-      if (nvJitLinkResult r = t.nvJitLinkAddData(h.h, nvjitlink_input_type(c.code_type()), bytes.data(), size,
+      if (nvJitLinkResult r = t.nvJitLinkAddData(h, nvjitlink_input_type(c.code_type()), bytes.data(), size,
                                                  name.c_str());
           r != NVJITLINK_SUCCESS)
         fail(("adding '" + name + "'").c_str(), r);
     }
-    if (nvJitLinkResult r = t.nvJitLinkComplete(h.h); r != NVJITLINK_SUCCESS) fail("nvJitLinkComplete", r);
+    if (nvJitLinkResult r = t.nvJitLinkComplete(h); r != NVJITLINK_SUCCESS) fail("nvJitLinkComplete", r);
     std::size_t size = 0;
-    nvJitLinkResult r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubinSize(h.h, &size)
-                                          : t.nvJitLinkGetLinkedPtxSize(h.h, &size);
+    nvJitLinkResult r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubinSize(h, &size)
+                                          : t.nvJitLinkGetLinkedPtxSize(h, &size);
     if (r != NVJITLINK_SUCCESS) fail("getting the output size", r);
     out.resize(size);
-    r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubin(h.h, out.data())
-                          : t.nvJitLinkGetLinkedPtx(h.h, reinterpret_cast<char*>(out.data()));
+    r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubin(h, out.data())
+                          : t.nvJitLinkGetLinkedPtx(h, reinterpret_cast<char*>(out.data()));
     if (r != NVJITLINK_SUCCESS) fail("getting the output", r);
-    error_log_ = h.error_log();
-    info_log_ = h.info_log();
+    error_log_ = nvjitlink_log(h, t.nvJitLinkGetErrorLogSize, t.nvJitLinkGetErrorLog);
+    info_log_ = nvjitlink_log(h, t.nvJitLinkGetInfoLogSize, t.nvJitLinkGetInfoLog);
   } else {
     const auto& d = detail::driver();
     // cuLink* works in the current context: use the device's primary one if
@@ -370,7 +350,7 @@ ObjectCode Linker::link(CodeType target) {
     if (options_.debug.value_or(false)) add(CU_JIT_GENERATE_DEBUG_INFO, 1);
     if (options_.lineinfo.value_or(false)) add(CU_JIT_GENERATE_LINE_INFO, 1);
 
-    CuLinkState state;
+    detail::CuLinkStateHandle state;
     auto logs = [&] {
       info_log_ = trimmed(std::string(info.c_str()));
       error_log_ = trimmed(std::string(err.c_str()));
@@ -382,15 +362,13 @@ ObjectCode Linker::link(CodeType target) {
                              result_name(r) + ")" + (first.empty() ? "" : ": " + first),
                          error_log_);
     };
-    if (CUresult r = d.cuLinkCreate(static_cast<unsigned>(keys.size()), keys.data(), values.data(), &state.s);
-        r != CUDA_SUCCESS) {
-      state.s = nullptr;
+    if (CUresult r = detail::create_culink(d, static_cast<unsigned>(keys.size()), keys.data(), values.data(), state);
+        r != CUDA_SUCCESS)
       fail("cuLinkCreate", r);
-    }
     for (const auto& c : codes_) {
       auto bytes = c.code();
       const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
-      if (CUresult r = d.cuLinkAddData(state.s, driver_input_type(c.code_type()),
+      if (CUresult r = d.cuLinkAddData(state.get(), driver_input_type(c.code_type()),
                                        const_cast<std::byte*>(bytes.data()), bytes.size(), name.c_str(), 0, nullptr,
                                        nullptr);
           r != CUDA_SUCCESS)
@@ -398,7 +376,7 @@ ObjectCode Linker::link(CodeType target) {
     }
     void* cubin = nullptr;
     std::size_t size = 0;
-    if (CUresult r = d.cuLinkComplete(state.s, &cubin, &size); r != CUDA_SUCCESS) fail("cuLinkComplete", r);
+    if (CUresult r = d.cuLinkComplete(state.get(), &cubin, &size); r != CUDA_SUCCESS) fail("cuLinkComplete", r);
     // The cubin belongs to the link state: copy it before cuLinkDestroy.
     const auto* p = static_cast<const std::byte*>(cubin);
     out.assign(p, p + size);

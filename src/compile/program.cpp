@@ -104,18 +104,6 @@ void check_diag(const char* field, const std::vector<int>& numbers) {
     if (n < 0) invalid(field, "diagnostic number " + std::to_string(n) + " is negative");
 }
 
-// Owns one nvrtcProgram; destroyed on every path.
-struct NvrtcProgram {
-  nvrtcProgram prog = nullptr;
-  const detail::NvrtcTable& t;
-  explicit NvrtcProgram(const detail::NvrtcTable& table) : t(table) {}
-  NvrtcProgram(const NvrtcProgram&) = delete;
-  NvrtcProgram& operator=(const NvrtcProgram&) = delete;
-  ~NvrtcProgram() {
-    if (prog) t.nvrtcDestroyProgram(&prog);
-  }
-};
-
 std::string program_log(const detail::NvrtcTable& t, nvrtcProgram prog) {
   std::size_t size = 0;
   if (t.nvrtcGetProgramLogSize(prog, &size) != NVRTC_SUCCESS || size <= 1) return {};
@@ -140,10 +128,6 @@ std::string resolve_arch_from_device() {
 }  // namespace
 
 namespace {
-// How the call in progress on this thread renders the toolkit's directories
-// (set by detail::nvrtc_flags around as_nvrtc_flags).
-thread_local detail::ToolkitFlags t_toolkit_flags = detail::ToolkitFlags::paths;
-
 // The toolkit's header directories as NVRTC flags (CCCL first), found once.
 const std::vector<std::string>& toolkit_include_flags() {
   static const std::vector<std::string> flags = [] {
@@ -160,31 +144,37 @@ const std::vector<std::string>& toolkit_include_flags() {
 namespace nvrtc_render {
 using Flags = std::vector<std::string>;
 using Macros = decltype(ProgramOptions::define_macro);
+// What a renderer may read besides its field: the other fields, and how the
+// toolkit's directories are rendered (passed down, never a hidden state).
+struct RenderContext {
+  const ProgramOptions& options;
+  detail::ToolkitFlags toolkit;
+};
 
 template <typename T>
-void none(Flags&, const char*, const T&, const ProgramOptions&) {}
-void arch(Flags& f, const char* flag, const std::string& v, const ProgramOptions&) {
+void none(Flags&, const char*, const T&, const RenderContext&) {}
+void arch(Flags& f, const char* flag, const std::string& v, const RenderContext&) {
   f.push_back(std::string(flag) + "=" + v);
 }
-void toggle(Flags& f, const char* flag, const std::optional<bool>& v, const ProgramOptions&) {
+void toggle(Flags& f, const char* flag, const std::optional<bool>& v, const RenderContext&) {
   if (v.value_or(false)) f.emplace_back(flag);
 }
-void boolean(Flags& f, const char* flag, const std::optional<bool>& v, const ProgramOptions&) {
+void boolean(Flags& f, const char* flag, const std::optional<bool>& v, const RenderContext&) {
   if (v) f.push_back(std::string(flag) + (*v ? "=true" : "=false"));
 }
-void value(Flags& f, const char* flag, const std::string& v, const ProgramOptions&) {
+void value(Flags& f, const char* flag, const std::string& v, const RenderContext&) {
   if (!v.empty()) f.push_back(std::string(flag) + "=" + v);
 }
-void value(Flags& f, const char* flag, const std::optional<int>& v, const ProgramOptions&) {
+void value(Flags& f, const char* flag, const std::optional<int>& v, const RenderContext&) {
   if (v) f.push_back(std::string(flag) + "=" + std::to_string(*v));
 }
-void values(Flags& f, const char* flag, const std::vector<std::string>& v, const ProgramOptions&) {
+void values(Flags& f, const char* flag, const std::vector<std::string>& v, const RenderContext&) {
   for (const auto& s : v) f.push_back(std::string(flag) + "=" + s);
 }
-void values(Flags& f, const char* flag, const std::vector<int>& v, const ProgramOptions&) {
+void values(Flags& f, const char* flag, const std::vector<int>& v, const RenderContext&) {
   for (int n : v) f.push_back(std::string(flag) + "=" + std::to_string(n));
 }
-void macros(Flags& f, const char* flag, const Macros& v, const ProgramOptions&) {
+void macros(Flags& f, const char* flag, const Macros& v, const RenderContext&) {
   for (const auto& m : v) {
     if (const auto* s = std::get_if<std::string>(&m))
       f.push_back(std::string(flag) + "=" + *s);
@@ -192,11 +182,11 @@ void macros(Flags& f, const char* flag, const Macros& v, const ProgramOptions&) 
       f.push_back(std::string(flag) + "=" + std::get<1>(m).first + "=" + std::get<1>(m).second);
   }
 }
-void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v, const ProgramOptions& o) {
-  values(f, flag, v, o);
-  if (!o.use_toolkit_headers) return;
+void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v, const RenderContext& c) {
+  values(f, flag, v, c);
+  if (!c.options.use_toolkit_headers) return;
   // After the caller's paths, so their headers win.
-  if (t_toolkit_flags == detail::ToolkitFlags::placeholder) {
+  if (c.toolkit == detail::ToolkitFlags::placeholder) {
     f.push_back(std::string(flag) + "=<toolkit headers>");
     return;
   }
@@ -252,31 +242,26 @@ void opt(Flags& f, const char* flag, const std::optional<bool>& v) {
 }  // namespace nvvm_render
 }  // namespace
 
-std::vector<std::string> detail::nvrtc_flags(const ProgramOptions& options, ToolkitFlags toolkit) {
-  struct Restore {
-    ToolkitFlags before = t_toolkit_flags;
-    ~Restore() { t_toolkit_flags = before; }
-  } restore;
-  t_toolkit_flags = toolkit;
-  return options.as_nvrtc_flags();
+std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
+  return detail::nvrtc_flags(*this, detail::ToolkitFlags::paths);
 }
 
-std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
+std::vector<std::string> detail::nvrtc_flags(const ProgramOptions& o, ToolkitFlags toolkit) {
   // Validate everything first, so no half-rendered state escapes.
-  check_arch(arch);
-  if (max_register_count && *max_register_count <= 0)
-    invalid("max_register_count", "must be positive, got " + std::to_string(*max_register_count));
-  if (split_compile && *split_compile < 0)
-    invalid("split_compile", "must be >= 0 (0: all processors), got " + std::to_string(*split_compile));
-  if (!std.empty()) {
+  check_arch(o.arch);
+  if (o.max_register_count && *o.max_register_count <= 0)
+    invalid("max_register_count", "must be positive, got " + std::to_string(*o.max_register_count));
+  if (o.split_compile && *o.split_compile < 0)
+    invalid("split_compile", "must be >= 0 (0: all processors), got " + std::to_string(*o.split_compile));
+  if (!o.std.empty()) {
     static constexpr const char* kStd[] = {"c++03", "c++11", "c++14", "c++17", "c++20"};
-    if (std::none_of(std::begin(kStd), std::end(kStd), [&](const char* s) { return std == s; }))
-      invalid("std", squote(std) + " is not a dialect NVRTC knows (c++03, c++11, c++14, c++17, c++20)");
+    if (std::none_of(std::begin(kStd), std::end(kStd), [&](const char* s) { return o.std == s; }))
+      invalid("std", squote(o.std) + " is not a dialect NVRTC knows (c++03, c++11, c++14, c++17, c++20)");
   }
-  if (!ofast_compile.empty() && ofast_compile != "0" && ofast_compile != "min" && ofast_compile != "mid" &&
-      ofast_compile != "max")
-    invalid("ofast_compile", squote(ofast_compile) + " is not one of \"0\", \"min\", \"mid\", \"max\"");
-  for (const auto& m : define_macro) {
+  if (!o.ofast_compile.empty() && o.ofast_compile != "0" && o.ofast_compile != "min" && o.ofast_compile != "mid" &&
+      o.ofast_compile != "max")
+    invalid("ofast_compile", squote(o.ofast_compile) + " is not one of \"0\", \"min\", \"mid\", \"max\"");
+  for (const auto& m : o.define_macro) {
     if (const auto* s = std::get_if<std::string>(&m)) {
       const std::string_view macro = std::string_view(*s).substr(0, s->find('='));
       if (!is_macro_name(macro)) invalid("define_macro", squote(*s) + " does not start with a macro name");
@@ -285,13 +270,13 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
       if (!is_macro_name(macro)) invalid("define_macro", squote(macro) + " is not a macro name");
     }
   }
-  for (const auto& m : undefine_macro)
+  for (const auto& m : o.undefine_macro)
     if (!is_identifier(m)) invalid("undefine_macro", squote(m) + " is not a macro name");
-  check_entries("ptxas_options", ptxas_options);
-  check_entries("include_path", include_path);
-  check_entries("pre_include", pre_include);
-  check_entries("undefine_macro", undefine_macro);
-  for (const auto& m : define_macro) {
+  check_entries("ptxas_options", o.ptxas_options);
+  check_entries("include_path", o.include_path);
+  check_entries("pre_include", o.pre_include);
+  check_entries("undefine_macro", o.undefine_macro);
+  for (const auto& m : o.define_macro) {
     if (const auto* s = std::get_if<std::string>(&m)) {
       check_no_nul("define_macro", *s);
     } else {
@@ -299,23 +284,24 @@ std::vector<std::string> ProgramOptions::as_nvrtc_flags() const {
       check_no_nul("define_macro", std::get<std::pair<std::string, std::string>>(m).second);
     }
   }
-  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"name", &name},
-                                     {"optimization_info", &optimization_info},
-                                     {"time", &time},
-                                     {"frandom_seed", &frandom_seed},
-                                     {"create_pch", &create_pch},
-                                     {"use_pch", &use_pch},
-                                     {"pch_dir", &pch_dir}})
+  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"name", &o.name},
+                                     {"optimization_info", &o.optimization_info},
+                                     {"time", &o.time},
+                                     {"frandom_seed", &o.frandom_seed},
+                                     {"create_pch", &o.create_pch},
+                                     {"use_pch", &o.use_pch},
+                                     {"pch_dir", &o.pch_dir}})
     check_no_nul(field, *value);
-  check_diag("diag_error", diag_error);
-  check_diag("diag_suppress", diag_suppress);
-  check_diag("diag_warn", diag_warn);
-  if (!create_pch.empty() && !use_pch.empty())
+  check_diag("diag_error", o.diag_error);
+  check_diag("diag_suppress", o.diag_suppress);
+  check_diag("diag_warn", o.diag_warn);
+  if (!o.create_pch.empty() && !o.use_pch.empty())
     invalid("use_pch", "cannot be combined with create_pch (one program either makes or uses a header)");
 
   std::vector<std::string> f;
   f.reserve(16);
-#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) nvrtc_render::nvrtc(f, nvrtc_flag, field, *this);
+  const nvrtc_render::RenderContext context{o, toolkit};
+#define X(field, nvrtc, nvrtc_flag, nvvm, nvvm_flag) nvrtc_render::nvrtc(f, nvrtc_flag, o.field, context);
   CUCORE_PROGRAM_OPTION_FIELDS(X)
 #undef X
   return f;
@@ -351,23 +337,25 @@ std::vector<std::string> ProgramOptions::as_nvvm_flags(std::optional<CodeType> t
   return f;
 }
 
+namespace {
+// The translations CUCORE_PTX_LINKER_OPTION_FIELDS names.
+namespace ptx_linker {
+template <typename T>
+void copy(T& to, const T& from) {
+  to = from;
+}
+void given(std::optional<bool>& to, const std::string& from) {
+  if (!from.empty()) to = true;
+}
+}  // namespace ptx_linker
+}  // namespace
+
 LinkerOptions detail::linker_options_for_ptx(const ProgramOptions& o) {
-  return LinkerOptions{
-      .name = o.name,
-      .arch = o.arch,
-      .max_register_count = o.max_register_count,
-      .time = o.time.empty() ? std::optional<bool>() : std::optional<bool>(true),
-      .link_time_optimization = o.link_time_optimization,
-      .debug = o.debug,
-      .lineinfo = o.lineinfo,
-      .ftz = o.ftz,
-      .prec_div = o.prec_div,
-      .prec_sqrt = o.prec_sqrt,
-      .fma = o.fma,
-      .ptxas_options = o.ptxas_options,
-      .split_compile = o.split_compile,
-      .no_cache = o.no_cache,
-  };
+  LinkerOptions l;
+#define X(program_field, linker_field, how) ptx_linker::how(l.linker_field, o.program_field);
+  CUCORE_PTX_LINKER_OPTION_FIELDS(X)
+#undef X
+  return l;
 }
 
 std::string_view to_string(PchStatus status) noexcept {
@@ -377,24 +365,6 @@ std::string_view to_string(PchStatus status) noexcept {
     case PchStatus::failed: return "failed";
   }
   return "failed";
-}
-
-detail::ProgramState::~ProgramState() { release_handle(); }
-
-void detail::ProgramState::release_handle() noexcept {
-  std::lock_guard lock(handle_mutex);
-  if (!handle) return;
-  try {
-    if (kind == Kind::nvrtc) {
-      auto prog = static_cast<nvrtcProgram>(handle);
-      detail::nvrtc().nvrtcDestroyProgram(&prog);
-    } else if (kind == Kind::nvvm) {
-      auto prog = static_cast<detail::nvvm::Program>(handle);
-      detail::libnvvm().nvvmDestroyProgram(&prog);
-    }
-  } catch (...) {  // the library loaded when the handle was made; nothing to do otherwise
-  }
-  handle = nullptr;
 }
 
 Program::Program(std::string code, std::string code_type, ProgramOptions options)
@@ -447,20 +417,15 @@ const std::vector<std::string>& Program::nvrtc_flags() const noexcept { return s
 
 namespace {
 // An nvvmProgram holding the program's modules (the source, extra_sources).
-detail::nvvm::Program make_nvvm_program(const std::string& code, const ProgramOptions& o) {
-  const auto& t = detail::libnvvm();
-  detail::nvvm::Program prog = nullptr;
-  detail::check_nvvm(t.nvvmCreateProgram(&prog), "nvvmCreateProgram");
-  try {
-    detail::check_nvvm(t.nvvmAddModuleToProgram(prog, code.data(), code.size(), o.name.c_str()),
+detail::NvvmProgramHandle make_nvvm_program(const detail::NvvmTable& t, const std::string& code,
+                                            const ProgramOptions& o) {
+  detail::NvvmProgramHandle prog;
+  detail::check_nvvm(detail::create_nvvm_program(t, prog), "nvvmCreateProgram");
+  detail::check_nvvm(t.nvvmAddModuleToProgram(prog.get(), code.data(), code.size(), o.name.c_str()),
+                     "nvvmAddModuleToProgram");
+  for (const auto& [name, source] : o.extra_sources)
+    detail::check_nvvm(t.nvvmAddModuleToProgram(prog.get(), source.data(), source.size(), name.c_str()),
                        "nvvmAddModuleToProgram");
-    for (const auto& [name, source] : o.extra_sources)
-      detail::check_nvvm(t.nvvmAddModuleToProgram(prog, source.data(), source.size(), name.c_str()),
-                         "nvvmAddModuleToProgram");
-  } catch (...) {
-    t.nvvmDestroyProgram(&prog);
-    throw;
-  }
   return prog;
 }
 }  // namespace
@@ -468,18 +433,21 @@ detail::nvvm::Program make_nvvm_program(const std::string& code, const ProgramOp
 void* Program::handle() const {
   if (!state_ || state_->closed.load(std::memory_order_acquire)) return nullptr;
   std::lock_guard lock(state_->handle_mutex);
-  if (!state_->handle) {
+  auto& h = state_->handle;
+  if (std::holds_alternative<std::monostate>(h)) {
     if (state_->kind == detail::ProgramState::Kind::nvrtc) {
-      const auto& t = detail::nvrtc();
-      nvrtcProgram prog = nullptr;
-      detail::check_nvrtc(t.nvrtcCreateProgram(&prog, code_.c_str(), options_.name.c_str(), 0, nullptr, nullptr),
+      detail::NvrtcProgramHandle prog;
+      detail::check_nvrtc(detail::create_nvrtc_program(detail::nvrtc(), code_.c_str(), options_.name.c_str(), 0,
+                                                       nullptr, nullptr, prog),
                           "nvrtcCreateProgram");
-      state_->handle = prog;
+      h = std::move(prog);
     } else if (state_->kind == detail::ProgramState::Kind::nvvm) {
-      state_->handle = make_nvvm_program(code_, options_);
+      h = make_nvvm_program(detail::libnvvm(), code_, options_);
     }
   }
-  return state_->handle;
+  if (const auto* p = std::get_if<detail::NvrtcProgramHandle>(&h)) return p->get();
+  if (const auto* p = std::get_if<detail::NvvmProgramHandle>(&h)) return p->get();
+  return nullptr;
 }
 
 std::optional<PchStatus> Program::pch_status() const noexcept {
@@ -536,18 +504,14 @@ ObjectCode compile_nvvm(const Program& program, CodeType target) {
                                 "target_type=\"ptx\" or \"ltoir\"");
   const std::vector<std::string> flags = o.as_nvvm_flags(target);
   const auto& t = detail::libnvvm();
-  struct Owned {
-    const detail::NvvmTable& t;
-    detail::nvvm::Program prog;
-    ~Owned() { t.nvvmDestroyProgram(&prog); }
-  } p{t, make_nvvm_program(program.code(), o)};
+  const detail::NvvmProgramHandle p = make_nvvm_program(t, program.code(), o);
   std::vector<const char*> argv;
   for (const auto& f : flags) argv.push_back(f.c_str());
   auto log = [&] {
     std::size_t size = 0;
-    if (t.nvvmGetProgramLogSize(p.prog, &size) != detail::nvvm::SUCCESS || size <= 1) return std::string();
+    if (t.nvvmGetProgramLogSize(p.get(), &size) != detail::nvvm::SUCCESS || size <= 1) return std::string();
     std::string text(size, '\0');
-    if (t.nvvmGetProgramLog(p.prog, text.data()) != detail::nvvm::SUCCESS) return std::string();
+    if (t.nvvmGetProgramLog(p.get(), text.data()) != detail::nvvm::SUCCESS) return std::string();
     while (!text.empty() && (text.back() == '\0' || text.back() == '\n')) text.pop_back();
     return text;
   };
@@ -559,19 +523,19 @@ ObjectCode compile_nvvm(const Program& program, CodeType target) {
                            " failed: " + first,
                        std::move(l));
   };
-  if (auto r = t.nvvmVerifyProgram(p.prog, static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
+  if (auto r = t.nvvmVerifyProgram(p.get(), static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
     fail("nvvmVerifyProgram", r);
   if (o.use_libdevice.value_or(false)) {
     const std::string libdevice = detail::libdevice_bitcode();
-    detail::check_nvvm(t.nvvmLazyAddModuleToProgram(p.prog, libdevice.data(), libdevice.size(), "libdevice"),
+    detail::check_nvvm(t.nvvmLazyAddModuleToProgram(p.get(), libdevice.data(), libdevice.size(), "libdevice"),
                        "nvvmLazyAddModuleToProgram");
   }
-  if (auto r = t.nvvmCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
+  if (auto r = t.nvvmCompileProgram(p.get(), static_cast<int>(argv.size()), argv.data()); r != detail::nvvm::SUCCESS)
     fail("nvvmCompileProgram", r);
   std::size_t size = 0;
-  detail::check_nvvm(t.nvvmGetCompiledResultSize(p.prog, &size), "nvvmGetCompiledResultSize");
+  detail::check_nvvm(t.nvvmGetCompiledResultSize(p.get(), &size), "nvvmGetCompiledResultSize");
   std::vector<std::byte> out(size);
-  detail::check_nvvm(t.nvvmGetCompiledResult(p.prog, reinterpret_cast<char*>(out.data())), "nvvmGetCompiledResult");
+  detail::check_nvvm(t.nvvmGetCompiledResult(p.get(), reinterpret_cast<char*>(out.data())), "nvvmGetCompiledResult");
   // PTX text comes with its terminating NUL, as NVRTC's does; LTO-IR is binary.
   return ObjectCode::from_bytes(std::move(out), target, o.name, {}, log());
 }
@@ -656,7 +620,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   const auto& t = detail::nvrtc();
   check_arch_supported(options_.arch);
   const bool makes_pch = options_.pch.value_or(false) || !options_.create_pch.empty();
-  NvrtcProgram p(t);
+  detail::NvrtcProgramHandle p;
   // With resolved includes, NVRTC compiles exactly the header contents that
   // were read (and keyed), handed over by name.
   std::vector<const char*> header_names, header_sources;
@@ -670,26 +634,26 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   argv.reserve(flags.size());
   for (const auto& s : flags) argv.push_back(s.c_str());
   auto run = [&] {
-    if (p.prog) t.nvrtcDestroyProgram(&p.prog);
-    detail::check_nvrtc(t.nvrtcCreateProgram(&p.prog, includes ? includes->source.c_str() : code_.c_str(),
-                                             options_.name.c_str(), static_cast<int>(header_names.size()),
-                                             header_sources.data(), header_names.data()),
+    // A second run (after growing the PCH heap) makes a fresh program.
+    detail::check_nvrtc(detail::create_nvrtc_program(t, includes ? includes->source.c_str() : code_.c_str(),
+                                                     options_.name.c_str(), static_cast<int>(header_names.size()),
+                                                     header_sources.data(), header_names.data(), p),
                         "nvrtcCreateProgram");
     for (const auto& n : name_expressions)
-      detail::check_nvrtc(t.nvrtcAddNameExpression(p.prog, n.c_str()), "nvrtcAddNameExpression");
-    return t.nvrtcCompileProgram(p.prog, static_cast<int>(argv.size()), argv.data());
+      detail::check_nvrtc(t.nvrtcAddNameExpression(p.get(), n.c_str()), "nvrtcAddNameExpression");
+    return t.nvrtcCompileProgram(p.get(), static_cast<int>(argv.size()), argv.data());
   };
   nvrtcResult r = run();
   if (makes_pch && r == NVRTC_SUCCESS) {
-    nvrtcResult pch = t.nvrtcGetPCHCreateStatus(p.prog);
+    nvrtcResult pch = t.nvrtcGetPCHCreateStatus(p.get());
     if (pch == NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED) {
       // The header did not fit NVRTC's (process-wide) PCH heap: grow it to
       // what this one needs and compile again, as cuda.core does.
       std::size_t needed = 0;
-      if (t.nvrtcGetPCHHeapSizeRequired(p.prog, &needed) == NVRTC_SUCCESS && needed > 0 &&
+      if (t.nvrtcGetPCHHeapSizeRequired(p.get(), &needed) == NVRTC_SUCCESS && needed > 0 &&
           t.nvrtcSetPCHHeapSize(needed) == NVRTC_SUCCESS) {
         r = run();
-        if (r == NVRTC_SUCCESS) pch = t.nvrtcGetPCHCreateStatus(p.prog);
+        if (r == NVRTC_SUCCESS) pch = t.nvrtcGetPCHCreateStatus(p.get());
       }
     }
     const PchStatus status = pch == NVRTC_SUCCESS                       ? PchStatus::created
@@ -697,7 +661,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
                                                                           : PchStatus::failed;
     program.state()->pch_status.store(static_cast<int>(status), std::memory_order_release);
   }
-  std::string log = program_log(t, p.prog);
+  std::string log = program_log(t, p.get());
   if (r == NVRTC_ERROR_COMPILATION || r == NVRTC_ERROR_INVALID_OPTION) {
     std::string first = first_error_line(log);
     if (first.empty()) first = t.nvrtcGetErrorString(r);
@@ -709,17 +673,17 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   std::size_t size = 0;
   std::vector<std::byte> out;
   if (target == CodeType::ptx) {
-    detail::check_nvrtc(t.nvrtcGetPTXSize(p.prog, &size), "nvrtcGetPTXSize");
+    detail::check_nvrtc(t.nvrtcGetPTXSize(p.get(), &size), "nvrtcGetPTXSize");
     out.resize(size);
-    detail::check_nvrtc(t.nvrtcGetPTX(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetPTX");
+    detail::check_nvrtc(t.nvrtcGetPTX(p.get(), reinterpret_cast<char*>(out.data())), "nvrtcGetPTX");
   } else if (target == CodeType::cubin) {
-    detail::check_nvrtc(t.nvrtcGetCUBINSize(p.prog, &size), "nvrtcGetCUBINSize");
+    detail::check_nvrtc(t.nvrtcGetCUBINSize(p.get(), &size), "nvrtcGetCUBINSize");
     out.resize(size);
-    detail::check_nvrtc(t.nvrtcGetCUBIN(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetCUBIN");
+    detail::check_nvrtc(t.nvrtcGetCUBIN(p.get(), reinterpret_cast<char*>(out.data())), "nvrtcGetCUBIN");
   } else {
-    detail::check_nvrtc(t.nvrtcGetLTOIRSize(p.prog, &size), "nvrtcGetLTOIRSize");
+    detail::check_nvrtc(t.nvrtcGetLTOIRSize(p.get(), &size), "nvrtcGetLTOIRSize");
     out.resize(size);
-    detail::check_nvrtc(t.nvrtcGetLTOIR(p.prog, reinterpret_cast<char*>(out.data())), "nvrtcGetLTOIR");
+    detail::check_nvrtc(t.nvrtcGetLTOIR(p.get(), reinterpret_cast<char*>(out.data())), "nvrtcGetLTOIR");
   }
   if (out.empty())
     throw CompileError("compiling '" + options_.name + "': NVRTC produced no " + std::string(to_string(target)) +
@@ -729,7 +693,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   std::map<std::string, std::string> mapping;
   for (const auto& n : name_expressions) {
     const char* lowered = nullptr;
-    detail::check_nvrtc(t.nvrtcGetLoweredName(p.prog, n.c_str(), &lowered), "nvrtcGetLoweredName");
+    detail::check_nvrtc(t.nvrtcGetLoweredName(p.get(), n.c_str(), &lowered), "nvrtcGetLoweredName");
     if (lowered) mapping.emplace(n, lowered);
   }
   return ObjectCode::from_bytes(std::move(out), target, options_.name, std::move(mapping),

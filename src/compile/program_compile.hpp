@@ -7,7 +7,10 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <variant>
 #include <vector>
+
+#include "handles/compiler_handles.hpp"
 
 namespace cucore::detail {
 
@@ -19,26 +22,30 @@ struct ProgramState {
   std::atomic<int> pch_status{-1};       // a PchStatus, or -1 for none
   std::atomic<bool> closed{false};
   std::mutex handle_mutex;
-  void* handle = nullptr;  // nvrtcProgram or nvvm::Program, made on demand
+  // Program::handle()'s program, made on demand; its box releases it.
+  std::variant<std::monostate, NvrtcProgramHandle, NvvmProgramHandle> handle;
 
   ProgramState() = default;
   ProgramState(const ProgramState&) = delete;
   ProgramState& operator=(const ProgramState&) = delete;
-  ~ProgramState();
-  void release_handle() noexcept;
+  void release_handle() noexcept {
+    std::lock_guard lock(handle_mutex);
+    handle = std::monostate{};
+  }
 };
 
 struct ResolvedIncludes;
 
-// ProgramOptions::as_nvrtc_flags, with the toolkit's include directories as
-// they are (paths: for NVRTC) or as one placeholder (for validating options and
-// for cache keys, whose toolchain identity names the toolkit): the placeholder
-// spares finding the directories, which a warm start need never do.
+// ProgramOptions' checks and NVRTC flags, with the toolkit's include
+// directories as they are (paths: for NVRTC, what as_nvrtc_flags gives) or as
+// one placeholder (for validating options and for cache keys, whose toolchain
+// identity names the toolkit): the placeholder spares finding the directories,
+// which a warm start need never do. The mode is an argument all the way down.
 enum class ToolkitFlags { paths, placeholder };
 std::vector<std::string> nvrtc_flags(const ProgramOptions& options, ToolkitFlags toolkit);
 
 // The linker options a PTX Program is assembled with (cuda.core's translation:
-// the fields the linker shares with NVRTC).
+// the fields the linker shares with NVRTC, as options_table.py marks them).
 LinkerOptions linker_options_for_ptx(const ProgramOptions& options);
 
 // Compiles `program` as Program::compile does. With `includes`, NVRTC compiles

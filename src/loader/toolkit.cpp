@@ -4,6 +4,7 @@
 
 #include <cucore/errors.hpp>
 
+#include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <filesystem>
@@ -123,9 +124,37 @@ void fill_nvvm(const LoadedLibrary& lib, NvvmTable& t) {
 
 }  // namespace
 
-const NvrtcTable& nvrtc() { return nvrtc_lazy().get(kNvrtcSpec, fill_nvrtc); }
-const NvvmTable& libnvvm() { return nvvm_lazy().get(kNvvmSpec, fill_nvvm); }
-const NvJitLinkTable& nvjitlink() { return nvjitlink_lazy().get(kNvJitLinkSpec, fill_nvjitlink); }
+namespace {
+std::atomic<const NvrtcTable*> g_nvrtc_for_testing{nullptr};
+std::atomic<const NvvmTable*> g_nvvm_for_testing{nullptr};
+std::atomic<const NvJitLinkTable*> g_nvjitlink_for_testing{nullptr};
+}  // namespace
+
+const NvrtcTable& nvrtc() {
+  if (const NvrtcTable* t = g_nvrtc_for_testing.load(std::memory_order_acquire)) [[unlikely]]
+    return *t;
+  return nvrtc_lazy().get(kNvrtcSpec, fill_nvrtc);
+}
+const NvvmTable& libnvvm() {
+  if (const NvvmTable* t = g_nvvm_for_testing.load(std::memory_order_acquire)) [[unlikely]]
+    return *t;
+  return nvvm_lazy().get(kNvvmSpec, fill_nvvm);
+}
+const NvJitLinkTable& nvjitlink() {
+  if (const NvJitLinkTable* t = g_nvjitlink_for_testing.load(std::memory_order_acquire)) [[unlikely]]
+    return *t;
+  return nvjitlink_lazy().get(kNvJitLinkSpec, fill_nvjitlink);
+}
+
+void set_nvrtc_table_for_testing(const NvrtcTable* table) noexcept {
+  g_nvrtc_for_testing.store(table, std::memory_order_release);
+}
+void set_nvvm_table_for_testing(const NvvmTable* table) noexcept {
+  g_nvvm_for_testing.store(table, std::memory_order_release);
+}
+void set_nvjitlink_table_for_testing(const NvJitLinkTable* table) noexcept {
+  g_nvjitlink_for_testing.store(table, std::memory_order_release);
+}
 
 bool nvjitlink_available() noexcept {
   try {

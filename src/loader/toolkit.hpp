@@ -101,6 +101,13 @@ const NvrtcTable& nvrtc();
 const NvJitLinkTable& nvjitlink();
 const NvvmTable& libnvvm();
 
+// Test seams: route NVRTC, nvJitLink or libNVVM calls through `table`
+// (nullptr: back to the loaded library), to count or fail them; the table
+// must outlive its use.
+void set_nvrtc_table_for_testing(const NvrtcTable* table) noexcept;
+void set_nvjitlink_table_for_testing(const NvJitLinkTable* table) noexcept;
+void set_nvvm_table_for_testing(const NvvmTable* table) noexcept;
+
 // Whether nvJitLink can be loaded (the linker falls back to the driver's).
 bool nvjitlink_available() noexcept;
 

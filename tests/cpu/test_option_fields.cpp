@@ -19,6 +19,7 @@
 #include <utility>
 #include <vector>
 
+#include "compile/program_compile.hpp"
 #include "options/option_fields.inc"
 
 namespace cucore {
@@ -208,6 +209,26 @@ TEST(OptionFields, EveryLinkerFieldWithAFlagRendersIt) {
   CUCORE_LINKER_OPTION_FIELDS(CHECK_FIELD)
 #undef CHECK_FIELD
   EXPECT_GE(checked, 20);
+}
+
+// A PTX program's linker options are cuda.core's translation, as the table
+// marks it: each marked field carried over (time: true when a file is named),
+// and every other linker field left unset.
+TEST(OptionFields, PtxProgramsPassTheMarkedFieldsToTheirLinker) {
+  const ProgramOptions o{.name = "p", .arch = "sm_90a", .debug = true, .lineinfo = false, .ptxas_options = {"-v"},
+                         .max_register_count = 40, .ftz = true, .prec_sqrt = false, .prec_div = true, .fma = false,
+                         .link_time_optimization = true, .time = "t.csv", .split_compile = 3, .no_cache = true};
+  const LinkerOptions l = detail::linker_options_for_ptx(o);
+  const LinkerOptions expected{.name = "p", .arch = "sm_90a", .max_register_count = 40, .time = true,
+                               .link_time_optimization = true, .debug = true, .lineinfo = false, .ftz = true,
+                               .prec_div = true, .prec_sqrt = false, .fma = false, .ptxas_options = {"-v"},
+                               .split_compile = 3, .no_cache = true};
+  int compared = 0;
+#define SAME(field, kind, flag)                         EXPECT_EQ(l.field, expected.field) << #field;         ++compared;
+  CUCORE_LINKER_OPTION_FIELDS(SAME)
+#undef SAME
+  EXPECT_EQ(compared, 22);
+  EXPECT_FALSE(detail::linker_options_for_ptx(ProgramOptions{.arch = "sm_90"}).time.has_value());  // no file: no timing
 }
 
 }  // namespace

@@ -194,3 +194,31 @@ def test_options_dataclasses():
     assert cucore.StreamOptions(nonblocking=False, priority=-1).priority == -1
     assert cucore.EventOptions(timing_enabled=True).timing_enabled
     assert cucore.DeviceMemoryResourceOptions(max_size=1 << 20).max_size == 1 << 20
+
+
+def test_a_dict_of_options_is_read_as_the_dataclass_would_take_it(monkeypatch):
+    src = 'extern "C" __global__ void k() {}'
+    given = {"arch": "sm_90", "use_toolkit_headers": False, "define_macro": ("N", "4"), "std": "c++17",
+             "diag_error": [1, 2], "name": None}
+    from_dict = Program(src, "c++", given)
+    from_dataclass = Program(src, "c++", ProgramOptions(**given))
+    assert from_dict.nvrtc_flags == from_dataclass.nvrtc_flags
+    assert from_dict.nvrtc_flags == ["-arch=sm_90", "--define-macro=N=4", "--std=c++17", "--diag-error=1",
+                                     "--diag-error=2"]
+    with pytest.raises(TypeError, match=r"ProgramOptions.__init__\(\) got an unexpected keyword argument 'bogus'"):
+        Program(src, "c++", {"arch": "sm_90", "bogus": 1})
+    with pytest.raises(TypeError, match="keywords must be strings"):
+        Program(src, "c++", {"arch": "sm_90", 1: True})
+    ptx = Program(src, "c++", {"arch": "sm_90", "use_toolkit_headers": False}).compile("ptx")
+    with pytest.raises(TypeError, match=r"LinkerOptions.__init__\(\) got an unexpected keyword argument 'bogus'"):
+        cucore.Linker(ptx, options={"arch": "sm_90", "bogus": 1})
+    assert cucore.Linker(ptx, options={"arch": "sm_90", "name": "x"}).link("cubin").name == "x"
+
+    # The dict goes to C++ as it is, not through the dataclass first.
+    def refuse(self):
+        raise AssertionError("a dict of options was made into the dataclass")
+
+    monkeypatch.setattr(_options.ProgramOptions, "__post_init__", refuse)
+    monkeypatch.setattr(_options.LinkerOptions, "__post_init__", refuse)
+    assert Program(src, "c++", given).nvrtc_flags == from_dataclass.nvrtc_flags
+    assert cucore.Linker(ptx, options={"arch": "sm_90"}).link("cubin").code
