@@ -3,6 +3,7 @@
 // keys are UTF-8), make_program_cache_key, and Program.compile(cache=...).
 #include <cucore/program_cache.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <limits>
 
@@ -125,10 +126,13 @@ class MappingCache final : public ProgramCache {
     }
     Py_buffer view;
     if (PyObject_GetBuffer(hit.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
-    const auto* b = static_cast<const std::byte*>(view.buf);
-    std::vector<std::byte> bytes(b, b + view.len);
-    PyBuffer_Release(&view);
-    if (bytes.empty()) return std::nullopt;
+    struct Release {
+      Py_buffer* v;
+      ~Release() { PyBuffer_Release(v); }
+    } release{&view};
+    if (view.len <= 0) return std::nullopt;
+    std::vector<std::byte> bytes(static_cast<std::size_t>(view.len));
+    std::memcpy(bytes.data(), view.buf, bytes.size());
     return cucore::ObjectCode::from_bytes(std::move(bytes), type, name_);
   }
   nb::handle mapping_;
