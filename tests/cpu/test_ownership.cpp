@@ -37,6 +37,7 @@
 #include "common/fake_driver.hpp"
 #include "compute/engine.hpp"
 #include "handles/buffer_handles.hpp"
+#include "handles/graph_handles.hpp"
 #include "handles/vmm_handles.hpp"
 
 using namespace cucore;
@@ -248,6 +249,48 @@ TEST(Ownership, ABufferOutlivesTheStreamItWasAllocatedOnAndFreesOnIt) {
   EXPECT_NE(FakeDriver::releases[0].find("on " + std::string(expect + 7)), std::string::npos)
       << FakeDriver::releases[0];
   EXPECT_EQ(FakeDriver::releases[1], expect);
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+// ---- how a box releases is fixed by its maker ---------------------------------------------------
+
+TEST(Ownership, EachBoxReleasesAsItsMakerChose) {
+  // Chosen when the box is made, never set later.
+  static_assert(std::is_const_v<decltype(detail::StreamBox::release)>);
+  static_assert(std::is_const_v<decltype(detail::PoolBox::release)>);
+  static_assert(std::is_const_v<decltype(detail::GraphBox::release)>);
+  static_assert(!std::is_default_constructible_v<detail::StreamBox>);
+  static_assert(!std::is_default_constructible_v<detail::PoolBox>);
+  static_assert(!std::is_default_constructible_v<detail::GraphBox>);
+  FakeDriver fake;
+  static std::vector<CUgraph> destroyed;
+  destroyed.clear();
+  fake.table.cuGraphDestroy = [](CUgraph g) {
+    destroyed.push_back(g);
+    return CUDA_SUCCESS;
+  };
+  {
+    Stream made = Device(0).create_stream();
+    Stream adopted = Stream::from_handle(made.handle());
+    EXPECT_EQ(made.box()->release, detail::Release::destroy);
+    EXPECT_EQ(adopted.box()->release, detail::Release::none);
+    EXPECT_FALSE(DeviceMemoryResource(0).owns_pool()) << "the device's default pool is adopted";
+    EXPECT_TRUE(DeviceMemoryResource(0, DeviceMemoryResourceOptions{}).owns_pool());
+    const auto g1 = reinterpret_cast<CUgraph>(0x7001), g2 = reinterpret_cast<CUgraph>(0x7002);
+    detail::GraphHandle root = detail::own_graph(g1);
+    detail::GraphHandle view = detail::view_graph(g2, root);
+    detail::GraphHandle capture = detail::capture_root();  // owns the CUgraph its capture will end with
+    EXPECT_EQ(root->release, detail::Release::destroy);
+    EXPECT_EQ(view->release, detail::Release::none);
+    EXPECT_EQ(capture->release, detail::Release::destroy);
+    root.reset();
+    view.reset();
+    capture.reset();  // its capture never ended: no CUgraph to destroy
+    ASSERT_EQ(destroyed.size(), 1u);
+    EXPECT_EQ(destroyed[0], g1);
+  }
+  EXPECT_EQ(FakeDriver::streams_destroyed.load(), 1) << "the adopted share destroyed nothing";
+  EXPECT_EQ(FakeDriver::pools_destroyed.load(), 1);
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
 
