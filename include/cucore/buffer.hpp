@@ -1,9 +1,13 @@
 #pragma once
-// Buffer: owns one allocation, keeps the memory resource it came from alive,
-// and frees it (on its stream) when closed or destroyed. Move-only: the Buffer
-// is the allocation's one owner, so its state lives in it (no box to allocate).
-// Allocated on a Stream, it holds a share of that stream, so destroying the
-// Stream first is safe. A closed, moved-from or default-constructed Buffer
+// Buffer: one allocation, held through its box (src/handles/buffer_handles.hpp),
+// which keeps the memory resource it came from alive and frees it (on its
+// stream) when the last share goes. The Buffer is move-only and holds one
+// share; close() frees at once when that share is the last, as cuda.core's
+// Buffer.close() does (always, until something else holds the box: a graph
+// that uses it may, and then close() gives up this Buffer's share and the
+// memory is freed when the last holder lets go, on the Buffer's own stream).
+// Allocated on a Stream, the box holds a share of that stream, so destroying
+// the Stream first is safe. A closed, moved-from or default-constructed Buffer
 // throws ClosedError from every operation.
 #include <cuda.h>
 
@@ -13,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <utility>
 
 #include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
@@ -20,16 +25,18 @@
 namespace cucore {
 
 struct IPCBufferDescriptor;
+namespace detail {
+struct BufferBox;
+}
 
 class Buffer {
  public:
   Buffer() noexcept = default;  // closed
-  // Takes ownership of `ptr`: freed through `mr` on `stream` when closed.
-  // Given a Stream, the Buffer keeps a share of it until then.
-  Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, StreamRef stream) noexcept
-      : ptr_(ptr), size_(size), mr_(std::move(mr)), stream_(stream), open_(true) {}
-  Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& stream) noexcept
-      : ptr_(ptr), size_(size), mr_(std::move(mr)), stream_(stream), stream_box_(stream.box()), open_(true) {}
+  // Takes ownership of `ptr`: freed through `mr` on `stream` when closed (an
+  // empty `mr`: never freed). Given a Stream, the Buffer keeps a share of it
+  // until then. Should its box not be made (std::bad_alloc), `ptr` is freed.
+  Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, StreamRef stream);
+  Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& stream);
   // Memory cucore did not allocate. With `mr`, the Buffer adopts it (freed
   // through `mr`, on the legacy default stream or `free_on`); with `owner` (the
   // object the memory belongs to, kept alive as long), it is never freed by
@@ -44,9 +51,14 @@ class Buffer {
   }
 
   ~Buffer() {
-    if (open_) destroy();  // a closed Buffer (the common case after close()) costs no call
+    if (box_) forget();  // a closed Buffer (the common case after close()) costs no call
   }
-  Buffer(Buffer&& other) noexcept;
+  // The box moves; the moved-from Buffer is closed.
+  Buffer(Buffer&& other) noexcept
+      : box_(std::move(other.box_)),
+        ptr_(std::exchange(other.ptr_, 0)),
+        size_(std::exchange(other.size_, 0)),
+        ipc_export_(take_export(other.ipc_export_)) {}
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -55,10 +67,13 @@ class Buffer {
   CUdeviceptr handle() const noexcept { return ptr_; }
   void* data() const noexcept { return reinterpret_cast<void*>(ptr_); }
   std::size_t size() const noexcept { return size_; }
-  bool is_closed() const noexcept { return !open_; }
-  const MemoryResource& memory_resource() const noexcept { return mr_; }
-  const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
-  StreamRef stream() const noexcept { return stream_; }  // where it will be freed
+  bool is_closed() const noexcept { return !box_; }
+  MemoryResource memory_resource() const noexcept;          // the one it is freed through (empty: none)
+  const std::shared_ptr<const void>& owner() const noexcept;  // what the memory belongs to
+  StreamRef stream() const noexcept;                          // where it will be freed
+  // The allocation's box, to hold the memory alive beyond this Buffer (null
+  // when closed). While another share lives, close() defers the free to it.
+  std::shared_ptr<const detail::BufferBox> box() const noexcept;
 
   int device_id() const;  // the resource's (-1: not bound to a device), else from the pointer's attributes
   bool is_device_accessible() const;
@@ -67,6 +82,8 @@ class Buffer {
 
   // Frees the memory (on `stream`, else the stream it was allocated on).
   // Idempotent; a failed free throws and leaves the buffer open, still owning.
+  // While another share of its box lives (box()), it closes this Buffer and
+  // leaves the free to the last share (on the stream it was allocated on).
   void close();
   void close(StreamRef stream);
 
@@ -110,27 +127,40 @@ class Buffer {
   // (CUDA_ERROR_INVALID_VALUE) naming both pools.
   static Buffer from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDescriptor& descriptor,
                                     const Stream& stream);
-  bool is_mapped() const noexcept { return mapped_; }  // imported from another process
+  bool is_mapped() const noexcept;  // imported from another process
 
  private:
   friend class VirtualMemoryResource;  // grows its buffers in place (modify_allocation)
+  explicit Buffer(std::shared_ptr<detail::BufferBox> box) noexcept;
+  // A mapped IPC Buffer: never freed by itself; `mapping` (its share of the
+  // mapping) unmaps it with the last import. `share_stream`: the Buffer keeps
+  // a share of `stream` (false where the mapping holds it already).
+  static Buffer mapped(CUdeviceptr ptr, std::size_t size, const MemoryResource& mr, const Stream& stream,
+                       std::shared_ptr<const void> mapping, bool share_stream);
+  MemoryResource::Impl* resource_impl() const noexcept;  // null when closed or with no resource
   void require_open(const char* operation) const {
-    if (!open_) [[unlikely]]
+    if (!box_) [[unlikely]]
       detail::throw_closed("Buffer", operation);
   }
-  void reset() noexcept;
-  void destroy() noexcept;  // frees; errors are swallowed (destructors never throw)
+  // Plain loads and stores: a Buffer is not moved or closed while another
+  // thread uses it, and the common Buffer (never exported) must not pay a
+  // locked exchange on every move.
+  static const IPCBufferDescriptor* take_export(std::atomic<const IPCBufferDescriptor*>& a) noexcept {
+    const IPCBufferDescriptor* p = a.load(std::memory_order_relaxed);
+    if (p) [[unlikely]]
+      a.store(nullptr, std::memory_order_relaxed);
+    return p;
+  }
+  // Gives up the share (the box frees if it was the last, swallowing a free's
+  // errors: destructors never throw) and the descriptor.
+  void forget() noexcept;
+  std::shared_ptr<detail::BufferBox> box_;  // null: closed
+  // The box's pointer and size, read without going to it (launch arguments).
   CUdeviceptr ptr_ = 0;
   std::size_t size_ = 0;
-  MemoryResource mr_;
-  StreamRef stream_{CU_STREAM_LEGACY};
-  std::shared_ptr<const detail::StreamBox> stream_box_;  // keeps stream_ alive when it is cucore's
-  std::shared_ptr<const void> owner_;  // for a mapped Buffer: its share of the mapping (src/ipc/)
   // An IPC pool's Buffer: its descriptor, fixed for the allocation's life, so
-  // made once by the first ipc_descriptor() (owned; freed by reset()).
+  // made once by the first ipc_descriptor() (owned; freed by forget()).
   mutable std::atomic<const IPCBufferDescriptor*> ipc_export_{nullptr};
-  bool open_ = false;
-  bool mapped_ = false;
 };
 
 }  // namespace cucore

@@ -60,6 +60,7 @@ class MemoryResource {
   friend bool operator==(const MemoryResource& a, const MemoryResource& b) noexcept { return a.impl_ == b.impl_; }
 
  protected:
+  friend class Buffer;  // its box holds the resource's state, type-erased (buffer_handles.hpp)
   std::shared_ptr<Impl> impl_;
 };
 

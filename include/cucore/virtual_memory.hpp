@@ -53,7 +53,8 @@ class VirtualMemoryResource : public MemoryResource {
   // Grows `buffer` (allocated here) to `new_size` bytes, keeping its contents:
   // in place when the addresses after it can be reserved, else at a new
   // address. A failure leaves the buffer as it was. A size not larger than the
-  // buffer's changes nothing.
+  // buffer's changes nothing. A Buffer whose box is held elsewhere too
+  // (Buffer::box()) is std::invalid_argument: its memory may have to move.
   void modify_allocation(Buffer& buffer, std::size_t new_size) const;
 };
 

@@ -226,7 +226,7 @@ void Graph::close() noexcept {
 
 GraphBuilder make_graph_builder(const Stream& stream) {
   if (stream.is_closed()) cucore::detail::throw_closed("Stream", "create_graph_builder");
-  return GraphBuilder(new_state(stream, BuilderKind::primary, std::make_shared<GraphBox>()));
+  return GraphBuilder(new_state(stream, BuilderKind::primary, cucore::detail::capture_root()));
 }
 
 BuilderState& GraphBuilder::open(const char* operation) const {
@@ -282,10 +282,7 @@ GraphBuilder& GraphBuilder::end_building() {
         what += " (the capture was broken by an earlier call: " + call + ")";
     throw CudaError(r, what);
   }
-  if (s.kind == BuilderKind::primary) {
-    s.box->graph = g;
-    s.box->owned = true;
-  }
+  if (s.kind == BuilderKind::primary) s.box->graph = g;  // its box was made to own it (capture_root)
   s.ended = true;
   if (s.kind == BuilderKind::primary) s.box->attach();  // the CUgraph now holds what its nodes use
   return *this;

@@ -83,7 +83,7 @@ void drain_releases_for_testing() {
 }
 
 GraphBox::~GraphBox() {
-  if (owned && graph)
+  if (release == Release::destroy && graph)
     if (const auto* t = loaded()) t->cuGraphDestroy(graph);
 }
 
@@ -140,23 +140,23 @@ void GraphBox::attach() {
 }
 
 GraphHandle create_graph() {
-  auto box = std::make_shared<GraphBox>();
+  auto box = std::make_shared<GraphBox>(Release::destroy);
   CUgraph g = nullptr;
   check(driver().cuGraphCreate(&g, 0), "cuGraphCreate");
   box->graph = g;
-  box->owned = true;
   return box;
 }
 
+GraphHandle capture_root() { return std::make_shared<GraphBox>(Release::destroy); }
+
 GraphHandle own_graph(CUgraph graph) {
-  auto box = std::make_shared<GraphBox>();
+  auto box = std::make_shared<GraphBox>(Release::destroy);
   box->graph = graph;
-  box->owned = true;
   return box;
 }
 
 GraphHandle view_graph(CUgraph graph, GraphHandle root) {
-  auto box = std::make_shared<GraphBox>();
+  auto box = std::make_shared<GraphBox>(Release::none);
   box->graph = graph;
   box->root = root->root ? root->root : std::move(root);
   return box;

@@ -34,7 +34,7 @@ namespace cucore::detail {
 
 struct GraphBox {
   CUgraph graph = nullptr;            // a builder's root box gets it when its capture ends
-  bool owned = false;                 // cuGraphDestroy when the box goes
+  const Release release;              // destroy: cuGraphDestroy when the box goes; none: a view
   std::shared_ptr<GraphBox> root;     // for a view: the box owning the hierarchy
   mutable std::mutex mutex;           // guards what follows (on the root)
   std::vector<Owner> pending;         // kept until the next attach() (a capture's, until it ends)
@@ -42,7 +42,7 @@ struct GraphBox {
   std::map<CUgraphNode, std::shared_ptr<const graph::detail::NodeInfo>> nodes;  // what cucore added
   std::set<CUgraphConditionalHandle> conditions;  // made for this hierarchy
 
-  GraphBox() = default;
+  explicit GraphBox(Release r) noexcept : release(r) {}
   GraphBox(const GraphBox&) = delete;
   GraphBox& operator=(const GraphBox&) = delete;
   ~GraphBox();
@@ -58,6 +58,7 @@ struct GraphBox {
 using GraphHandle = std::shared_ptr<GraphBox>;
 
 GraphHandle create_graph();                           // cuGraphCreate
+GraphHandle capture_root();                           // a builder's: owns the CUgraph its capture ends with
 GraphHandle own_graph(CUgraph graph);                 // destroyed with the box
 GraphHandle view_graph(CUgraph graph, GraphHandle root);  // never destroyed by its box
 

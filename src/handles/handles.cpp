@@ -80,13 +80,13 @@ ContextHandle adopt_green_context(CUgreenCtx green, CUcontext ctx) {
 }
 
 StreamBox::~StreamBox() {
-  if (owned)
+  if (release == Release::destroy && stream)
     if (const auto* t = loaded()) t->cuStreamDestroy(stream);
 }
 
 StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* priority) {
   // The box first: should it fail to allocate, no stream is left behind.
-  auto box = make_box<StreamBox>();
+  auto box = make_box<StreamBox>(Release::destroy);
   box->ctx = ctx;
   const DriverTable& d = driver();
   CUstream h = nullptr;
@@ -104,12 +104,11 @@ StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* 
     check(d.cuStreamCreate(&h, flags), "cuStreamCreate");
   }
   box->stream = h;
-  box->owned = true;
   return box;
 }
 
 StreamHandle adopt_stream(CUstream stream, Owner owner) {
-  auto box = make_box<StreamBox>();
+  auto box = make_box<StreamBox>(Release::none);
   box->stream = stream;
   box->owner = std::move(owner);
   return box;
@@ -143,33 +142,31 @@ EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, unsigne
 }
 
 PoolBox::~PoolBox() {
-  if (owned)
+  if (release == Release::destroy && pool)
     if (const auto* t = loaded()) t->cuMemPoolDestroy(pool);
 }
 
 PoolHandle create_pool(const CUmemPoolProps& props) {
-  auto box = std::make_shared<PoolBox>();
+  auto box = std::make_shared<PoolBox>(Release::destroy);
   CUmemoryPool pool = nullptr;
   check(driver().cuMemPoolCreate(&pool, &props), "cuMemPoolCreate");
   box->pool = pool;
-  box->owned = true;
   return box;
 }
 
 PoolHandle import_pool(int fd) {
-  auto box = make_box<PoolBox>();  // recycled: a process importing pools again and again mallocs none
+  auto box = make_box<PoolBox>(Release::destroy);  // recycled: a process importing pools again and again mallocs none
   CUmemoryPool pool = nullptr;
   // A POSIX descriptor travels as the handle's value, not through a pointer to it.
   void* handle = reinterpret_cast<void*>(static_cast<std::intptr_t>(fd));
   check(driver().cuMemPoolImportFromShareableHandle(&pool, handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
         "cuMemPoolImportFromShareableHandle");
   box->pool = pool;
-  box->owned = true;
   return box;
 }
 
 PoolHandle adopt_pool(CUmemoryPool pool) {
-  auto box = std::make_shared<PoolBox>();
+  auto box = std::make_shared<PoolBox>(Release::none);
   box->pool = pool;
   return box;
 }

@@ -3,13 +3,19 @@
 // resource cucore holds lives in one reference-counted box (std::make_shared:
 // one allocation) that also holds shares of the boxes it depends on: a stream
 // its context, an event its context, a kernel its library
-// (launch/kernel_info.hpp). A box releases its resource in its destructor,
-// which runs when the last share goes, so after everything that depends on it
-// has released its own: the public objects can be destroyed in any order.
+// (kernel_handles.hpp), an allocation its stream (buffer_handles.hpp). A box
+// releases its resource in its destructor, which runs when the last share
+// goes, so after everything that depends on it has released its own: the
+// public objects can be destroyed in any order.
 //
-// An allocation's box is the Buffer itself (its one owner, so allocating costs
-// no box): it holds its memory resource and a share of the stream it is freed
-// on.
+// How a box releases is chosen by the function that makes it and fixed for
+// the box's life: a kind (Release, ContextKind) or, for an allocation, the
+// deleter of the memory resource it came from. An adopted resource's box
+// releases nothing; no box has a flag that code sets later.
+//
+// Boxes made as often as the driver makes their objects (streams, events,
+// allocations, imported pools, IPC mappings) come from make_box
+// (box_allocator.hpp), so making one costs no malloc.
 //
 // A box may also hold an Owner: a foreign object (a Python object, a PyTorch
 // stream) kept alive as long as the box and released the way its maker chose
@@ -27,6 +33,14 @@ namespace cucore::detail {
 
 // A foreign object kept alive with a box; type-erased.
 using Owner = std::shared_ptr<const void>;
+
+// How a box lets its resource go, fixed by the function that makes the box
+// (never changed after): the maker that creates or imports the resource makes
+// a destroying box, the one that adopts it a box that releases nothing.
+enum class Release : unsigned char {
+  none,     // made elsewhere (adopted, a view): never released by cucore
+  destroy,  // made or imported by cucore: destroyed when the box goes
+};
 
 // ---- contexts ------------------------------------------------------------------
 
@@ -69,8 +83,8 @@ struct StreamBox {
   CUstream stream = nullptr;
   ContextHandle ctx;  // the context it was made in; none for adopted streams (their owner keeps it)
   Owner owner;
-  bool owned = false;  // cuStreamDestroy when the box goes
-  StreamBox() = default;
+  const Release release;  // destroy: cuStreamDestroy when the box goes
+  explicit StreamBox(Release r) noexcept : release(r) {}
   StreamBox(const StreamBox&) = delete;
   StreamBox& operator=(const StreamBox&) = delete;
   ~StreamBox();
@@ -114,8 +128,8 @@ EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, unsigne
 
 struct PoolBox {
   CUmemoryPool pool = nullptr;
-  bool owned = false;  // cuMemPoolDestroy when the box goes (the driver waits for outstanding frees)
-  PoolBox() = default;
+  const Release release;  // destroy: cuMemPoolDestroy when the box goes (the driver waits for outstanding frees)
+  explicit PoolBox(Release r) noexcept : release(r) {}
   PoolBox(const PoolBox&) = delete;
   PoolBox& operator=(const PoolBox&) = delete;
   ~PoolBox();

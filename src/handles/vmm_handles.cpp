@@ -1,8 +1,19 @@
 #include "handles/vmm_handles.hpp"
 
+#include <cucore/errors.hpp>
+
 #include "loader/driver.hpp"
 
 namespace cucore::detail {
+
+PhysicalAllocation::PhysicalAllocation(std::size_t size, const CUmemAllocationProp& prop) {
+  check(driver().cuMemCreate(&h_, size, &prop, 0), "cuMemCreate");
+}
+
+PhysicalAllocation::~PhysicalAllocation() {
+  if (!h_) return;
+  if (const DriverTable* t = g_driver.load(std::memory_order_acquire)) t->cuMemRelease(h_);
+}
 
 VmmAllocationBox::~VmmAllocationBox() {
   const DriverTable* t = g_driver.load(std::memory_order_acquire);

@@ -170,14 +170,14 @@ const char* kind_name(const PoolImpl& p) noexcept { return p.host_ ? "PinnedMemo
 
 IPCBufferDescriptor Buffer::ipc_descriptor() const {
   require_open("ipc_descriptor");
-  if (mapped_) return static_cast<const detail::MappingUse*>(owner_.get())->mapping().descriptor;
+  if (is_mapped()) return static_cast<const detail::MappingUse*>(owner().get())->mapping().descriptor;
   // Made once (below), then a load and a copy. Only pool Buffers have one.
   if (const IPCBufferDescriptor* made = ipc_export_.load(std::memory_order_acquire)) [[likely]] {
-    const auto& pool = static_cast<const detail::PoolImpl&>(*mr_.impl());
+    const auto& pool = static_cast<const detail::PoolImpl&>(*resource_impl());
     pool.require_open(detail::kind_name(pool), "Buffer::ipc_descriptor");
     return *made;
   }
-  detail::PoolImpl* pool = detail::pool_impl(mr_);
+  detail::PoolImpl* pool = detail::pool_impl(memory_resource());
   if (!pool || !pool->ipc_) throw IpcError("Memory resource is not IPC-enabled");
   pool->require_open(detail::kind_name(*pool), "Buffer::ipc_descriptor");
   const auto& d = detail::driver();
@@ -219,11 +219,7 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
     throw std::invalid_argument("IPC buffer descriptor size (" + std::to_string(descriptor.size) +
                                 ") exceeds mapped allocation extent (" + std::to_string(m.extent) + " bytes)");
   // The mapping keeps the stream it is freed on: a Buffer on that stream needs no share of its own.
-  Buffer b = m.stream_box == stream.box() ? Buffer(m.ptr, descriptor.size, mr, StreamRef(stream))
-                                          : Buffer(m.ptr, descriptor.size, mr, stream);
-  b.owner_ = std::move(use);
-  b.mapped_ = true;
-  return b;
+  return mapped(m.ptr, descriptor.size, mr, stream, std::move(use), m.stream_box != stream.box());
 }
 
 }  // namespace cucore

@@ -127,8 +127,7 @@ Kernel::Kernel(std::shared_ptr<KernelInfo> info) noexcept : info_(std::move(info
 
 Kernel Kernel::from_handle(CUkernel handle, std::string name) {
   if (!handle) throw std::invalid_argument("Kernel::from_handle: handle is null");
-  auto info = std::make_shared<KernelInfo>();
-  info->handle = handle;
+  auto info = std::make_shared<KernelInfo>(handle, nullptr);  // adopted: no library of cucore's
   const char* symbol = nullptr;
   const detail::DriverTable& d = driver();
   if (d.cuKernelGetName && d.cuKernelGetName(&symbol, handle) == CUDA_SUCCESS && symbol) info->mangled_name = symbol;

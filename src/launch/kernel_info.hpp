@@ -1,8 +1,8 @@
 #pragma once
-// A kernel's box: the CUkernel, a share of the library it lives in (so every
-// Kernel keeps its library loaded, whatever happens to the ObjectCode), and
-// its facts, cached so launching needs no driver call but the launch itself.
-// One KernelInfo per (ObjectCode, symbol); Kernels share it.
+// A kernel's facts, cached so launching needs no driver call but the launch
+// itself, over its box (the CUkernel and its library's share:
+// handles/kernel_handles.hpp). One KernelInfo per (ObjectCode, symbol);
+// Kernels share it.
 #include <cuda.h>
 
 #include <cstdint>
@@ -16,13 +16,12 @@
 
 #include <cucore/kernel.hpp>
 
-#include "handles/handles.hpp"
+#include "handles/kernel_handles.hpp"
 
 namespace cucore::detail {
 
-struct KernelInfo {
-  CUkernel handle = nullptr;
-  LibraryHandle library;     // none for adopted kernels (Kernel::from_handle)
+struct KernelInfo : KernelBox {
+  using KernelBox::KernelBox;
   std::string name;          // as asked for: a name expression or the symbol
   std::string mangled_name;  // the symbol in the image
 

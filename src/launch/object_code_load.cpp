@@ -1,7 +1,8 @@
 // ObjectCode's load side: the library is loaded lazily, once per object, with
 // the context-independent library API (cuLibraryLoadData), so one ObjectCode
 // serves every device and context; kernels are looked up once per symbol and
-// share a KernelInfo (their box) that holds a share of the library's box.
+// share a KernelInfo (their box, handles/kernel_handles.hpp) that holds a
+// share of the library's box.
 #include <cucore/object_code.hpp>
 
 #include <cucore/errors.hpp>
@@ -139,9 +140,7 @@ Kernel ObjectCode::get_kernel(std::string_view name) const {
   CUresult r = d.cuLibraryGetKernel(&handle, lib, symbol.c_str());
   if (r == CUDA_ERROR_NOT_FOUND || (r == CUDA_SUCCESS && !handle)) detail::throw_unknown_kernel(s, lib, asked, symbol);
   detail::check(r, "cuLibraryGetKernel");
-  auto info = std::make_shared<detail::KernelInfo>();
-  info->handle = handle;
-  info->library = library;
+  auto info = std::make_shared<detail::KernelInfo>(handle, library);
   info->name = std::move(asked);
   info->mangled_name = symbol;
   std::lock_guard lock(s.kernels_mutex);

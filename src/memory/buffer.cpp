@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "handles/buffer_handles.hpp"
 #include "loader/driver.hpp"
 #include "runtime/call_in_context.hpp"
 #include "runtime/stream_context.hpp"
@@ -16,46 +17,6 @@ namespace cucore {
 
 using detail::check;
 using detail::driver;
-
-Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, std::shared_ptr<const void> owner) {
-  if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
-  if (mr && owner)
-    throw std::invalid_argument("Buffer::from_handle: give a memory resource (to free the memory) or an owner (to "
-                                "keep it alive), not both");
-  Buffer b(ptr, size, std::move(mr), Stream::legacy_default());
-  b.owner_ = std::move(owner);
-  return b;
-}
-
-Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& free_on) {
-  if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
-  if (free_on.is_closed()) detail::throw_closed("Stream", "Buffer::from_handle (the stream to free on)");
-  return Buffer(ptr, size, std::move(mr), free_on);
-}
-
-namespace {
-// Takes a Buffer's cached IPC descriptor, if any. Plain loads and stores: a
-// Buffer is not moved or closed while another thread uses it, and the common
-// Buffer (never exported) must not pay a locked exchange on every free or move.
-const IPCBufferDescriptor* take_ipc_export(std::atomic<const IPCBufferDescriptor*>& a) noexcept {
-  const IPCBufferDescriptor* p = a.load(std::memory_order_relaxed);
-  if (p) [[unlikely]]
-    a.store(nullptr, std::memory_order_relaxed);
-  return p;
-}
-}  // namespace
-
-inline void Buffer::reset() noexcept {
-  ptr_ = 0;
-  size_ = 0;
-  mr_ = MemoryResource();
-  stream_ = Stream::legacy_default();
-  stream_box_.reset();
-  owner_.reset();
-  delete take_ipc_export(ipc_export_);
-  open_ = false;
-  mapped_ = false;
-}
 
 namespace {
 // The context a Buffer's free runs in when the driver refuses it for want of
@@ -68,66 +29,129 @@ CUcontext stream_context_for_free(CUstream stream) noexcept {
   if (!t || t->cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS) return nullptr;
   return ctx;
 }
-}  // namespace
 
-void Buffer::destroy() noexcept {
-  // A Buffer may die on a thread with no current context (cucore's graph
-  // release thread, a finalizer, a user's worker): the free is made as it is,
-  // and only where the driver refuses it is it made again in its stream's
-  // context (call_in_context), so the usual path makes no extra call.
-  try {
-    detail::RetryScope scope;
-    detail::call_in_context(scope, [&] { return stream_context_for_free(stream_.handle()); }, [&] { close(); });
-  } catch (...) {
-    // Destructors never throw; a failed free leaves the memory to the pool's owner.
-  }
-  delete take_ipc_export(ipc_export_);  // close() left it when the free failed
+// The free of memory a MemoryResource owns: its deallocate. A box may go on a
+// thread with no current context (cucore's graph release thread, a finalizer,
+// a user's worker): the free is made as it is, and only where the driver
+// refuses it is it made again in its stream's context (call_in_context), so
+// the usual path makes no extra call.
+void free_through_resource(const detail::BufferBox& box, CUstream stream, bool dropping) {
+  auto* impl = static_cast<MemoryResource::Impl*>(box.resource.get());
+  if (!dropping) return impl->deallocate(box.ptr, box.size, stream);
+  detail::RetryScope scope;
+  detail::call_in_context(scope, [&] { return stream_context_for_free(stream); },
+                          [&] { impl->deallocate(box.ptr, box.size, stream); });
 }
 
-Buffer::Buffer(Buffer&& other) noexcept
-    : ptr_(other.ptr_),
-      size_(other.size_),
-      mr_(std::move(other.mr_)),
-      stream_(other.stream_),
-      stream_box_(std::move(other.stream_box_)),
-      owner_(std::move(other.owner_)),
-      ipc_export_(take_ipc_export(other.ipc_export_)),
-      open_(other.open_),
-      mapped_(other.mapped_) {
-  other.reset();
+// The box of memory given to a Buffer: freed through `mr` when it has one.
+// Should the box not be made, the memory is freed (the Buffer took it).
+detail::BufferHandle box_for(CUdeviceptr ptr, std::size_t size, std::shared_ptr<MemoryResource::Impl>&& mr,
+                             StreamRef stream, detail::StreamHandle stream_box, detail::Owner owner = {}) {
+  detail::BufferFree free = mr ? &free_through_resource : nullptr;
+  std::shared_ptr<void> resource = std::move(mr);
+  try {
+    return detail::make_buffer_box(ptr, size, free, std::move(resource), stream.handle(), std::move(stream_box),
+                                   std::move(owner), false);
+  } catch (...) {
+    if (free && ptr) {
+      try {
+        static_cast<MemoryResource::Impl*>(resource.get())->deallocate(ptr, size, stream);
+      } catch (...) {
+        // The box's failure is the one reported.
+      }
+    }
+    throw;
+  }
+}
+}  // namespace
+
+Buffer::Buffer(std::shared_ptr<detail::BufferBox> box) noexcept
+    : box_(std::move(box)), ptr_(box_->ptr), size_(box_->size) {}
+
+Buffer::Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, StreamRef stream)
+    : Buffer(box_for(ptr, size, std::move(mr.impl_), stream, nullptr)) {}
+
+Buffer::Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& stream)
+    : Buffer(box_for(ptr, size, std::move(mr.impl_), stream, stream.box())) {}
+
+Buffer Buffer::mapped(CUdeviceptr ptr, std::size_t size, const MemoryResource& mr, const Stream& stream,
+                      std::shared_ptr<const void> mapping, bool share_stream) {
+  return Buffer(detail::make_buffer_box(ptr, size, nullptr, std::shared_ptr<void>(mr.impl_), stream.handle(),
+                                        share_stream ? detail::StreamHandle(stream.box()) : nullptr, std::move(mapping),
+                                        true));
+}
+
+Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, std::shared_ptr<const void> owner) {
+  if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
+  if (mr && owner)
+    throw std::invalid_argument("Buffer::from_handle: give a memory resource (to free the memory) or an owner (to "
+                                "keep it alive), not both");
+  return Buffer(box_for(ptr, size, std::move(mr.impl_), Stream::legacy_default(), nullptr, std::move(owner)));
+}
+
+Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& free_on) {
+  if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
+  if (free_on.is_closed()) detail::throw_closed("Stream", "Buffer::from_handle (the stream to free on)");
+  return Buffer(ptr, size, std::move(mr), free_on);
+}
+
+MemoryResource Buffer::memory_resource() const noexcept {
+  if (!box_) return MemoryResource();
+  return MemoryResource(std::static_pointer_cast<MemoryResource::Impl>(box_->resource));
+}
+
+MemoryResource::Impl* Buffer::resource_impl() const noexcept {
+  return box_ ? static_cast<MemoryResource::Impl*>(box_->resource.get()) : nullptr;
+}
+
+const std::shared_ptr<const void>& Buffer::owner() const noexcept {
+  static const std::shared_ptr<const void> none;
+  return box_ ? box_->owner : none;
+}
+
+StreamRef Buffer::stream() const noexcept { return box_ ? StreamRef(box_->stream) : Stream::legacy_default(); }
+
+bool Buffer::is_mapped() const noexcept { return box_ && box_->mapped; }
+
+std::shared_ptr<const detail::BufferBox> Buffer::box() const noexcept { return box_; }
+
+void Buffer::forget() noexcept {
+  box_.reset();
+  ptr_ = 0;
+  size_ = 0;
+  delete take_export(ipc_export_);
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    if (open_) destroy();
-    ptr_ = other.ptr_;
-    size_ = other.size_;
-    mr_ = std::move(other.mr_);
-    stream_ = other.stream_;
-    stream_box_ = std::move(other.stream_box_);
-    owner_ = std::move(other.owner_);
-    delete take_ipc_export(ipc_export_);
-    ipc_export_.store(take_ipc_export(other.ipc_export_), std::memory_order_relaxed);
-    open_ = other.open_;
-    mapped_ = other.mapped_;
-    other.reset();
+    if (box_) forget();
+    box_ = std::move(other.box_);
+    ptr_ = std::exchange(other.ptr_, 0);
+    size_ = std::exchange(other.size_, 0);
+    ipc_export_.store(take_export(other.ipc_export_), std::memory_order_relaxed);
   }
   return *this;
 }
 
+// Free first, forget after: if the free fails the buffer still owns the memory.
+// Only the last share frees; with others alive the free is theirs.
 void Buffer::close() {
-  if (!open_) return;
-  // Free first, forget after: if the free fails the buffer still owns the memory.
-  // (stream_ is never closed: allocation refused a closed stream.) A mapped
-  // Buffer's share of its mapping (owner_) unmaps it when it is the last.
-  if (MemoryResource::Impl* impl = mr_.impl(); impl && ptr_ && !mapped_) impl->deallocate(ptr_, size_, stream_);
-  reset();
+  if (!box_) return;
+  if (detail::BufferBox& b = *box_; b.free && b.ptr && box_.use_count() == 1) {
+    b.free(b, b.stream, false);  // (the stream is never closed: allocation refused a closed stream)
+    b.ptr = 0;                   // freed: the box has nothing left to free
+  }
+  forget();
 }
 
 void Buffer::close(StreamRef stream) {
-  if (!open_) return;
-  if (mr_ && ptr_ && !mapped_) mr_.deallocate(ptr_, size_, stream);
-  reset();
+  if (!box_) return;
+  if (detail::BufferBox& b = *box_; b.free && b.ptr && box_.use_count() == 1) {
+    if (stream.is_closed()) detail::throw_closed("Stream", "MemoryResource::deallocate");
+    b.free(b, stream.handle(), false);
+    b.ptr = 0;
+  }
+  forget();
 }
 
 namespace {
@@ -164,25 +188,25 @@ PointerInfo query_pointer(CUdeviceptr ptr) {
 
 int Buffer::device_id() const {
   require_open("device_id");
-  if (mr_) return mr_.device_id();  // -1: memory not bound to a device (host memory), as cuda.core says
+  if (MemoryResource::Impl* mr = resource_impl()) return mr->device_id();  // -1: memory not bound to a device (host memory), as cuda.core says
   return query_pointer(ptr_).device_id;
 }
 
 bool Buffer::is_device_accessible() const {
   require_open("is_device_accessible");
-  if (mr_) return mr_.is_device_accessible();
+  if (MemoryResource::Impl* mr = resource_impl()) return mr->is_device_accessible();
   return query_pointer(ptr_).device;
 }
 
 bool Buffer::is_managed() const {
   require_open("is_managed");
-  if (mr_ && mr_.is_managed()) return true;
+  if (MemoryResource::Impl* mr = resource_impl(); mr && mr->is_managed()) return true;
   return query_pointer(ptr_).managed;
 }
 
 bool Buffer::is_host_accessible() const {
   require_open("is_host_accessible");
-  if (mr_) return mr_.is_host_accessible();
+  if (MemoryResource::Impl* mr = resource_impl()) return mr->is_host_accessible();
   return query_pointer(ptr_).host;
 }
 
@@ -210,10 +234,11 @@ void Buffer::copy_to(Buffer& dst, StreamRef stream) const {
 namespace {
 template <typename S>
 Buffer copy_into_new(const Buffer& src, const S& stream) {
-  if (!src.memory_resource())
+  const MemoryResource mr = src.memory_resource();
+  if (!mr)
     throw std::invalid_argument(
         "Buffer::copy_to: no destination given and the buffer has no memory resource to allocate one from");
-  Buffer dst = src.memory_resource().allocate(src.size(), stream);
+  Buffer dst = mr.allocate(src.size(), stream);
   src.copy_to(dst, stream);
   return dst;
 }

@@ -196,7 +196,7 @@ MemoryPoolAttributes DeviceMemoryResource::attributes() const {
   return detail::pool_attributes(handle());
 }
 bool DeviceMemoryResource::is_ipc_enabled() const noexcept { return impl_ && detail::pool_of(*this).ipc_; }
-bool DeviceMemoryResource::owns_pool() const noexcept { return impl_ && detail::pool_of(*this).box_->owned; }
+bool DeviceMemoryResource::owns_pool() const noexcept { return impl_ && detail::pool_of(*this).box_->release == detail::Release::destroy; }
 void DeviceMemoryResource::close() noexcept {
   if (!owns_pool()) return;
   if (detail::pool_of(*this).ipc_) detail::pool_of(*this).closed_.store(true, std::memory_order_release);

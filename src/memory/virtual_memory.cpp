@@ -11,6 +11,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "handles/buffer_handles.hpp"
 #include "handles/vmm_handles.hpp"
 #include "loader/driver.hpp"
 #include "runtime/device_state.hpp"
@@ -41,24 +42,6 @@ CUmemLocationType location_type(VirtualMemoryLocationType t) {
     default: return CU_MEM_LOCATION_TYPE_DEVICE;
   }
 }
-
-// The physical handle of a cuMemCreate, released when the scope ends: once
-// mapped, the mapping keeps the memory; unmapped, it is freed.
-class PhysicalMemory {
- public:
-  PhysicalMemory(std::size_t size, const CUmemAllocationProp& prop) {
-    check(driver().cuMemCreate(&h_, size, &prop, 0), "cuMemCreate");
-  }
-  ~PhysicalMemory() {
-    if (h_) driver().cuMemRelease(h_);
-  }
-  PhysicalMemory(const PhysicalMemory&) = delete;
-  PhysicalMemory& operator=(const PhysicalMemory&) = delete;
-  CUmemGenericAllocationHandle handle() const noexcept { return h_; }
-
- private:
-  CUmemGenericAllocationHandle h_ = 0;
-};
 
 class VmmImpl final : public MemoryResource::Impl {
  public:
@@ -94,7 +77,7 @@ class VmmImpl final : public MemoryResource::Impl {
     const std::size_t gran = granularity(options_.granularity);
     const std::size_t aligned = align_up(size, gran);
     auto box = std::make_shared<VmmAllocationBox>();  // releases what is recorded in it, also on failure
-    PhysicalMemory memory(aligned, prop_);
+    PhysicalAllocation memory(aligned, prop_);
     CUdeviceptr ptr = 0;
     check(driver().cuMemAddressReserve(&ptr, aligned, alignment(gran), options_.addr_hint, 0), "cuMemAddressReserve");
     box->reservations.push_back({ptr, aligned});
@@ -130,7 +113,7 @@ class VmmImpl final : public MemoryResource::Impl {
     const std::size_t mapped = box->mapped_bytes();
     const std::size_t total = align_up(new_size, gran);
     const std::size_t extra = total - mapped;
-    PhysicalMemory memory(extra, prop_);
+    PhysicalAllocation memory(extra, prop_);
     const DriverTable& d = driver();
 
     // In place: reserve the addresses right after the allocation.
@@ -294,15 +277,20 @@ std::size_t VirtualMemoryResource::granularity(VirtualMemoryGranularity kind) co
 
 void VirtualMemoryResource::modify_allocation(Buffer& buffer, std::size_t new_size) const {
   buffer.require_open("VirtualMemoryResource::modify_allocation");
-  if (buffer.mr_ != *this)
+  if (buffer.resource_impl() != impl_.get())
     throw std::invalid_argument("VirtualMemoryResource::modify_allocation: the buffer was not allocated by this resource");
   if (new_size <= buffer.size_) return;
+  // Growing may move the memory: only the one holder of its box may (a graph
+  // that holds it too keeps the address it was given).
+  if (buffer.box_.use_count() != 1)
+    throw std::invalid_argument(
+        "VirtualMemoryResource::modify_allocation: the buffer's memory is held elsewhere too (Buffer::box())");
+  detail::BufferBox& box = *buffer.box_;
   auto& impl = detail::vmm_of(*this);
-  if (new_size <= impl.mapped_bytes(buffer.ptr_)) {  // the granularity's slack already holds it
-    buffer.size_ = new_size;
-    return;
-  }
-  buffer.ptr_ = impl.grow(buffer.ptr_, new_size, [&] { buffer.stream_.sync(); });
+  if (new_size > impl.mapped_bytes(box.ptr))  // else the granularity's slack already holds it
+    box.ptr = impl.grow(box.ptr, new_size, [&] { buffer.stream().sync(); });
+  box.size = new_size;
+  buffer.ptr_ = box.ptr;
   buffer.size_ = new_size;
 }
 

@@ -24,6 +24,7 @@
 
 #include "common/fake_driver.hpp"
 #include "common/message_of.hpp"
+#include "handles/box_allocator.hpp"
 #include "launch/launch_internal.hpp"
 
 using namespace cucore;
@@ -46,6 +47,15 @@ void* operator new(std::size_t n) {
 }
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+// The aligned forms too: boxes (make_box) come from them when not recycled.
+void* operator new(std::size_t n, std::align_val_t al) {
+  if (g_count_allocations.load(std::memory_order_relaxed)) ++g_allocations;
+  const auto a = static_cast<std::size_t>(al);
+  if (void* p = std::aligned_alloc(a, (n + a - 1) / a * a)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
 #pragma GCC diagnostic pop
 
 namespace {
@@ -452,6 +462,48 @@ TEST_F(LaunchArgsTest, HotPathDoesNotAllocate) {
   g_count_allocations = false;
   EXPECT_EQ(launches.load(), 100);
   EXPECT_EQ(g_allocations.load(), 0);
+}
+
+// Allocating a Buffer and freeing it (on a Stream, whose share its box
+// holds, or a StreamRef; closed, dropped or moved) mallocs nothing once the
+// thread's box memory is warm: the box comes from make_box.
+TEST(BufferHotPath, AllocateAndFreeDoNotAllocate) {
+  if (CUCORE_ASAN) GTEST_SKIP() << "under AddressSanitizer boxes come from the heap (box_allocator.hpp)";
+  FakeDriver fake;
+  // A resource that allocates nothing itself, so every allocation counted is the Buffer's.
+  struct Bump final : MemoryResource::Impl {
+    CUdeviceptr next = 0x100000;
+    int allocated = 0, freed = 0;
+    CUdeviceptr allocate(std::size_t n, StreamRef) override {
+      ++allocated;
+      const CUdeviceptr p = next;
+      next += (n + 255) / 256 * 256;
+      return p;
+    }
+    void deallocate(CUdeviceptr, std::size_t, StreamRef) override { ++freed; }
+    bool is_device_accessible() const noexcept override { return true; }
+    bool is_host_accessible() const noexcept override { return false; }
+    int device_id() const noexcept override { return 0; }
+  };
+  auto impl = std::make_shared<Bump>();
+  MemoryResource mr(impl);
+  Stream s = Device(0).create_stream();
+  auto cycle = [&](int i) {
+    Buffer a = mr.allocate(64 + static_cast<std::size_t>(i), s);
+    Buffer b = mr.allocate(128, StreamRef(s));
+    Buffer moved = std::move(b);
+    a.close();
+    if (i % 2) moved.close(s);  // else dropped
+  };
+  cycle(0);  // warms the thread's box memory
+  const int allocated = impl->allocated, freed = impl->freed;
+  g_allocations = 0;
+  g_count_allocations = true;
+  for (int i = 1; i <= 100; ++i) cycle(i);
+  g_count_allocations = false;
+  EXPECT_EQ(g_allocations.load(), 0);
+  EXPECT_EQ(impl->allocated - allocated, 200);
+  EXPECT_EQ(impl->freed - freed, 200);
 }
 
 // ---- validation ----

@@ -36,6 +36,9 @@
 
 #include "common/fake_driver.hpp"
 #include "compute/engine.hpp"
+#include "handles/buffer_handles.hpp"
+#include "handles/graph_handles.hpp"
+#include "handles/vmm_handles.hpp"
 
 using namespace cucore;
 using cucore::test::FakeDriver;
@@ -247,6 +250,184 @@ TEST(Ownership, ABufferOutlivesTheStreamItWasAllocatedOnAndFreesOnIt) {
       << FakeDriver::releases[0];
   EXPECT_EQ(FakeDriver::releases[1], expect);
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+// ---- how a box releases is fixed by its maker ---------------------------------------------------
+
+TEST(Ownership, EachBoxReleasesAsItsMakerChose) {
+  // Chosen when the box is made, never set later.
+  static_assert(std::is_const_v<decltype(detail::StreamBox::release)>);
+  static_assert(std::is_const_v<decltype(detail::PoolBox::release)>);
+  static_assert(std::is_const_v<decltype(detail::GraphBox::release)>);
+  static_assert(!std::is_default_constructible_v<detail::StreamBox>);
+  static_assert(!std::is_default_constructible_v<detail::PoolBox>);
+  static_assert(!std::is_default_constructible_v<detail::GraphBox>);
+  FakeDriver fake;
+  static std::vector<CUgraph> destroyed;
+  destroyed.clear();
+  fake.table.cuGraphDestroy = [](CUgraph g) {
+    destroyed.push_back(g);
+    return CUDA_SUCCESS;
+  };
+  {
+    Stream made = Device(0).create_stream();
+    Stream adopted = Stream::from_handle(made.handle());
+    EXPECT_EQ(made.box()->release, detail::Release::destroy);
+    EXPECT_EQ(adopted.box()->release, detail::Release::none);
+    EXPECT_FALSE(DeviceMemoryResource(0).owns_pool()) << "the device's default pool is adopted";
+    EXPECT_TRUE(DeviceMemoryResource(0, DeviceMemoryResourceOptions{}).owns_pool());
+    const auto g1 = reinterpret_cast<CUgraph>(0x7001), g2 = reinterpret_cast<CUgraph>(0x7002);
+    detail::GraphHandle root = detail::own_graph(g1);
+    detail::GraphHandle view = detail::view_graph(g2, root);
+    detail::GraphHandle capture = detail::capture_root();  // owns the CUgraph its capture will end with
+    EXPECT_EQ(root->release, detail::Release::destroy);
+    EXPECT_EQ(view->release, detail::Release::none);
+    EXPECT_EQ(capture->release, detail::Release::destroy);
+    root.reset();
+    view.reset();
+    capture.reset();  // its capture never ended: no CUgraph to destroy
+    ASSERT_EQ(destroyed.size(), 1u);
+    EXPECT_EQ(destroyed[0], g1);
+  }
+  EXPECT_EQ(FakeDriver::streams_destroyed.load(), 1) << "the adopted share destroyed nothing";
+  EXPECT_EQ(FakeDriver::pools_destroyed.load(), 1);
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+// ---- a Buffer's box, held beyond the Buffer ---------------------------------------------------
+
+namespace {
+// The frees of `p` recorded since release `from` (the fake reuses addresses).
+std::size_t frees_of(CUdeviceptr p, std::size_t from) {
+  char name[32];
+  std::snprintf(name, sizeof name, "free %p ", reinterpret_cast<void*>(p));
+  std::size_t n = 0;
+  for (std::size_t i = from; i < FakeDriver::releases.size(); ++i) n += FakeDriver::releases[i].rfind(name, 0) == 0;
+  return n;
+}
+}  // namespace
+
+TEST(Ownership, ABuffersBoxHeldElsewhereFreesTheMemoryWithTheLastShareOnTheBuffersStream) {
+  FakeDriver fake;
+  {
+    Stream s = Device(0).create_stream(), other = Device(0).create_stream();
+    DeviceMemoryResource mr(0);
+    std::mt19937 rng(31);
+    for (int use_stream_close : {0, 1}) {
+      const std::size_t from = FakeDriver::releases.size();
+      Buffer b = mr.allocate(64 + rng() % 4096, s);
+      const CUdeviceptr p = b.handle();
+      const std::size_t n = b.size();
+      std::shared_ptr<const detail::BufferBox> held = b.box();
+      ASSERT_NE(held, nullptr);
+      if (use_stream_close)
+        b.close(other);
+      else
+        b.close();
+      EXPECT_TRUE(b.is_closed());
+      EXPECT_EQ(b.handle(), 0u);
+      EXPECT_EQ(b.size(), 0u);
+      EXPECT_EQ(b.box(), nullptr);
+      EXPECT_EQ(frees_of(p, from), 0u) << "freed while another share of its box lives";
+      EXPECT_EQ(FakeDriver::live.count(p), 1u);
+      held.reset();
+      ASSERT_EQ(frees_of(p, from), 1u) << "the last share frees it, once";
+      char on[64];
+      std::snprintf(on, sizeof on, "on %p", static_cast<void*>(s.handle()));
+      EXPECT_NE(FakeDriver::releases.back().find(on), std::string::npos)
+          << FakeDriver::releases.back() << ": freed on another stream than the Buffer's";
+      EXPECT_EQ(FakeDriver::live.count(p), 0u) << n << " bytes";
+    }
+    // The only share: close() frees at once.
+    const std::size_t from = FakeDriver::releases.size();
+    Buffer b = mr.allocate(128, s);
+    const CUdeviceptr p = b.handle();
+    b.close();
+    EXPECT_EQ(frees_of(p, from), 1u);
+    b.close();
+    EXPECT_EQ(frees_of(p, from), 1u) << "close() is idempotent";
+  }
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+TEST(Ownership, AFailedFreeLeavesTheBufferOpenAndOwningAndTheNextCloseFreesIt) {
+  FakeDriver fake;
+  static std::atomic<int> refuse{0};
+  static decltype(detail::DriverTable::cuMemFreeAsync) base = nullptr;
+  base = fake.table.cuMemFreeAsync;
+  fake.table.cuMemFreeAsync = [](CUdeviceptr p, CUstream st) {
+    if (refuse > 0) {
+      --refuse;
+      return CUDA_ERROR_LAUNCH_FAILED;
+    }
+    return base(p, st);
+  };
+  {
+    Stream s = Device(0).create_stream();
+    DeviceMemoryResource mr(0);
+    for (int with_stream : {0, 1}) {
+      const std::size_t from = FakeDriver::releases.size();
+      Buffer b = mr.allocate(256, s);
+      const CUdeviceptr p = b.handle();
+      refuse = 1;
+      try {
+        if (with_stream)
+          b.close(s);
+        else
+          b.close();
+        ADD_FAILURE() << "a refused free did not throw";
+      } catch (const CudaError& e) {
+        EXPECT_EQ(e.code(), CUDA_ERROR_LAUNCH_FAILED);
+      }
+      EXPECT_FALSE(b.is_closed());
+      EXPECT_EQ(b.handle(), p);
+      EXPECT_EQ(b.size(), 256u);
+      EXPECT_EQ(FakeDriver::live.count(p), 1u);
+      b.close();
+      EXPECT_TRUE(b.is_closed());
+      EXPECT_EQ(frees_of(p, from), 1u);
+    }
+  }
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
+// ---- physical VMM allocations -----------------------------------------------------------------
+
+TEST(Ownership, APhysicalAllocationIsReleasedOnceAndAFailedCreateReleasesNothing) {
+  FakeDriver fake;
+  static std::atomic<int> created{0}, released{0};
+  static std::vector<CUmemGenericAllocationHandle> released_handles;
+  created = released = 0;
+  released_handles.clear();
+  fake.table.cuMemCreate = [](CUmemGenericAllocationHandle* h, size_t size, const CUmemAllocationProp*,
+                              unsigned long long) {
+    if (size == 0) return CUDA_ERROR_INVALID_VALUE;
+    *h = static_cast<CUmemGenericAllocationHandle>(0x9000 + ++created);
+    return CUDA_SUCCESS;
+  };
+  fake.table.cuMemRelease = [](CUmemGenericAllocationHandle h) {
+    ++released;
+    released_handles.push_back(h);
+    return CUDA_SUCCESS;
+  };
+  CUmemAllocationProp prop{};
+  CUmemGenericAllocationHandle h = 0;
+  {
+    detail::PhysicalAllocation a(1 << 21, prop);
+    h = a.handle();
+    EXPECT_EQ(h, 0x9001u);
+    EXPECT_EQ(released.load(), 0);
+  }
+  ASSERT_EQ(released_handles.size(), 1u);
+  EXPECT_EQ(released_handles[0], h);
+  try {
+    detail::PhysicalAllocation bad(0, prop);
+    ADD_FAILURE() << "a refused cuMemCreate did not throw";
+  } catch (const CudaError& e) {
+    EXPECT_EQ(e.code(), CUDA_ERROR_INVALID_VALUE);
+    EXPECT_NE(std::string(e.what()).find("cuMemCreate"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(released.load(), 1) << "nothing was created, so nothing is released";
 }
 
 // ---- a free on a thread with no current context -------------------------------------------
