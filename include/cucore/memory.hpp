@@ -37,6 +37,11 @@ class MemoryResource {
     virtual bool is_host_accessible() const noexcept = 0;
     virtual int device_id() const noexcept = 0;  // -1 when not tied to a device
     virtual bool is_managed() const noexcept { return false; }  // unified (managed) memory
+    // Whether is_managed() holds for every allocation, so that a Buffer's
+    // DLPack device (dlpack_device_of) needs no driver call. False for a
+    // resource that may hand out managed memory without saying so (one
+    // written in Python): the driver is asked, as Buffer::is_managed does.
+    virtual bool reports_memory_kind() const noexcept { return true; }
   };
 
   MemoryResource() noexcept = default;  // empty: allocating throws

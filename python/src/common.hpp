@@ -17,6 +17,7 @@
 #include <cucore/event.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/strided_memory_view.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -44,6 +45,9 @@ void release_py_object(PyObject* obj) noexcept;
 
 // A share that keeps `obj` alive (empty for None).
 std::shared_ptr<const void> py_owner(nb::handle obj);
+// A strong reference to `obj` for an exported DLPack tensor (no allocation),
+// dropped by the tensor's deleter with the GIL taken.
+cucore::ForeignRef py_ref(nb::handle obj);
 // The Python object behind an owner made by py_owner, else null (borrowed).
 PyObject* py_owner_object(const std::shared_ptr<const void>& owner) noexcept;
 

@@ -10,7 +10,6 @@
 #include <memory>
 #include <span>
 #include <type_traits>
-#include <typeinfo>
 #include <unordered_map>
 #include <vector>
 
@@ -90,6 +89,8 @@ class PyResourceImpl final : public MemoryResource::Impl {
   bool is_device_accessible() const noexcept override { return flag("is_device_accessible", true); }
   bool is_host_accessible() const noexcept override { return flag("is_host_accessible", false); }
   bool is_managed() const noexcept override { return flag("is_managed", false); }
+  // Its memory may be managed whatever it says: a Buffer's DLPack device asks the driver.
+  bool reports_memory_kind() const noexcept override { return false; }
   int device_id() const noexcept override {
     if (!python_alive()) return -1;
     nb::gil_scoped_acquire gil;
@@ -147,62 +148,19 @@ MemoryResource resource_arg(nb::handle mr) {
 }
 
 // ---- DLPack export: a 1-D int8 tensor over the buffer's bytes (cuda.core's) -------
-// Where the buffer's memory is, as DLPack says. cucore's own resources know
-// whether their memory is managed; Buffer::is_managed must ask the driver
-// (cuPointerGetAttributes) for memory from any other resource, and
-// torch.from_dlpack asks twice per conversion, so only those buffers go there.
-dlpack::DLDevice buffer_device(const cucore::Buffer& b) {
-  const MemoryResource& mr = b.memory_resource();
-  if (!mr || typeid(PyResourceImpl) == typeid(*mr.impl())) return cucore::dlpack_device_of(b);
-  if (mr.is_managed()) return {dlpack::kDLCUDAManaged, 0};  // the mapping of cucore::dlpack_device_of
-  const bool dev = mr.is_device_accessible(), host = mr.is_host_accessible();
-  if (dev && host) return {dlpack::kDLCUDAHost, 0};
-  if (dev) return {dlpack::kDLCUDA, std::max(mr.device_id(), 0)};
-  return {dlpack::kDLCPU, 0};
-}
-
-// One allocation holds the tensor, its shape and stride and a strong reference
-// to the Buffer, dropped (under the GIL) on whichever thread the consumer frees
-// the tensor: torch.from_dlpack makes one per call.
-template <typename Managed>
-struct BufferExport {
-  Managed tensor{};
-  std::int64_t shape = 0, stride = 1;
-  PyObject* buffer = nullptr;
-};
-
-template <typename Managed>
-Managed* export_buffer(nb::handle self) {
-  const cucore::Buffer& b = as_buffer(self);
-  if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
-  auto* e = new BufferExport<Managed>;
-  e->shape = static_cast<std::int64_t>(b.size());
-  dlpack::DLTensor& d = e->tensor.dl_tensor;
-  d.data = b.data();
-  d.device = buffer_device(b);
-  d.ndim = 1;
-  d.dtype = {dlpack::kDLInt, 8, 1};
-  d.shape = &e->shape;
-  d.strides = &e->stride;  // DLPack 1.2 wants strides even when compact
-  d.byte_offset = 0;
-  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
-    e->tensor.version = {dlpack::kMajor, dlpack::kMinor};
-    e->tensor.flags = 0;
-  }
-  e->buffer = Py_NewRef(self.ptr());
-  e->tensor.manager_ctx = e;
-  e->tensor.deleter = [](Managed* t) {
-    auto* owner = static_cast<BufferExport<Managed>*>(t->manager_ctx);
-    release_py_object(owner->buffer);
-    delete owner;
-  };
-  return &e->tensor;
+// libcucore's view of the buffer and its export (StridedMemoryView::to_dlpack),
+// holding a strong reference to the Buffer (dropped under the GIL on whichever
+// thread the consumer frees the tensor): one allocation per export, as
+// torch.from_dlpack makes one per call.
+cucore::StridedMemoryView buffer_view(const cucore::Buffer& b) {
+  const std::int64_t shape = static_cast<std::int64_t>(b.size());
+  return cucore::StridedMemoryView::from_buffer(b, {&shape, 1}, {}, cucore::DataType::of<std::int8_t>());
 }
 
 dlpack::DLDevice buffer_dlpack_device(nb::handle self) {
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
-  return buffer_device(b);
+  return cucore::dlpack_device_of(b);
 }
 
 // __dlpack__ as cuda.core's: the stream is ignored (the buffer has no producer
@@ -214,9 +172,7 @@ nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_vers
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
   (void)stream;
-  return dlpack_capsule_for(self, "Buffer", buffer_device(b), max_version, dl_device, copy,
-                            export_buffer<dlpack::DLManagedTensorVersioned>,
-                            export_buffer<dlpack::DLManagedTensor>);
+  return dlpack_capsule_for(self, "Buffer", buffer_view(b), max_version, dl_device, copy);
 }
 
 // The exchange API's export (managed_tensor_from_py_object_no_sync) for Buffers.
@@ -226,7 +182,9 @@ int buffer_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** o
     *out = nullptr;
     nb::handle obj(static_cast<PyObject*>(py_object));
     if (!is_buffer(obj)) throw nb::type_error("py_object is not a cucore.Buffer");
-    *out = export_buffer<dlpack::DLManagedTensorVersioned>(obj);
+    const cucore::Buffer& b = as_buffer(obj);
+    if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
+    *out = buffer_view(b).to_dlpack(py_ref(obj));
     return 0;
   } catch (...) {
     set_error_from_current_exception();

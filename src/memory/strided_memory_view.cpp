@@ -133,30 +133,45 @@ std::span<const std::int64_t> dltensor_strides(const dlpack::DLTensor& t) {
   return {t.strides, t.strides && t.ndim > 0 ? static_cast<std::size_t>(t.ndim) : 0};
 }
 
-// What an exported tensor owns: its shape and strides, and the shares that
-// keep the memory alive until the consumer calls the deleter.
+// What an exported tensor owns: its shape and strides (inline up to
+// kInlineNdim dimensions: one allocation per export), and the shares that keep
+// the memory alive until the consumer calls the deleter.
 template <typename Managed>
 struct Export {
   Managed tensor{};
-  std::vector<std::int64_t> dims;
+  std::int64_t inline_dims[2 * kInlineNdim];
+  std::vector<std::int64_t> big_dims;
   std::shared_ptr<const void> view_owner, owner;
+  ForeignRef keep;
+  ~Export() {
+    if (keep.release) keep.release(keep.object);
+  }
 };
 
 template <typename Managed>
-Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> owner) {
-  auto e = std::make_unique<Export<Managed>>();
-  e->dims.assign(v.shape().begin(), v.shape().end());
-  e->dims.insert(e->dims.end(), v.strides().begin(), v.strides().end());
+Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> owner, ForeignRef keep) {
+  std::unique_ptr<Export<Managed>> e;
+  try {
+    e.reset(new Export<Managed>);
+  } catch (...) {
+    if (keep.release) keep.release(keep.object);
+    throw;
+  }
+  e->keep = keep;
+  const auto n = static_cast<std::size_t>(v.ndim());
+  std::int64_t* dims = e->inline_dims;
+  if (v.ndim() > kInlineNdim) {
+    e->big_dims.resize(2 * n);  // released with e (and `keep` with it) if this throws
+    dims = e->big_dims.data();
+  }
+  std::copy_n(v.shape().data(), n, dims);
+  std::copy_n(v.strides().data(), n, dims + n);
   e->view_owner = v.owner();
   e->owner = std::move(owner);
   dlpack::DLTensor& d = e->tensor.dl_tensor;
-  d.data = v.data();
-  d.device = v.device();
-  d.ndim = v.ndim();
-  d.dtype = v.dtype().to_dlpack();
-  d.shape = v.ndim() ? e->dims.data() : nullptr;
-  d.strides = v.ndim() ? e->dims.data() + v.ndim() : nullptr;  // DLPack 1.2 wants strides even when compact
-  d.byte_offset = 0;
+  d = v.dltensor();
+  d.shape = n ? dims : nullptr;  // the export's own copies
+  d.strides = n ? dims + n : nullptr;
   if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
     e->tensor.version = {dlpack::kMajor, dlpack::kMinor};
     e->tensor.flags = v.readonly() ? dlpack::kDLFlagBitMaskReadOnly : 0;
@@ -178,7 +193,12 @@ std::shared_ptr<const void> deleter_owner(Managed* tensor) {
 
 dlpack::DLDevice dlpack_device_of(const Buffer& b) {
   if (b.is_closed()) detail::throw_closed("Buffer", "dlpack_device_of");
-  if (b.is_managed()) return {dlpack::kDLCUDAManaged, 0};
+  // A resource that reports its memory's kind is taken at its word: no driver
+  // call (torch.from_dlpack asks twice per conversion). Buffer::is_managed
+  // asks the driver for any other.
+  const MemoryResource& mr = b.memory_resource();
+  const bool known = mr && mr.impl()->reports_memory_kind();
+  if (known ? mr.is_managed() : b.is_managed()) return {dlpack::kDLCUDAManaged, 0};
   const bool dev = b.is_device_accessible(), host = b.is_host_accessible();
   if (dev && host) return {dlpack::kDLCUDAHost, 0};
   if (dev) {
@@ -193,11 +213,13 @@ StridedMemoryView::StridedMemoryView(void* data, std::span<const std::int64_t> s
                                      bool readonly, std::shared_ptr<const void> owner)
     : data_(data), dtype_(dtype), device_(device), readonly_(readonly), owner_(std::move(owner)) {
   check_layout(reinterpret_cast<std::uintptr_t>(data), shape, strides, dtype, device);
-  dims_.resize(shape.size() * 2);
+  ndim_ = static_cast<int>(shape.size());
+  if (ndim_ > kInlineNdim) big_dims_.resize(shape.size() * 2);
+  std::int64_t* d = dims();
   std::int64_t step = 1;  // never overflows: check_layout bounded the product of the extents
   for (std::size_t i = shape.size(); i-- > 0;) {
-    dims_[i] = shape[i];
-    dims_[shape.size() + i] = strides.empty() ? step : strides[i];
+    d[i] = shape[i];
+    d[shape.size() + i] = strides.empty() ? step : strides[i];
     step *= shape[i];
   }
 }
@@ -317,18 +339,25 @@ StridedMemoryView StridedMemoryView::from_dlpack(const dlpack::DLManagedTensor* 
   return from_dltensor(t->dl_tensor);
 }
 
-StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensorVersioned* t) {
+template <typename Managed>
+StridedMemoryView StridedMemoryView::adopt(Managed* t, bool release_if_refused) {
+  if (!release_if_refused) {
+    StridedMemoryView v = from_dlpack(t);  // refused: still the caller's
+    v.owner_ = deleter_owner(t);
+    return v;
+  }
   auto owner = t ? deleter_owner(t) : nullptr;  // released on every path from here
   StridedMemoryView v = from_dlpack(t);
   v.owner_ = std::move(owner);
   return v;
 }
 
-StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensor* t) {
-  auto owner = t ? deleter_owner(t) : nullptr;
-  StridedMemoryView v = from_dlpack(t);
-  v.owner_ = std::move(owner);
-  return v;
+StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensorVersioned* t, bool release_if_refused) {
+  return adopt(t, release_if_refused);
+}
+
+StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensor* t, bool release_if_refused) {
+  return adopt(t, release_if_refused);
 }
 
 std::int64_t StridedMemoryView::size() const noexcept {
@@ -362,12 +391,32 @@ void StridedMemoryView::check_element_type(DataType want, std::size_t size) cons
             " lanes), not the requested type");
 }
 
+dlpack::DLTensor StridedMemoryView::dltensor() const noexcept {
+  dlpack::DLTensor d{};
+  d.data = data_;
+  d.device = device_;
+  d.ndim = ndim_;
+  d.dtype = dtype_.to_dlpack();
+  d.shape = ndim_ ? const_cast<std::int64_t*>(shape().data()) : nullptr;
+  d.strides = ndim_ ? const_cast<std::int64_t*>(strides().data()) : nullptr;  // DLPack 1.2 wants strides even when compact
+  d.byte_offset = 0;
+  return d;
+}
+
 dlpack::DLManagedTensorVersioned* StridedMemoryView::to_dlpack(std::shared_ptr<const void> owner) const {
-  return export_view<dlpack::DLManagedTensorVersioned>(*this, std::move(owner));
+  return export_view<dlpack::DLManagedTensorVersioned>(*this, std::move(owner), {});
 }
 
 dlpack::DLManagedTensor* StridedMemoryView::to_dlpack_unversioned(std::shared_ptr<const void> owner) const {
-  return export_view<dlpack::DLManagedTensor>(*this, std::move(owner));
+  return export_view<dlpack::DLManagedTensor>(*this, std::move(owner), {});
+}
+
+dlpack::DLManagedTensorVersioned* StridedMemoryView::to_dlpack(ForeignRef keep) const {
+  return export_view<dlpack::DLManagedTensorVersioned>(*this, {}, keep);
+}
+
+dlpack::DLManagedTensor* StridedMemoryView::to_dlpack_unversioned(ForeignRef keep) const {
+  return export_view<dlpack::DLManagedTensor>(*this, {}, keep);
 }
 
 void StridedMemoryView::copy_from(const StridedMemoryView& src, StreamRef stream) const {
