@@ -229,14 +229,18 @@ class StridedMemoryView {
   std::span<const std::int64_t> strides() const noexcept {  // in elements, always filled
     return {dims() + ndim_, std::size_t(ndim_)};
   }
-  std::int64_t size() const noexcept;  // number of elements
+  std::int64_t size() const noexcept {  // number of elements
+    std::int64_t n = 1;
+    for (std::int64_t e : shape()) n *= e;
+    return n;
+  }
   DataType dtype() const noexcept { return dtype_; }
   std::size_t itemsize() const noexcept { return dtype_.itemsize(); }
   dlpack::DLDevice device() const noexcept { return device_; }
   // The CUDA device, or -1 for memory only the host reaches.
-  int device_id() const noexcept;
-  bool is_device_accessible() const noexcept;
-  bool is_host_accessible() const noexcept;
+  int device_id() const noexcept { return device_.device_type == dlpack::kDLCPU ? -1 : device_.device_id; }
+  bool is_device_accessible() const noexcept { return device_.device_type != dlpack::kDLCPU; }
+  bool is_host_accessible() const noexcept { return device_.device_type != dlpack::kDLCUDA; }
   bool readonly() const noexcept { return readonly_; }
   const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
   bool is_contiguous_c() const noexcept { return cucore::is_contiguous_c(shape(), strides()); }
@@ -252,10 +256,19 @@ class StridedMemoryView {
     return static_cast<T*>(data_);
   }
 
-  // A DLTensor describing the view, owning nothing: its shape and strides
-  // point into the view, valid while it lives unchanged (the DLPack exchange
-  // API's non-owning form).
-  dlpack::DLTensor dltensor() const noexcept;
+  // Fills `out` with a DLTensor describing the view, owning nothing: its shape
+  // and strides point into the view, valid while it lives unchanged (the
+  // DLPack exchange API's non-owning form). Written in place, field by field:
+  // the exchange API asks for one per interop call.
+  void describe(dlpack::DLTensor& out) const noexcept {
+    out.data = data_;
+    out.device = device_;
+    out.ndim = ndim_;
+    out.dtype = dtype_.to_dlpack();
+    out.shape = ndim_ ? const_cast<std::int64_t*>(dims()) : nullptr;
+    out.strides = ndim_ ? const_cast<std::int64_t*>(dims()) + ndim_ : nullptr;  // DLPack 1.2 wants them even when compact
+    out.byte_offset = 0;
+  }
   // A DLPack tensor describing the view, for a consumer that calls its
   // deleter; `owner` (and the view's own owner) stay alive until then.
   dlpack::DLManagedTensorVersioned* to_dlpack(std::shared_ptr<const void> owner = {}) const;

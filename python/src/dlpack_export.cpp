@@ -188,7 +188,7 @@ int view_exchange_dltensor(void* py_object, dlpack::DLTensor* out) {
     if (!out) throw nb::value_error("out is null");
     nb::handle obj(static_cast<PyObject*>(py_object));
     if (!PyObject_TypeCheck(obj.ptr(), g_types.view)) throw nb::type_error("py_object is not a StridedMemoryView");
-    *out = cpp_view(*nb::inst_ptr<PyView>(obj)).dltensor();  // the view's own arrays: valid while it lives
+    cpp_view(*nb::inst_ptr<PyView>(obj)).describe(*out);  // the view's own arrays: valid while it lives
     return 0;
   } catch (...) {
     set_error_from_current_exception();

@@ -8,6 +8,8 @@
 // it. Also compute's array reader, through the same readers.
 #include <cstdint>
 #include <array>
+#include <memory>
+#include <new>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -37,6 +39,23 @@ void order_streams(std::uintptr_t producer, nb::handle consumer_ptr) {
   cons.wait(cucore::StreamRef(reinterpret_cast<CUstream>(producer)));
 }
 
+// Makes v.view in place (no temporary to move, on the hot interop paths):
+// `make` returns libcucore's view; its std::invalid_argument is BufferError.
+template <typename Make>
+void emplace_view(PyView& v, Make&& make) {
+  cucore::StridedMemoryView* p = &v.view;
+  std::destroy_at(p);
+  try {
+    ::new (static_cast<void*>(p)) cucore::StridedMemoryView(make());
+  } catch (const std::invalid_argument& e) {
+    ::new (static_cast<void*>(p)) cucore::StridedMemoryView();
+    throw nb::buffer_error(e.what());
+  } catch (...) {
+    ::new (static_cast<void*>(p)) cucore::StridedMemoryView();
+    throw;
+  }
+}
+
 // ---- DLPack -----------------------------------------------------------------------
 // libcucore's DLPack checks and view, as BufferError: a tensor they refuse is
 // not read any further.
@@ -60,11 +79,7 @@ void described_by_dlpack(PyView& v, const dlpack::DLTensor& t) {
 // `release_if_refused` false stays the caller's.
 template <typename Managed>
 void adopt(PyView& v, Managed* t, bool release_if_refused = true) {
-  try {
-    v.view = cucore::StridedMemoryView::adopt_dlpack(t, release_if_refused);
-  } catch (const std::invalid_argument& e) {
-    throw nb::buffer_error(e.what());
-  }
+  emplace_view(v, [&] { return cucore::StridedMemoryView::adopt_dlpack(t, release_if_refused); });
   described_by_dlpack(v, t->dl_tensor);
 }
 
@@ -260,7 +275,7 @@ void view_from_exchange(const dlpack::DLPackExchangeAPI* api, nb::handle obj, nb
     if (api->dltensor_from_py_object_no_sync(obj.ptr(), &t) != 0) throw nb::python_error();
     const bool readonly =
         PyObject_TypeCheck(obj.ptr(), g_types.view) && nb::inst_ptr<PyView>(obj)->view.readonly();
-    v.view = dltensor_view(t, readonly);
+    emplace_view(v, [&] { return cucore::StridedMemoryView::from_dltensor(t, readonly); });
     described_by_dlpack(v, t);
   } else {
     dlpack::DLManagedTensorVersioned* t = nullptr;

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "handles/box_allocator.hpp"
 #include "loader/driver.hpp"
 #include "runtime/stream_context.hpp"
 
@@ -169,7 +170,7 @@ Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> own
   e->view_owner = v.owner();
   e->owner = std::move(owner);
   dlpack::DLTensor& d = e->tensor.dl_tensor;
-  d = v.dltensor();
+  v.describe(d);
   d.shape = n ? dims : nullptr;  // the export's own copies
   d.strides = n ? dims + n : nullptr;
   if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
@@ -181,12 +182,29 @@ Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> own
   return &e.release()->tensor;
 }
 
+// An adopted tensor, released by its deleter with the view's last copy. A
+// recycled box (make_box): adopting one per interop call mallocs nothing.
 template <typename Managed>
-std::shared_ptr<const void> deleter_owner(Managed* tensor) {
-  return std::shared_ptr<const void>(tensor, [](const void* p) {
-    auto* t = static_cast<Managed*>(const_cast<void*>(p));
-    if (t->deleter) t->deleter(t);
-  });
+struct Adopted {
+  Managed* tensor;
+  explicit Adopted(Managed* t) noexcept : tensor(t) {}
+  Adopted(const Adopted&) = delete;
+  Adopted& operator=(const Adopted&) = delete;
+  ~Adopted() {
+    if (tensor->deleter) tensor->deleter(tensor);
+  }
+};
+
+// The owner of `tensor`; when it cannot be made, the tensor is released
+// (`release_on_failure`) or stays the caller's.
+template <typename Managed>
+std::shared_ptr<const void> deleter_owner(Managed* tensor, bool release_on_failure = true) {
+  try {
+    return detail::make_box<Adopted<Managed>>(tensor);
+  } catch (...) {
+    if (release_on_failure && tensor->deleter) tensor->deleter(tensor);
+    throw;
+  }
 }
 
 }  // namespace
@@ -343,7 +361,7 @@ template <typename Managed>
 StridedMemoryView StridedMemoryView::adopt(Managed* t, bool release_if_refused) {
   if (!release_if_refused) {
     StridedMemoryView v = from_dlpack(t);  // refused: still the caller's
-    v.owner_ = deleter_owner(t);
+    v.owner_ = deleter_owner(t, false);
     return v;
   }
   auto owner = t ? deleter_owner(t) : nullptr;  // released on every path from here
@@ -360,20 +378,6 @@ StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensor* t, bo
   return adopt(t, release_if_refused);
 }
 
-std::int64_t StridedMemoryView::size() const noexcept {
-  std::int64_t n = 1;
-  for (std::int64_t e : shape()) n *= e;
-  return n;
-}
-
-int StridedMemoryView::device_id() const noexcept {
-  return device_.device_type == dlpack::kDLCPU ? -1 : device_.device_id;
-}
-
-bool StridedMemoryView::is_device_accessible() const noexcept { return device_.device_type != dlpack::kDLCPU; }
-
-bool StridedMemoryView::is_host_accessible() const noexcept { return device_.device_type != dlpack::kDLCUDA; }
-
 std::size_t StridedMemoryView::span_bytes() const {
   if (size() == 0) return 0;
   std::int64_t last = 0;
@@ -389,18 +393,6 @@ void StridedMemoryView::check_element_type(DataType want, std::size_t size) cons
     invalid("data_as: the view's elements are DLPack type (code " + std::to_string(int(dtype_.code)) + ", " +
             std::to_string(int(dtype_.bits)) + " bits, " + std::to_string(dtype_.lanes) +
             " lanes), not the requested type");
-}
-
-dlpack::DLTensor StridedMemoryView::dltensor() const noexcept {
-  dlpack::DLTensor d{};
-  d.data = data_;
-  d.device = device_;
-  d.ndim = ndim_;
-  d.dtype = dtype_.to_dlpack();
-  d.shape = ndim_ ? const_cast<std::int64_t*>(shape().data()) : nullptr;
-  d.strides = ndim_ ? const_cast<std::int64_t*>(strides().data()) : nullptr;  // DLPack 1.2 wants strides even when compact
-  d.byte_offset = 0;
-  return d;
 }
 
 dlpack::DLManagedTensorVersioned* StridedMemoryView::to_dlpack(std::shared_ptr<const void> owner) const {

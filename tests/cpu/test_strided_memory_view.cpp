@@ -486,7 +486,10 @@ TEST(StridedMemoryViewTest, AForeignRefRidesInTheExportUntilItsDeleter) {
       EXPECT_EQ(released_object, &keep_me);
     }
     // The non-owning form points into the view itself.
-    const dlpack::DLTensor n = v.dltensor();
+    dlpack::DLTensor n{};
+    n.byte_offset = 99;
+    v.describe(n);
+    EXPECT_EQ(n.byte_offset, 0u);
     EXPECT_EQ(n.data, data.data());
     EXPECT_EQ(n.ndim, ndim);
     if (ndim) {
