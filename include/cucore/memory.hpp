@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,6 +43,17 @@ class MemoryResource {
     // resource that may hand out managed memory without saying so (one
     // written in Python): the driver is asked, as Buffer::is_managed does.
     virtual bool reports_memory_kind() const noexcept { return true; }
+
+    // A slot for the object a language binding presents this resource as
+    // (the Python module keeps the address of its face's MemoryResource here
+    // and finds the live face again through nanobind's instance table, so
+    // that buffer.memory_resource is the object it came from); cucore never
+    // reads it.
+    const void* face() const noexcept { return face_.load(std::memory_order_relaxed); }
+    void set_face(const void* face) const noexcept { face_.store(face, std::memory_order_relaxed); }
+
+   private:
+    mutable std::atomic<const void*> face_{nullptr};
   };
 
   MemoryResource() noexcept = default;  // empty: allocating throws

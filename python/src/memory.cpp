@@ -10,7 +10,6 @@
 #include <memory>
 #include <span>
 #include <type_traits>
-#include <unordered_map>
 #include <vector>
 
 #include "common.hpp"
@@ -41,33 +40,21 @@ cucore::Buffer& as_buffer(nb::handle h) { return *nb::inst_ptr<cucore::Buffer>(h
 
 // ---- Python faces of memory resources ------------------------------------------------
 // buffer.memory_resource is the object the buffer was allocated from, while
-// that object lives: each face is found by its C++ state (weakly, so the
-// table keeps no face alive); once it is gone, a new face of the base class.
-std::unordered_map<const void*, PyObject*> g_faces;  // state -> weakref to its face
-
-PyObject* weak_target(PyObject* ref) {  // new reference, or null when dead
-#if PY_VERSION_HEX >= 0x030D0000
-  PyObject* o = nullptr;
-  if (PyWeakref_GetRef(ref, &o) < 0) PyErr_Clear();
+// that object lives: the resource's state keeps the address of its face's
+// MemoryResource (MemoryResource::Impl::face), and nanobind's instance table
+// says whether a Python object still lives there (no table of our own, no
+// weak references); once it is gone, a new face of the base class.
+PyObject* live_face(const MemoryResource& mr) {  // new reference, or null
+  const void* at = mr.impl()->face();
+  if (!at) return nullptr;
+  // rv_policy::none: an existing instance or nothing (nb::find, by address).
+  PyObject* o = nb::detail::make_caster<MemoryResource>::from_cpp(static_cast<const MemoryResource*>(at),
+                                                                  nb::rv_policy::none, nullptr)
+                    .ptr();
+  // Another resource's face may live at an address a dead face had.
+  if (o && nb::inst_ptr<MemoryResource>(o)->impl() != mr.impl()) Py_CLEAR(o);
   return o;
-#else
-  PyObject* o = PyWeakref_GetObject(ref);
-  if (o == Py_None) return nullptr;
-  Py_INCREF(o);
-  return o;
-#endif
 }
-
-// Weakref callback: the face died; forget it (self is the state's address).
-PyObject* face_dropped(PyObject* self, PyObject* ref) {
-  const void* key = PyLong_AsVoidPtr(self);
-  if (auto it = g_faces.find(key); it != g_faces.end() && it->second == ref) {
-    g_faces.erase(it);
-    Py_DECREF(ref);
-  }
-  Py_RETURN_NONE;
-}
-PyMethodDef g_face_dropped_def = {"_face_dropped", face_dropped, METH_O, nullptr};
 
 // ---- memory resources implemented in Python ------------------------------------------
 // A MemoryResource subclass with its own deallocate (or any object with one,
@@ -262,28 +249,17 @@ bool is_native_resource(nb::handle h) {
 void register_memory_resource_face(nb::handle face) {
   const MemoryResource& mr = *nb::inst_ptr<MemoryResource>(face);
   if (!mr) return;  // implemented in Python: no C++ state to find it by
-  const void* key = mr.impl();
-  if (auto it = g_faces.find(key); it != g_faces.end()) {
-    if (PyObject* live = weak_target(it->second)) {  // the first face stays the face
-      Py_DECREF(live);
-      return;
-    }
-    Py_DECREF(it->second);
-    g_faces.erase(it);
+  if (PyObject* live = live_face(mr)) {  // the first face stays the face
+    Py_DECREF(live);
+    return;
   }
-  nb::object key_obj = nb::steal(PyLong_FromVoidPtr(const_cast<void*>(key)));
-  nb::object callback = nb::steal(PyCFunction_New(&g_face_dropped_def, key_obj.ptr()));
-  if (!callback.is_valid()) throw nb::python_error();
-  PyObject* ref = PyWeakref_NewRef(face.ptr(), callback.ptr());
-  if (!ref) throw nb::python_error();
-  g_faces.emplace(key, ref);
+  mr.impl()->set_face(&mr);
 }
 
 nb::object memory_resource_face(const MemoryResource& mr) {
   if (!mr) return nb::none();
   if (auto* py = dynamic_cast<const PyResourceImpl*>(mr.impl())) return nb::borrow(py->object());
-  if (auto it = g_faces.find(mr.impl()); it != g_faces.end())
-    if (PyObject* live = weak_target(it->second)) return nb::steal(live);
+  if (PyObject* live = live_face(mr)) return nb::steal(live);
   // The object it came from is gone: a plain MemoryResource over the same state.
   nb::object face = nb::cast(MemoryResource(mr));
   register_memory_resource_face(face);
