@@ -6,6 +6,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -37,6 +38,22 @@ class MemoryResource {
     virtual bool is_host_accessible() const noexcept = 0;
     virtual int device_id() const noexcept = 0;  // -1 when not tied to a device
     virtual bool is_managed() const noexcept { return false; }  // unified (managed) memory
+    // Whether is_managed() holds for every allocation, so that a Buffer's
+    // DLPack device (dlpack_device_of) needs no driver call. False for a
+    // resource that may hand out managed memory without saying so (one
+    // written in Python): the driver is asked, as Buffer::is_managed does.
+    virtual bool reports_memory_kind() const noexcept { return true; }
+
+    // A slot for the object a language binding presents this resource as
+    // (the Python module keeps the address of its face's MemoryResource here
+    // and finds the live face again through nanobind's instance table, so
+    // that buffer.memory_resource is the object it came from); cucore never
+    // reads it.
+    const void* face() const noexcept { return face_.load(std::memory_order_relaxed); }
+    void set_face(const void* face) const noexcept { face_.store(face, std::memory_order_relaxed); }
+
+   private:
+    mutable std::atomic<const void*> face_{nullptr};
   };
 
   MemoryResource() noexcept = default;  // empty: allocating throws

@@ -22,6 +22,7 @@
 #include <span>
 #include <string_view>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <cucore/buffer.hpp>
@@ -62,6 +63,17 @@ struct DataType {
 // The most dimensions a view has (DLPack's consumers, NumPy and PyTorch, stop
 // at 64): a tensor that claims more is refused before its shape is read.
 inline constexpr int kMaxNdim = 64;
+// Views (and exported tensors) of up to this many dimensions keep their shape
+// and strides inline: making one per interop call allocates nothing for them.
+inline constexpr int kInlineNdim = 6;
+
+// A reference counted by its own owner (a Python object, ...), kept by an
+// exported tensor until its consumer calls the deleter: `release(object)`
+// drops it. Unlike a shared_ptr owner it costs the export no allocation.
+struct ForeignRef {
+  void* object = nullptr;
+  void (*release)(void* object) noexcept = nullptr;
+};
 
 // Layout facts about a shape and its strides (in elements; an empty `strides`
 // is C-contiguous). An extent of 1 may have any stride, as NumPy has it.
@@ -70,7 +82,10 @@ bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::i
 
 // Where a Buffer's memory lives, as DLPack says it (and cuda.core reports it):
 // device memory (kDLCUDA, its device), pinned host memory (kDLCUDAHost, 0),
-// managed memory (kDLCUDAManaged, 0) or plain host memory (kDLCPU, 0).
+// managed memory (kDLCUDAManaged, 0) or plain host memory (kDLCPU, 0). The
+// resource's word where it has one (MemoryResource::Impl::reports_memory_kind:
+// no driver call), else the driver's (Buffer::is_managed). Buffer.__dlpack__
+// and __dlpack_device__ in Python are this, as are views from_buffer.
 dlpack::DLDevice dlpack_device_of(const Buffer& buffer);
 
 // The checks StridedMemoryView::from_dltensor makes, without making a view, for
@@ -126,6 +141,34 @@ concept foreign_dlpack_tensor =
 class StridedMemoryView {
  public:
   StridedMemoryView() = default;  // empty: no data, ndim 0
+  // Copies copy the dimensions in use only (the inline ones are not zeroed).
+  StridedMemoryView(const StridedMemoryView& o)
+      : data_(o.data_), ndim_(o.ndim_), big_dims_(o.big_dims_), dtype_(o.dtype_), device_(o.device_),
+        readonly_(o.readonly_), owner_(o.owner_) {
+    copy_inline(o);
+  }
+  StridedMemoryView(StridedMemoryView&& o) noexcept
+      : data_(o.data_), ndim_(o.ndim_), big_dims_(std::move(o.big_dims_)), dtype_(o.dtype_), device_(o.device_),
+        readonly_(o.readonly_), owner_(std::move(o.owner_)) {
+    copy_inline(o);
+  }
+  StridedMemoryView& operator=(const StridedMemoryView& o) {
+    if (this != &o) *this = StridedMemoryView(o);
+    return *this;
+  }
+  StridedMemoryView& operator=(StridedMemoryView&& o) noexcept {
+    if (this == &o) return *this;
+    data_ = o.data_;
+    ndim_ = o.ndim_;
+    big_dims_ = std::move(o.big_dims_);
+    dtype_ = o.dtype_;
+    device_ = o.device_;
+    readonly_ = o.readonly_;
+    owner_ = std::move(o.owner_);
+    copy_inline(o);
+    return *this;
+  }
+  ~StridedMemoryView() = default;
   // A view of `data`. Empty `strides`: C-contiguous. Throws
   // std::invalid_argument for more than kMaxNdim dimensions, a negative extent,
   // strides of another rank, an element type with no size, a device type
@@ -157,9 +200,11 @@ class StridedMemoryView {
   static StridedMemoryView from_dlpack(const dlpack::DLManagedTensor* tensor);
   static StridedMemoryView from_dltensor(const dlpack::DLTensor& tensor, bool readonly = false);
   // The same, taking ownership: the tensor's deleter runs when the view and
-  // its last copy are gone (or at once, if the view cannot be made).
-  static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensorVersioned* tensor);
-  static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensor* tensor);
+  // its last copy are gone, or at once if the view cannot be made; with
+  // `release_if_refused` false a refused tensor stays the caller's (a DLPack
+  // capsule that must stay unconsumed), and is taken only once accepted.
+  static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensorVersioned* tensor, bool release_if_refused = true);
+  static StridedMemoryView adopt_dlpack(dlpack::DLManagedTensor* tensor, bool release_if_refused = true);
   // A view of an array interface's array (strides converted from bytes to
   // elements). Its element type is the typestr's DLPack type, or, where DLPack
   // has none, `itemsize` bytes (DataType{kDLUInt, 8, itemsize}). Throws
@@ -179,19 +224,23 @@ class StridedMemoryView {
 
   void* data() const noexcept { return data_; }
   std::uintptr_t ptr() const noexcept { return reinterpret_cast<std::uintptr_t>(data_); }
-  int ndim() const noexcept { return static_cast<int>(dims_.size() / 2); }
-  std::span<const std::int64_t> shape() const noexcept { return {dims_.data(), dims_.size() / 2}; }
+  int ndim() const noexcept { return ndim_; }
+  std::span<const std::int64_t> shape() const noexcept { return {dims(), std::size_t(ndim_)}; }
   std::span<const std::int64_t> strides() const noexcept {  // in elements, always filled
-    return {dims_.data() + dims_.size() / 2, dims_.size() / 2};
+    return {dims() + ndim_, std::size_t(ndim_)};
   }
-  std::int64_t size() const noexcept;  // number of elements
+  std::int64_t size() const noexcept {  // number of elements
+    std::int64_t n = 1;
+    for (std::int64_t e : shape()) n *= e;
+    return n;
+  }
   DataType dtype() const noexcept { return dtype_; }
   std::size_t itemsize() const noexcept { return dtype_.itemsize(); }
   dlpack::DLDevice device() const noexcept { return device_; }
   // The CUDA device, or -1 for memory only the host reaches.
-  int device_id() const noexcept;
-  bool is_device_accessible() const noexcept;
-  bool is_host_accessible() const noexcept;
+  int device_id() const noexcept { return device_.device_type == dlpack::kDLCPU ? -1 : device_.device_id; }
+  bool is_device_accessible() const noexcept { return device_.device_type != dlpack::kDLCPU; }
+  bool is_host_accessible() const noexcept { return device_.device_type != dlpack::kDLCUDA; }
   bool readonly() const noexcept { return readonly_; }
   const std::shared_ptr<const void>& owner() const noexcept { return owner_; }
   bool is_contiguous_c() const noexcept { return cucore::is_contiguous_c(shape(), strides()); }
@@ -207,10 +256,27 @@ class StridedMemoryView {
     return static_cast<T*>(data_);
   }
 
+  // Fills `out` with a DLTensor describing the view, owning nothing: its shape
+  // and strides point into the view, valid while it lives unchanged (the
+  // DLPack exchange API's non-owning form). Written in place, field by field:
+  // the exchange API asks for one per interop call.
+  void describe(dlpack::DLTensor& out) const noexcept {
+    out.data = data_;
+    out.device = device_;
+    out.ndim = ndim_;
+    out.dtype = dtype_.to_dlpack();
+    out.shape = ndim_ ? const_cast<std::int64_t*>(dims()) : nullptr;
+    out.strides = ndim_ ? const_cast<std::int64_t*>(dims()) + ndim_ : nullptr;  // DLPack 1.2 wants them even when compact
+    out.byte_offset = 0;
+  }
   // A DLPack tensor describing the view, for a consumer that calls its
   // deleter; `owner` (and the view's own owner) stay alive until then.
   dlpack::DLManagedTensorVersioned* to_dlpack(std::shared_ptr<const void> owner = {}) const;
   dlpack::DLManagedTensor* to_dlpack_unversioned(std::shared_ptr<const void> owner = {}) const;
+  // The same, keeping `keep` (released by the deleter, or at once when the
+  // export fails): one allocation per export for up to kInlineNdim dimensions.
+  dlpack::DLManagedTensorVersioned* to_dlpack(ForeignRef keep) const;
+  dlpack::DLManagedTensor* to_dlpack_unversioned(ForeignRef keep) const;
 
   // Copies `src` into this view on `stream` (host, device, pinned or managed
   // memory on either side). Shapes and item sizes must match and both views
@@ -221,8 +287,20 @@ class StridedMemoryView {
 
  private:
   void check_element_type(DataType want, std::size_t size) const;
+  template <typename Managed>
+  static StridedMemoryView adopt(Managed* tensor, bool release_if_refused);
+  const std::int64_t* dims() const noexcept { return ndim_ <= kInlineNdim ? inline_dims_ : big_dims_.data(); }
+  std::int64_t* dims() noexcept { return ndim_ <= kInlineNdim ? inline_dims_ : big_dims_.data(); }
+  void copy_inline(const StridedMemoryView& o) noexcept {
+    if (ndim_ <= kInlineNdim)
+      for (int i = 0; i < 2 * ndim_; ++i) inline_dims_[i] = o.inline_dims_[i];
+  }
   void* data_ = nullptr;
-  std::vector<std::int64_t> dims_;  // shape, then strides
+  int ndim_ = 0;
+  // Shape, then strides: inline up to kInlineNdim dimensions (the first
+  // 2 * ndim entries are set), else in big_dims_.
+  std::int64_t inline_dims_[2 * kInlineNdim];
+  std::vector<std::int64_t> big_dims_;
   DataType dtype_{};
   dlpack::DLDevice device_{dlpack::kDLCPU, 0};
   bool readonly_ = false;

@@ -1,7 +1,12 @@
 #pragma once
-// Shared pieces of the nanobind layer over libcucore. The layer is thin: it
-// converts Python arguments to cucore's C++ types, calls libcucore, and wraps
-// the results; no CUDA logic lives here.
+// Shared pieces of the nanobind layer over libcucore. The layer converts
+// Python arguments to cucore's C++ types, calls libcucore, and wraps the
+// results; lifetimes and layouts are libcucore's (a Python object's owner
+// rides in the C++ object, a StridedMemoryView is libcucore's). What lives
+// here is Python's side of things: reading the protocols' Python objects
+// (DLPack capsules, array interface dicts, __cuda_stream__), fast C entry
+// points for the hot interop calls, faces and their identity, and
+// translating errors to the types cuda.core raises.
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -17,6 +22,7 @@
 #include <cucore/event.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/strided_memory_view.hpp>
 
 #include <cstdint>
 #include <memory>
@@ -29,10 +35,10 @@ namespace nb = nanobind;
 namespace cucore::python {
 
 // ---- foreign owners ----------------------------------------------------------
-// The classes bound here hold libcucore's values and nothing else: what a
-// Python object must keep alive (a PyTorch stream behind a Stream, the owner
-// of a Buffer's memory) rides in the C++ object's owner hook, whose release
-// takes the GIL before the decref.
+// The classes bound here hold libcucore's values: what a Python object must
+// keep alive (a PyTorch stream behind a Stream, the owner of a Buffer's
+// memory, the object an exported DLPack tensor came from) rides in the C++
+// object's owner hook, whose release takes the GIL before the decref.
 
 // Whether Python objects may still be touched from C++ (the interpreter is up
 // and not finalizing); releases from C++ destructors check it first.
@@ -44,6 +50,9 @@ void release_py_object(PyObject* obj) noexcept;
 
 // A share that keeps `obj` alive (empty for None).
 std::shared_ptr<const void> py_owner(nb::handle obj);
+// A strong reference to `obj` for an exported DLPack tensor (no allocation),
+// dropped by the tensor's deleter with the GIL taken.
+cucore::ForeignRef py_ref(nb::handle obj);
 // The Python object behind an owner made by py_owner, else null (borrowed).
 PyObject* py_owner_object(const std::shared_ptr<const void>& owner) noexcept;
 

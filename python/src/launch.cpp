@@ -294,7 +294,7 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
       pointers[i] = nb::inst_ptr<PyTensorMap>(o)->map.get();
       descs[i] = {sizeof(cucore::TensorMapDescriptor), &typeid(cucore::TensorMapDescriptor), false};
     } else if (t == g_types.view) {
-      std::uintptr_t p = nb::inst_ptr<PyView>(o)->ptr;
+      std::uintptr_t p = nb::inst_ptr<PyView>(o)->view.ptr();
       std::memcpy(s.bytes, &p, sizeof p);
       descs[i] = {sizeof(void*), &typeid(void*), false};
     } else if (t == g_types.texture_object || t == g_types.surface_object) {

@@ -10,8 +10,6 @@
 #include <memory>
 #include <span>
 #include <type_traits>
-#include <typeinfo>
-#include <unordered_map>
 #include <vector>
 
 #include "common.hpp"
@@ -42,33 +40,21 @@ cucore::Buffer& as_buffer(nb::handle h) { return *nb::inst_ptr<cucore::Buffer>(h
 
 // ---- Python faces of memory resources ------------------------------------------------
 // buffer.memory_resource is the object the buffer was allocated from, while
-// that object lives: each face is found by its C++ state (weakly, so the
-// table keeps no face alive); once it is gone, a new face of the base class.
-std::unordered_map<const void*, PyObject*> g_faces;  // state -> weakref to its face
-
-PyObject* weak_target(PyObject* ref) {  // new reference, or null when dead
-#if PY_VERSION_HEX >= 0x030D0000
-  PyObject* o = nullptr;
-  if (PyWeakref_GetRef(ref, &o) < 0) PyErr_Clear();
+// that object lives: the resource's state keeps the address of its face's
+// MemoryResource (MemoryResource::Impl::face), and nanobind's instance table
+// says whether a Python object still lives there (no table of our own, no
+// weak references); once it is gone, a new face of the base class.
+PyObject* live_face(const MemoryResource& mr) {  // new reference, or null
+  const void* at = mr.impl()->face();
+  if (!at) return nullptr;
+  // rv_policy::none: an existing instance or nothing (nb::find, by address).
+  PyObject* o = nb::detail::make_caster<MemoryResource>::from_cpp(static_cast<const MemoryResource*>(at),
+                                                                  nb::rv_policy::none, nullptr)
+                    .ptr();
+  // Another resource's face may live at an address a dead face had.
+  if (o && nb::inst_ptr<MemoryResource>(o)->impl() != mr.impl()) Py_CLEAR(o);
   return o;
-#else
-  PyObject* o = PyWeakref_GetObject(ref);
-  if (o == Py_None) return nullptr;
-  Py_INCREF(o);
-  return o;
-#endif
 }
-
-// Weakref callback: the face died; forget it (self is the state's address).
-PyObject* face_dropped(PyObject* self, PyObject* ref) {
-  const void* key = PyLong_AsVoidPtr(self);
-  if (auto it = g_faces.find(key); it != g_faces.end() && it->second == ref) {
-    g_faces.erase(it);
-    Py_DECREF(ref);
-  }
-  Py_RETURN_NONE;
-}
-PyMethodDef g_face_dropped_def = {"_face_dropped", face_dropped, METH_O, nullptr};
 
 // ---- memory resources implemented in Python ------------------------------------------
 // A MemoryResource subclass with its own deallocate (or any object with one,
@@ -90,6 +76,8 @@ class PyResourceImpl final : public MemoryResource::Impl {
   bool is_device_accessible() const noexcept override { return flag("is_device_accessible", true); }
   bool is_host_accessible() const noexcept override { return flag("is_host_accessible", false); }
   bool is_managed() const noexcept override { return flag("is_managed", false); }
+  // Its memory may be managed whatever it says: a Buffer's DLPack device asks the driver.
+  bool reports_memory_kind() const noexcept override { return false; }
   int device_id() const noexcept override {
     if (!python_alive()) return -1;
     nb::gil_scoped_acquire gil;
@@ -147,62 +135,19 @@ MemoryResource resource_arg(nb::handle mr) {
 }
 
 // ---- DLPack export: a 1-D int8 tensor over the buffer's bytes (cuda.core's) -------
-// Where the buffer's memory is, as DLPack says. cucore's own resources know
-// whether their memory is managed; Buffer::is_managed must ask the driver
-// (cuPointerGetAttributes) for memory from any other resource, and
-// torch.from_dlpack asks twice per conversion, so only those buffers go there.
-dlpack::DLDevice buffer_device(const cucore::Buffer& b) {
-  const MemoryResource& mr = b.memory_resource();
-  if (!mr || typeid(PyResourceImpl) == typeid(*mr.impl())) return cucore::dlpack_device_of(b);
-  if (mr.is_managed()) return {dlpack::kDLCUDAManaged, 0};  // the mapping of cucore::dlpack_device_of
-  const bool dev = mr.is_device_accessible(), host = mr.is_host_accessible();
-  if (dev && host) return {dlpack::kDLCUDAHost, 0};
-  if (dev) return {dlpack::kDLCUDA, std::max(mr.device_id(), 0)};
-  return {dlpack::kDLCPU, 0};
-}
-
-// One allocation holds the tensor, its shape and stride and a strong reference
-// to the Buffer, dropped (under the GIL) on whichever thread the consumer frees
-// the tensor: torch.from_dlpack makes one per call.
-template <typename Managed>
-struct BufferExport {
-  Managed tensor{};
-  std::int64_t shape = 0, stride = 1;
-  PyObject* buffer = nullptr;
-};
-
-template <typename Managed>
-Managed* export_buffer(nb::handle self) {
-  const cucore::Buffer& b = as_buffer(self);
-  if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
-  auto* e = new BufferExport<Managed>;
-  e->shape = static_cast<std::int64_t>(b.size());
-  dlpack::DLTensor& d = e->tensor.dl_tensor;
-  d.data = b.data();
-  d.device = buffer_device(b);
-  d.ndim = 1;
-  d.dtype = {dlpack::kDLInt, 8, 1};
-  d.shape = &e->shape;
-  d.strides = &e->stride;  // DLPack 1.2 wants strides even when compact
-  d.byte_offset = 0;
-  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
-    e->tensor.version = {dlpack::kMajor, dlpack::kMinor};
-    e->tensor.flags = 0;
-  }
-  e->buffer = Py_NewRef(self.ptr());
-  e->tensor.manager_ctx = e;
-  e->tensor.deleter = [](Managed* t) {
-    auto* owner = static_cast<BufferExport<Managed>*>(t->manager_ctx);
-    release_py_object(owner->buffer);
-    delete owner;
-  };
-  return &e->tensor;
+// libcucore's view of the buffer and its export (StridedMemoryView::to_dlpack),
+// holding a strong reference to the Buffer (dropped under the GIL on whichever
+// thread the consumer frees the tensor): one allocation per export, as
+// torch.from_dlpack makes one per call.
+cucore::StridedMemoryView buffer_view(const cucore::Buffer& b) {
+  const std::int64_t shape = static_cast<std::int64_t>(b.size());
+  return cucore::StridedMemoryView::from_buffer(b, {&shape, 1}, {}, cucore::DataType::of<std::int8_t>());
 }
 
 dlpack::DLDevice buffer_dlpack_device(nb::handle self) {
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
-  return buffer_device(b);
+  return cucore::dlpack_device_of(b);
 }
 
 // __dlpack__ as cuda.core's: the stream is ignored (the buffer has no producer
@@ -214,9 +159,7 @@ nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_vers
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
   (void)stream;
-  return dlpack_capsule_for(self, "Buffer", buffer_device(b), max_version, dl_device, copy,
-                            export_buffer<dlpack::DLManagedTensorVersioned>,
-                            export_buffer<dlpack::DLManagedTensor>);
+  return dlpack_capsule_for(self, "Buffer", buffer_view(b), max_version, dl_device, copy);
 }
 
 // The exchange API's export (managed_tensor_from_py_object_no_sync) for Buffers.
@@ -226,7 +169,9 @@ int buffer_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** o
     *out = nullptr;
     nb::handle obj(static_cast<PyObject*>(py_object));
     if (!is_buffer(obj)) throw nb::type_error("py_object is not a cucore.Buffer");
-    *out = export_buffer<dlpack::DLManagedTensorVersioned>(obj);
+    const cucore::Buffer& b = as_buffer(obj);
+    if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
+    *out = buffer_view(b).to_dlpack(py_ref(obj));
     return 0;
   } catch (...) {
     set_error_from_current_exception();
@@ -304,28 +249,17 @@ bool is_native_resource(nb::handle h) {
 void register_memory_resource_face(nb::handle face) {
   const MemoryResource& mr = *nb::inst_ptr<MemoryResource>(face);
   if (!mr) return;  // implemented in Python: no C++ state to find it by
-  const void* key = mr.impl();
-  if (auto it = g_faces.find(key); it != g_faces.end()) {
-    if (PyObject* live = weak_target(it->second)) {  // the first face stays the face
-      Py_DECREF(live);
-      return;
-    }
-    Py_DECREF(it->second);
-    g_faces.erase(it);
+  if (PyObject* live = live_face(mr)) {  // the first face stays the face
+    Py_DECREF(live);
+    return;
   }
-  nb::object key_obj = nb::steal(PyLong_FromVoidPtr(const_cast<void*>(key)));
-  nb::object callback = nb::steal(PyCFunction_New(&g_face_dropped_def, key_obj.ptr()));
-  if (!callback.is_valid()) throw nb::python_error();
-  PyObject* ref = PyWeakref_NewRef(face.ptr(), callback.ptr());
-  if (!ref) throw nb::python_error();
-  g_faces.emplace(key, ref);
+  mr.impl()->set_face(&mr);
 }
 
 nb::object memory_resource_face(const MemoryResource& mr) {
   if (!mr) return nb::none();
   if (auto* py = dynamic_cast<const PyResourceImpl*>(mr.impl())) return nb::borrow(py->object());
-  if (auto it = g_faces.find(mr.impl()); it != g_faces.end())
-    if (PyObject* live = weak_target(it->second)) return nb::steal(live);
+  if (PyObject* live = live_face(mr)) return nb::steal(live);
   // The object it came from is gone: a plain MemoryResource over the same state.
   nb::object face = nb::cast(MemoryResource(mr));
   register_memory_resource_face(face);

@@ -207,6 +207,10 @@ std::shared_ptr<const void> py_owner(nb::handle obj) {
   return std::shared_ptr<const void>(obj.inc_ref().ptr(), PyOwnerRelease{});
 }
 
+cucore::ForeignRef py_ref(nb::handle obj) {
+  return {obj.inc_ref().ptr(), [](void* o) noexcept { release_py_object(static_cast<PyObject*>(o)); }};
+}
+
 PyObject* py_owner_object(const std::shared_ptr<const void>& owner) noexcept {
   if (!std::get_deleter<PyOwnerRelease>(owner)) return nullptr;
   return static_cast<PyObject*>(const_cast<void*>(owner.get()));

@@ -39,10 +39,10 @@ void bind_tensor_map(nb::module_& m) {
         o.swizzle = static_cast<cucore::TensorMapSwizzle>(swizzle);
         o.l2_promotion = static_cast<cucore::TensorMapL2Promotion>(l2_promotion);
         o.oob_fill = static_cast<cucore::TensorMapOOBFill>(oob_fill);
-        const cucore::StridedMemoryView cv = cpp_view(v);
+        const cucore::StridedMemoryView& cv = cpp_view(v);
         PyTensorMap out;
         out.map = std::make_unique<cucore::TensorMapDescriptor>(cucore::TensorMapDescriptor::tiled(cv, o));
-        out.device_id = v.dl_device == dlpack::kDLCUDA ? v.device_id : -1;
+        out.device_id = cv.device().device_type == dlpack::kDLCUDA ? v.device_id : -1;
         out.source = v.exporting_obj.is_valid() ? v.exporting_obj : holder;
         return out;
       }, nb::arg("view"), nb::arg("box_dim"), nb::arg("element_strides"), nb::arg("data_type").none(),

@@ -1,11 +1,12 @@
 #pragma once
 // cucore.utils.StridedMemoryView: a zero-copy description of another
-// library's array, read through public protocols only: the DLPack C exchange
-// API (PyTorch's tensors), __dlpack__, the CUDA Array Interface and NumPy's
-// array interface. Also the exchange API's producer side, which Buffer and
-// StridedMemoryView export.
+// library's array, read through public protocols only (view_import.cpp: the
+// DLPack C exchange API, __dlpack__, the CUDA Array Interface and NumPy's
+// array interface), and the DLPack exports of it and of Buffer
+// (dlpack_export.cpp: capsules and the exchange API's producer side). The
+// class itself is bound in view.cpp. The layout, the DLPack checks and the
+// exported tensors are libcucore's (cucore::StridedMemoryView).
 #include <cstdint>
-#include <vector>
 
 #include <cucore/dlpack.hpp>
 #include <cucore/strided_memory_view.hpp>
@@ -14,58 +15,66 @@
 
 namespace cucore::python {
 
+// A StridedMemoryView as Python sees it: libcucore's view (the layout, the
+// element type, the device, read-only; a consumed DLPack tensor rides in its
+// owner, released with its last copy) and the object whose memory it is.
 struct PyView {
-  std::uintptr_t ptr = 0;
-  int device_id = -1;
-  bool is_device_accessible = false;
-  bool readonly = false;
-  bool has_strides = false;  // false: C-contiguous, reported as strides None (strides() is filled anyway)
-  int ndim = 0;
-  dlpack::DLDeviceType dl_device = dlpack::kDLCPU;  // as DLPack says where the memory is
-  // dtype as DLPack describes it (code, bits, lanes); lanes 0: unknown
-  dlpack::DLDataType dl{0, 0, 0};
-  int64_t inline_shape[6];  // the first ndim entries are set (no zeroing: a view is made per interop call)
-  int64_t inline_strides[6];
-  std::vector<int64_t> big_shape, big_strides;  // ndim > 6
+  cucore::StridedMemoryView view;
+  int device_id = -1;  // as cuda.core reports it (the Buffer's for from_buffer, else the view's)
+  bool has_strides = false;  // false: C-contiguous, reported as strides None
+  // false: an element type DLPack has no code for (a struct, ...): the view's
+  // dtype is its bytes (kDLUInt, 8, itemsize) and dtype_obj NumPy's.
+  bool dtype_known = true;
   nb::object exporting_obj;
   nb::object dtype_obj;  // numpy dtype, made on first access
-  // A consumed DLPack tensor, released with the view.
-  void* managed = nullptr;
-  bool managed_versioned = false;
 
   PyView() = default;
-  PyView(PyView&& o) noexcept;
-  PyView& operator=(PyView&&) = delete;
+  PyView(PyView&&) noexcept = default;
+  PyView& operator=(PyView&&) noexcept = default;
   PyView(const PyView&) = delete;
-  ~PyView();
-
-  int64_t* shape() { return ndim <= 6 ? inline_shape : big_shape.data(); }
-  int64_t* strides() { return ndim <= 6 ? inline_strides : big_strides.data(); }
-  const int64_t* shape() const { return ndim <= 6 ? inline_shape : big_shape.data(); }
-  const int64_t* strides() const { return ndim <= 6 ? inline_strides : big_strides.data(); }
-  void set_ndim(int n) {
-    ndim = n;
-    if (n > 6) {
-      big_shape.assign(n, 0);
-      big_strides.assign(n, 0);
-    }
-  }
 };
+
+// A new StridedMemoryView instance, its PyView default-constructed in place
+// (no temporary to move): `fill` describes the memory. On an error the
+// instance goes, and what `fill` took with it.
+template <typename Fill>
+nb::object new_view(Fill&& fill) {
+  nb::object o = nb::inst_alloc(nb::handle(reinterpret_cast<PyObject*>(g_types.view)));
+  PyView* v = new (nb::inst_ptr<PyView>(o)) PyView;
+  nb::inst_mark_ready(o);
+  fill(*v);
+  return o;
+}
+
+// ---- import (view_import.cpp): the protocols that describe another library's array --------
+// Through the first protocol `obj` speaks: the DLPack C exchange API, __dlpack__,
+// the CUDA Array Interface, NumPy's array interface (BufferError for none).
+void view_from_any(nb::handle obj, nb::handle stream_ptr, PyView& v);
+// DLPack: through the exchange API when the type has one, else __dlpack__.
+void view_from_dlpack_any(nb::handle obj, nb::handle stream_ptr, PyView& v);
+// obj.__cuda_array_interface__ (cuda) or obj.__array_interface__.
+void view_from_interface(nb::handle obj, bool cuda, nb::handle stream_ptr, PyView& v);
+// A shape or strides: a tuple or list of at most kMaxNdim ints, each error
+// naming `what` (TypeError, OverflowError, ValueError for too many).
+std::vector<std::int64_t> int64_tuple_arg(nb::handle seq, const std::string& what);
+// The view takes `tensor` (owned from the call: released at once when
+// libcucore's checks refuse it, as BufferError).
+void adopt_dlpack_tensor(PyView& v, dlpack::DLManagedTensorVersioned* tensor);
 
 // DLPack capsules ("dltensor" / "dltensor_versioned") owning `t`: an
 // unconsumed capsule calls the tensor's deleter when it goes.
 nb::object make_dlpack_capsule(dlpack::DLManagedTensor* t);
 nb::object make_dlpack_capsule(dlpack::DLManagedTensorVersioned* t);
 
-// __dlpack__ for Buffer and StridedMemoryView (`what`), whose memory is at
-// `own`: the DLPack spec's arguments as cuda.core takes them. copy=True is
-// BufferError (the export is zero-copy), as is a dl_device other than `own`
-// (but the CPU for pinned or managed memory, which the CPU reads as it is);
-// max_version None or below 1.0 gives a 0.x tensor, else a versioned one.
-nb::object dlpack_capsule_for(nb::handle self, const char* what, dlpack::DLDevice own, nb::handle max_version,
-                              nb::handle dl_device, nb::handle copy,
-                              dlpack::DLManagedTensorVersioned* (*versioned)(nb::handle),
-                              dlpack::DLManagedTensor* (*legacy)(nb::handle));
+// ---- export (dlpack_export.cpp) ---------------------------------------------------------
+// __dlpack__ for Buffer and StridedMemoryView (`what`): libcucore's export of
+// `v` (StridedMemoryView::to_dlpack), holding `self`, with the DLPack spec's
+// arguments as cuda.core takes them. copy=True is BufferError (the export is
+// zero-copy), as is a dl_device other than the view's (but the CPU for pinned
+// or managed memory, which the CPU reads as it is); max_version None or below
+// 1.0 gives a 0.x tensor, else a versioned one.
+nb::object dlpack_capsule_for(nb::handle self, const char* what, const cucore::StridedMemoryView& v,
+                              nb::handle max_version, nb::handle dl_device, nb::handle copy);
 
 // __dlpack__ and __dlpack_device__ as plain C methods of a bound type
 // (installed by install_dlpack_methods): torch.from_dlpack and NumPy call both
@@ -121,6 +130,7 @@ void install_dlpack_methods(nb::handle type) {
   }
 }
 
+// ---- compute's array reader (view_import.cpp) ------------------------------------------
 // A device array as calls that take arrays by the dozen read it
 // (cucore.compute's): its address, element type and count, through the DLPack
 // C exchange API's non-owning form (PyTorch) or the CUDA Array Interface
@@ -135,9 +145,9 @@ struct DeviceArrayInfo {
 };
 bool read_device_array(nb::handle obj, DeviceArrayInfo& out);
 
-// The view as libcucore's StridedMemoryView (BufferError for a dtype DLPack
-// cannot describe).
-cucore::StridedMemoryView cpp_view(const PyView& v);
+// The view as libcucore's StridedMemoryView, for an export or a copy
+// (BufferError for a dtype DLPack cannot describe).
+const cucore::StridedMemoryView& cpp_view(const PyView& v);
 
 // Puts the DLPack C exchange API on `type` (as __dlpack_c_exchange_api__ and
 // the older __c_dlpack_exchange_api__): `from_object` makes an owning tensor
@@ -145,5 +155,12 @@ cucore::StridedMemoryView cpp_view(const PyView& v);
 // for the process, as the protocol asks.
 void install_exchange_api(nb::handle type, dlpack::DLPackManagedTensorFromPyObjectNoSync from_object,
                           dlpack::DLPackDLTensorFromPyObjectNoSync dltensor);
+// StridedMemoryView's own exports: __dlpack__, __dlpack_device__, and the
+// exchange API's owning and non-owning forms.
+nb::object view_dlpack(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
+                       nb::handle copy);
+dlpack::DLDevice view_dlpack_device(nb::handle self);
+int view_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** out);
+int view_exchange_dltensor(void* py_object, dlpack::DLTensor* out);
 
 }  // namespace cucore::python

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "handles/box_allocator.hpp"
 #include "loader/driver.hpp"
 #include "runtime/stream_context.hpp"
 
@@ -133,30 +134,45 @@ std::span<const std::int64_t> dltensor_strides(const dlpack::DLTensor& t) {
   return {t.strides, t.strides && t.ndim > 0 ? static_cast<std::size_t>(t.ndim) : 0};
 }
 
-// What an exported tensor owns: its shape and strides, and the shares that
-// keep the memory alive until the consumer calls the deleter.
+// What an exported tensor owns: its shape and strides (inline up to
+// kInlineNdim dimensions: one allocation per export), and the shares that keep
+// the memory alive until the consumer calls the deleter.
 template <typename Managed>
 struct Export {
   Managed tensor{};
-  std::vector<std::int64_t> dims;
+  std::int64_t inline_dims[2 * kInlineNdim];
+  std::vector<std::int64_t> big_dims;
   std::shared_ptr<const void> view_owner, owner;
+  ForeignRef keep;
+  ~Export() {
+    if (keep.release) keep.release(keep.object);
+  }
 };
 
 template <typename Managed>
-Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> owner) {
-  auto e = std::make_unique<Export<Managed>>();
-  e->dims.assign(v.shape().begin(), v.shape().end());
-  e->dims.insert(e->dims.end(), v.strides().begin(), v.strides().end());
+Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> owner, ForeignRef keep) {
+  std::unique_ptr<Export<Managed>> e;
+  try {
+    e.reset(new Export<Managed>);
+  } catch (...) {
+    if (keep.release) keep.release(keep.object);
+    throw;
+  }
+  e->keep = keep;
+  const auto n = static_cast<std::size_t>(v.ndim());
+  std::int64_t* dims = e->inline_dims;
+  if (v.ndim() > kInlineNdim) {
+    e->big_dims.resize(2 * n);  // released with e (and `keep` with it) if this throws
+    dims = e->big_dims.data();
+  }
+  std::copy_n(v.shape().data(), n, dims);
+  std::copy_n(v.strides().data(), n, dims + n);
   e->view_owner = v.owner();
   e->owner = std::move(owner);
   dlpack::DLTensor& d = e->tensor.dl_tensor;
-  d.data = v.data();
-  d.device = v.device();
-  d.ndim = v.ndim();
-  d.dtype = v.dtype().to_dlpack();
-  d.shape = v.ndim() ? e->dims.data() : nullptr;
-  d.strides = v.ndim() ? e->dims.data() + v.ndim() : nullptr;  // DLPack 1.2 wants strides even when compact
-  d.byte_offset = 0;
+  v.describe(d);
+  d.shape = n ? dims : nullptr;  // the export's own copies
+  d.strides = n ? dims + n : nullptr;
   if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
     e->tensor.version = {dlpack::kMajor, dlpack::kMinor};
     e->tensor.flags = v.readonly() ? dlpack::kDLFlagBitMaskReadOnly : 0;
@@ -166,19 +182,41 @@ Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> own
   return &e.release()->tensor;
 }
 
+// An adopted tensor, released by its deleter with the view's last copy. A
+// recycled box (make_box): adopting one per interop call mallocs nothing.
 template <typename Managed>
-std::shared_ptr<const void> deleter_owner(Managed* tensor) {
-  return std::shared_ptr<const void>(tensor, [](const void* p) {
-    auto* t = static_cast<Managed*>(const_cast<void*>(p));
-    if (t->deleter) t->deleter(t);
-  });
+struct Adopted {
+  Managed* tensor;
+  explicit Adopted(Managed* t) noexcept : tensor(t) {}
+  Adopted(const Adopted&) = delete;
+  Adopted& operator=(const Adopted&) = delete;
+  ~Adopted() {
+    if (tensor->deleter) tensor->deleter(tensor);
+  }
+};
+
+// The owner of `tensor`; when it cannot be made, the tensor is released
+// (`release_on_failure`) or stays the caller's.
+template <typename Managed>
+std::shared_ptr<const void> deleter_owner(Managed* tensor, bool release_on_failure = true) {
+  try {
+    return detail::make_box<Adopted<Managed>>(tensor);
+  } catch (...) {
+    if (release_on_failure && tensor->deleter) tensor->deleter(tensor);
+    throw;
+  }
 }
 
 }  // namespace
 
 dlpack::DLDevice dlpack_device_of(const Buffer& b) {
   if (b.is_closed()) detail::throw_closed("Buffer", "dlpack_device_of");
-  if (b.is_managed()) return {dlpack::kDLCUDAManaged, 0};
+  // A resource that reports its memory's kind is taken at its word: no driver
+  // call (torch.from_dlpack asks twice per conversion). Buffer::is_managed
+  // asks the driver for any other.
+  const MemoryResource& mr = b.memory_resource();
+  const bool known = mr && mr.impl()->reports_memory_kind();
+  if (known ? mr.is_managed() : b.is_managed()) return {dlpack::kDLCUDAManaged, 0};
   const bool dev = b.is_device_accessible(), host = b.is_host_accessible();
   if (dev && host) return {dlpack::kDLCUDAHost, 0};
   if (dev) {
@@ -193,11 +231,13 @@ StridedMemoryView::StridedMemoryView(void* data, std::span<const std::int64_t> s
                                      bool readonly, std::shared_ptr<const void> owner)
     : data_(data), dtype_(dtype), device_(device), readonly_(readonly), owner_(std::move(owner)) {
   check_layout(reinterpret_cast<std::uintptr_t>(data), shape, strides, dtype, device);
-  dims_.resize(shape.size() * 2);
+  ndim_ = static_cast<int>(shape.size());
+  if (ndim_ > kInlineNdim) big_dims_.resize(shape.size() * 2);
+  std::int64_t* d = dims();
   std::int64_t step = 1;  // never overflows: check_layout bounded the product of the extents
   for (std::size_t i = shape.size(); i-- > 0;) {
-    dims_[i] = shape[i];
-    dims_[shape.size() + i] = strides.empty() ? step : strides[i];
+    d[i] = shape[i];
+    d[shape.size() + i] = strides.empty() ? step : strides[i];
     step *= shape[i];
   }
 }
@@ -317,33 +357,26 @@ StridedMemoryView StridedMemoryView::from_dlpack(const dlpack::DLManagedTensor* 
   return from_dltensor(t->dl_tensor);
 }
 
-StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensorVersioned* t) {
+template <typename Managed>
+StridedMemoryView StridedMemoryView::adopt(Managed* t, bool release_if_refused) {
+  if (!release_if_refused) {
+    StridedMemoryView v = from_dlpack(t);  // refused: still the caller's
+    v.owner_ = deleter_owner(t, false);
+    return v;
+  }
   auto owner = t ? deleter_owner(t) : nullptr;  // released on every path from here
   StridedMemoryView v = from_dlpack(t);
   v.owner_ = std::move(owner);
   return v;
 }
 
-StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensor* t) {
-  auto owner = t ? deleter_owner(t) : nullptr;
-  StridedMemoryView v = from_dlpack(t);
-  v.owner_ = std::move(owner);
-  return v;
+StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensorVersioned* t, bool release_if_refused) {
+  return adopt(t, release_if_refused);
 }
 
-std::int64_t StridedMemoryView::size() const noexcept {
-  std::int64_t n = 1;
-  for (std::int64_t e : shape()) n *= e;
-  return n;
+StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensor* t, bool release_if_refused) {
+  return adopt(t, release_if_refused);
 }
-
-int StridedMemoryView::device_id() const noexcept {
-  return device_.device_type == dlpack::kDLCPU ? -1 : device_.device_id;
-}
-
-bool StridedMemoryView::is_device_accessible() const noexcept { return device_.device_type != dlpack::kDLCPU; }
-
-bool StridedMemoryView::is_host_accessible() const noexcept { return device_.device_type != dlpack::kDLCUDA; }
 
 std::size_t StridedMemoryView::span_bytes() const {
   if (size() == 0) return 0;
@@ -363,11 +396,19 @@ void StridedMemoryView::check_element_type(DataType want, std::size_t size) cons
 }
 
 dlpack::DLManagedTensorVersioned* StridedMemoryView::to_dlpack(std::shared_ptr<const void> owner) const {
-  return export_view<dlpack::DLManagedTensorVersioned>(*this, std::move(owner));
+  return export_view<dlpack::DLManagedTensorVersioned>(*this, std::move(owner), {});
 }
 
 dlpack::DLManagedTensor* StridedMemoryView::to_dlpack_unversioned(std::shared_ptr<const void> owner) const {
-  return export_view<dlpack::DLManagedTensor>(*this, std::move(owner));
+  return export_view<dlpack::DLManagedTensor>(*this, std::move(owner), {});
+}
+
+dlpack::DLManagedTensorVersioned* StridedMemoryView::to_dlpack(ForeignRef keep) const {
+  return export_view<dlpack::DLManagedTensorVersioned>(*this, {}, keep);
+}
+
+dlpack::DLManagedTensor* StridedMemoryView::to_dlpack_unversioned(ForeignRef keep) const {
+  return export_view<dlpack::DLManagedTensor>(*this, {}, keep);
 }
 
 void StridedMemoryView::copy_from(const StridedMemoryView& src, StreamRef stream) const {

@@ -13,6 +13,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -401,4 +402,187 @@ TEST(StridedMemoryViewTest, ArrayInterfacesAreCheckedAndConvertedToElements) {
   bad.shape = deep;
   bad.strides = std::nullopt;
   EXPECT_NE(refused(bad).find("ndim 65"), std::string::npos);
+}
+
+TEST(StridedMemoryViewTest, CopiesAndMovesKeepEveryExtentAndStrideInlineOrNot) {
+  // Up to kInlineNdim dimensions live in the view itself, more on the heap:
+  // both survive copies, moves and assignments between the two kinds.
+  std::vector<float> data(4096, 1.0f);
+  const std::int64_t small_shape[] = {2, 3, 4}, small_strides[] = {24, 8, 2};
+  std::vector<std::int64_t> big_shape(kInlineNdim + 3, 1), big_strides(kInlineNdim + 3, 0);
+  for (std::size_t i = 0; i < big_shape.size(); ++i) {
+    big_shape[i] = std::int64_t(i % 3 + 1);
+    big_strides[i] = std::int64_t(big_shape.size() - i);
+  }
+  const StridedMemoryView small(data.data(), small_shape, small_strides, DataType::of<float>(), kCpu);
+  const StridedMemoryView big(data.data(), big_shape, big_strides, DataType::of<float>(), kCpu);
+  auto expect_layout = [](const StridedMemoryView& v, std::span<const std::int64_t> shape,
+                          std::span<const std::int64_t> strides, const char* what) {
+    ASSERT_EQ(v.ndim(), int(shape.size())) << what;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      EXPECT_EQ(v.shape()[i], shape[i]) << what << ": extent " << i;
+      EXPECT_EQ(v.strides()[i], strides[i]) << what << ": stride " << i;
+    }
+  };
+  StridedMemoryView a = small, b = big;
+  expect_layout(a, small_shape, small_strides, "a copy of a small view");
+  expect_layout(b, big_shape, big_strides, "a copy of a big view");
+  a = big;
+  expect_layout(a, big_shape, big_strides, "a small view assigned a big one");
+  b = small;
+  expect_layout(b, small_shape, small_strides, "a big view assigned a small one");
+  StridedMemoryView c = std::move(a), d = std::move(b);
+  expect_layout(c, big_shape, big_strides, "a moved big view");
+  expect_layout(d, small_shape, small_strides, "a moved small view");
+  c = std::move(d);
+  expect_layout(c, small_shape, small_strides, "a big view move-assigned a small one");
+  expect_layout(small, small_shape, small_strides, "the original small view");
+  expect_layout(big, big_shape, big_strides, "the original big view");
+}
+
+TEST(StridedMemoryViewTest, AForeignRefRidesInTheExportUntilItsDeleter) {
+  static int released = 0;
+  static void* released_object = nullptr;
+  auto release = [](void* o) noexcept {
+    ++released;
+    released_object = o;
+  };
+  std::vector<float> data = random_floats(4096, 9);
+  int keep_me = 0;
+  for (int ndim : {0, 2, kInlineNdim, kInlineNdim + 2}) {
+    std::vector<std::int64_t> shape(static_cast<std::size_t>(ndim), 2), strides(static_cast<std::size_t>(ndim));
+    for (int i = ndim; i-- > 0;) strides[std::size_t(i)] = i + 1 == ndim ? 1 : strides[std::size_t(i) + 1] * 3;
+    const StridedMemoryView v(data.data(), shape, strides, DataType::of<float>(), {dlpack::kDLCUDAHost, 0}, true);
+    for (bool versioned : {true, false}) {
+      released = 0;
+      released_object = nullptr;
+      const ForeignRef ref{&keep_me, release};
+      dlpack::DLTensor t{};
+      std::function<void()> drop;
+      if (versioned) {
+        auto* m = v.to_dlpack(ref);
+        EXPECT_EQ(m->flags & dlpack::kDLFlagBitMaskReadOnly, dlpack::kDLFlagBitMaskReadOnly);
+        t = m->dl_tensor;
+        drop = [m] { m->deleter(m); };
+      } else {
+        auto* m = v.to_dlpack_unversioned(ref);
+        t = m->dl_tensor;
+        drop = [m] { m->deleter(m); };
+      }
+      EXPECT_EQ(released, 0) << "ndim " << ndim << ": the export keeps the reference";
+      EXPECT_EQ(t.data, data.data());
+      EXPECT_EQ(t.ndim, ndim);
+      EXPECT_EQ(t.device.device_type, dlpack::kDLCUDAHost);
+      EXPECT_EQ(DataType::from_dlpack(t.dtype), DataType::of<float>());
+      for (int i = 0; i < ndim; ++i) {
+        EXPECT_EQ(t.shape[i], shape[std::size_t(i)]) << "ndim " << ndim << ", extent " << i;
+        EXPECT_EQ(t.strides[i], strides[std::size_t(i)]) << "ndim " << ndim << ", stride " << i;
+      }
+      if (ndim) {
+        EXPECT_NE(t.shape, v.shape().data()) << "the export has its own copy of the shape";
+      }
+      drop();
+      EXPECT_EQ(released, 1) << "ndim " << ndim << ": released once, by the deleter";
+      EXPECT_EQ(released_object, &keep_me);
+    }
+    // The non-owning form points into the view itself.
+    dlpack::DLTensor n{};
+    n.byte_offset = 99;
+    v.describe(n);
+    EXPECT_EQ(n.byte_offset, 0u);
+    EXPECT_EQ(n.data, data.data());
+    EXPECT_EQ(n.ndim, ndim);
+    if (ndim) {
+      EXPECT_EQ(n.shape, v.shape().data());
+      EXPECT_EQ(n.strides, v.strides().data());
+    } else {
+      EXPECT_EQ(n.shape, static_cast<std::int64_t*>(nullptr));
+    }
+    EXPECT_EQ(n.device.device_type, dlpack::kDLCUDAHost);
+  }
+}
+
+namespace {
+
+// A resource with fixed answers; `reports` says whether they are its word
+// for every allocation (MemoryResource::Impl::reports_memory_kind).
+class FlagsImpl final : public MemoryResource::Impl {
+ public:
+  FlagsImpl(bool device, bool host, bool managed, int id, bool reports)
+      : device_(device), host_(host), managed_(managed), id_(id), reports_(reports) {}
+  CUdeviceptr allocate(std::size_t, StreamRef) override { throw std::logic_error("not used"); }
+  void deallocate(CUdeviceptr, std::size_t, StreamRef) override {}
+  bool is_device_accessible() const noexcept override { return device_; }
+  bool is_host_accessible() const noexcept override { return host_; }
+  int device_id() const noexcept override { return id_; }
+  bool is_managed() const noexcept override { return managed_; }
+  bool reports_memory_kind() const noexcept override { return reports_; }
+
+ private:
+  bool device_, host_, managed_;
+  int id_;
+  bool reports_;
+};
+
+}  // namespace
+
+TEST(StridedMemoryViewTest, ABuffersDLPackDeviceIsItsResourcesWordWhereItHasOne) {
+  FakeDriver fake;
+  static int queries = 0;
+  static int managed_answer = 0;
+  fake.table.cuPointerGetAttributes = [](unsigned n, CUpointer_attribute* attrs, void** values, CUdeviceptr) {
+    ++queries;
+    for (unsigned i = 0; i < n; ++i) {
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) *static_cast<int*>(values[i]) = 0;
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_MEMORY_TYPE) *static_cast<unsigned*>(values[i]) = CU_MEMORYTYPE_DEVICE;
+      if (attrs[i] == CU_POINTER_ATTRIBUTE_IS_MANAGED) *static_cast<int*>(values[i]) = managed_answer;
+    }
+    return CUDA_SUCCESS;
+  };
+  std::vector<std::byte> memory(64);
+  auto device_of = [&](bool device, bool host, bool managed, int id, bool reports) {
+    Buffer b = Buffer::from_handle(memory.data(), memory.size(),
+                                   MemoryResource(std::make_shared<FlagsImpl>(device, host, managed, id, reports)));
+    return dlpack_device_of(b);
+  };
+  struct Case {
+    bool device, host, managed;
+    int id;
+    dlpack::DLDevice want;
+  };
+  const Case cases[] = {
+      {true, false, false, 3, {dlpack::kDLCUDA, 3}},       {true, true, false, 1, {dlpack::kDLCUDAHost, 0}},
+      {true, true, true, 2, {dlpack::kDLCUDAManaged, 0}}, {false, true, false, -1, {dlpack::kDLCPU, 0}},
+      {true, false, false, -1, {dlpack::kDLCUDA, 0}},
+  };
+  for (const Case& c : cases) {
+    queries = 0;
+    const dlpack::DLDevice got = device_of(c.device, c.host, c.managed, c.id, true);
+    EXPECT_EQ(got.device_type, c.want.device_type) << "device " << c.device << " host " << c.host << " managed "
+                                                   << c.managed;
+    EXPECT_EQ(got.device_id, c.want.device_id) << "device " << c.device << " host " << c.host;
+    EXPECT_EQ(queries, 0) << "a resource that reports its memory's kind is taken at its word";
+  }
+  // One that does not: the driver says whether the memory is managed.
+  for (int answer : {0, 1}) {
+    managed_answer = answer;
+    queries = 0;
+    const dlpack::DLDevice got = device_of(true, false, false, 0, false);
+    EXPECT_EQ(queries, 1);
+    EXPECT_EQ(got.device_type, answer ? dlpack::kDLCUDAManaged : dlpack::kDLCUDA) << "the driver's answer " << answer;
+  }
+  // A Buffer's DLPack export (what Buffer.__dlpack__ hands out): its bytes, 1-D int8, where it lives.
+  queries = 0;
+  Buffer b = Buffer::from_handle(memory.data(), memory.size(),
+                                 MemoryResource(std::make_shared<FlagsImpl>(true, true, false, 0, true)));
+  const std::int64_t n = std::int64_t(memory.size());
+  auto* t = StridedMemoryView::from_buffer(b, {&n, 1}, {}, DataType::of<std::int8_t>()).to_dlpack();
+  EXPECT_EQ(t->dl_tensor.data, memory.data());
+  EXPECT_EQ(t->dl_tensor.ndim, 1);
+  EXPECT_EQ(t->dl_tensor.shape[0], n);
+  EXPECT_EQ(t->dl_tensor.strides[0], 1);
+  EXPECT_EQ(t->dl_tensor.device.device_type, dlpack::kDLCUDAHost);
+  EXPECT_EQ(DataType::from_dlpack(t->dl_tensor.dtype), DataType::of<std::int8_t>());
+  EXPECT_EQ(queries, 0);
+  t->deleter(t);
 }

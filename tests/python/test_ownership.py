@@ -231,6 +231,39 @@ def test_resource_outlives_its_python_object_through_the_buffer():
     assert len(freed) == 1 and dead() is None
 
 
+def test_a_buffers_memory_resource_is_the_face_it_came_from_while_that_lives():
+    # cucore's own resources: the face is found through the resource's state
+    # (its face slot and nanobind's instances), no table of the binding's.
+    from cucore import LegacyPinnedMemoryResource, StatisticsResourceAdaptor
+
+    host = (ctypes.c_char * 64)()
+    mr = LegacyPinnedMemoryResource()
+    stats = StatisticsResourceAdaptor(mr)
+    b = Buffer.from_handle(ctypes.addressof(host), 64, mr=mr)
+    s = Buffer.from_handle(ctypes.addressof(host), 64, mr=stats)
+    assert b.memory_resource is mr and s.memory_resource is stats
+    assert Buffer.from_handle(ctypes.addressof(host), 64, mr=mr).memory_resource is mr, "the first face stays"
+    del mr, stats
+    collect()
+    # Gone: a plain MemoryResource over the same state, itself kept while it lives.
+    face = b.memory_resource
+    assert type(face) is MemoryResource and face is b.memory_resource
+    assert type(s.memory_resource) is MemoryResource and s.memory_resource is not face
+    # Faces made and dropped one after another reuse addresses: a buffer is never
+    # answered with another resource's face that lives where its own did.
+    buffers, faces = [], []
+    for _ in range(32):
+        m = LegacyPinnedMemoryResource()
+        buffers.append(Buffer.from_handle(ctypes.addressof(host), 64, mr=m))
+        del m
+        collect()
+        faces.append(LegacyPinnedMemoryResource())  # often where the last one was
+    for i, buf in enumerate(buffers):
+        got = buf.memory_resource
+        assert type(got) is MemoryResource and all(got is not f for f in faces), f"buffer {i} got another's face"
+        assert got == buf.memory_resource
+
+
 # ---- the DLPack C exchange API --------------------------------------------------------------
 def exchange_api(cls):
     cap = cls.__dlpack_c_exchange_api__
