@@ -498,7 +498,7 @@ void bind_program(nb::module_& m) {
       }, nb::arg("device"));
 #define CUCORE_KERNEL_ATTRIBUTE(name, type)                                                                   \
   ka.def_prop_ro(#name, [](const PyKernelAttributes& a) {                                                   \
-    return static_cast<type>(a.kernel.attributes(a.device).name());                                          \
+    return static_cast<type>(a.kernel.attributes(device_arg(nb::none(), a.device)).name());                   \
   });
   CUCORE_KERNEL_ATTRIBUTE(max_threads_per_block, int)
   CUCORE_KERNEL_ATTRIBUTE(shared_size_bytes, int)

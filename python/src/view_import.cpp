@@ -98,7 +98,11 @@ void view_from_dlpack(nb::handle obj, nb::handle stream_ptr, PyView& v) {
   nb::object stream = nb::none();
   if (dev_type != dlpack::kDLCPU) {
     if (stream_ptr.is_none()) stream = nb::int_(-1);
-    else stream = nb::borrow(stream_ptr);
+    // 0 is not a stream the DLPack protocol lets a consumer name (ambiguous):
+    // cuda.core passes None for it (the producer's default-stream rule).
+    else if (int overflow = 0; !(PyLong_CheckExact(stream_ptr.ptr()) &&
+                                 PyLong_AsLongLongAndOverflow(stream_ptr.ptr(), &overflow) == 0 && !overflow))
+      stream = nb::borrow(stream_ptr);
   }
   nb::object cap;
   try {

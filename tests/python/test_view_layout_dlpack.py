@@ -236,3 +236,27 @@ def test_views_hold_what_they_describe_until_they_go():
     gc.collect()
     after = sys.getrefcount(a0)
     assert held >= before + 100 and after == before
+
+
+class _CudaProducer:
+    """A CUDA DLPack producer that records the stream it is asked for, then refuses."""
+
+    def __init__(self):
+        self.streams = []
+
+    def __dlpack_device__(self):
+        return (2, 0)  # kDLCUDA, device 0
+
+    def __dlpack__(self, stream=None, max_version=None, **kwargs):
+        self.streams.append(stream)
+        raise BufferError("refused on purpose")
+
+
+@pytest.mark.parametrize("stream_ptr, asked", [(0, None), (None, -1), (7, 7), (2**64 - 1, 2**64 - 1)])
+def test_from_dlpack_passes_the_stream_as_cuda_core_does(stream_ptr, asked):
+    # 0 is no stream the DLPack protocol lets a consumer name: it goes as None
+    # (as cuda.core passes it); None means "no synchronization" (-1).
+    p = _CudaProducer()
+    with pytest.raises(BufferError, match="refused on purpose"):
+        StridedMemoryView.from_dlpack(p, stream_ptr=stream_ptr)
+    assert p.streams == [asked]
