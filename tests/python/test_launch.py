@@ -81,7 +81,6 @@ def test_kernel_info(device, saxpy):
     assert saxpy.attributes[0].num_regs == saxpy.attributes[device].num_regs == saxpy.attributes.num_regs
     assert type(saxpy.attributes.cache_mode_ca) is bool
     assert 0 < saxpy.attributes.max_threads_per_block <= 1024
-    assert saxpy.attributes[0].max_threads_per_block() > 0
     assert saxpy.occupancy.max_active_blocks_per_multiprocessor(256, 0) > 0
     r = saxpy.occupancy.max_potential_block_size(0, 0)
     assert r.max_block_size > 0
