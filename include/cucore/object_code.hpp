@@ -107,6 +107,11 @@ class ObjectCode {
   Kernel get_kernel(std::string_view name) const;
   std::vector<std::string> kernel_names() const;  // loads
   void* library_handle() const;                   // CUlibrary, loading on first use
+  // The CUlibrary for code outside cucore: loaded on first use and, from then
+  // on, never unloaded by cucore, for the holder of the raw handle may unload
+  // it itself (numba-cuda unloads what cuda.core's ObjectCode.handle gives it;
+  // cuda.core never unloads) or use it after this ObjectCode is gone.
+  void* exported_library_handle() const;
   bool is_loaded() const noexcept;
 
   // Internal: the shared state (kernels keep it alive).

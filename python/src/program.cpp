@@ -446,8 +446,9 @@ void bind_program(nb::module_& m) {
       .def_prop_ro("compile_log", &cucore::ObjectCode::compile_log, "The compiler's warnings, if any (cucore extra).")
       .def_prop_ro("is_loaded", &cucore::ObjectCode::is_loaded)
       .def_prop_ro("handle", [](const cucore::ObjectCode& o) {
-        return reinterpret_cast<std::uintptr_t>(o.library_handle());
-      }, "The CUlibrary as an int (loads on first use).")
+        return reinterpret_cast<std::uintptr_t>(o.exported_library_handle());
+      }, "The CUlibrary as an int (loads on first use). As cuda.core's, the library stays loaded from then on: "
+         "its holder may unload it (numba-cuda does).")
       .def("get_kernel", [](const cucore::ObjectCode& o, nb::handle name) {
         const auto t = o.code_type();
         if (t != cucore::CodeType::cubin && t != cucore::CodeType::ptx && t != cucore::CodeType::fatbin) {

@@ -8,8 +8,10 @@
 #include <cucore/errors.hpp>
 #include <cucore/kernel.hpp>
 
+#include <mutex>
 #include <stdexcept>
 #include <string>
+#include <unordered_map>
 
 #include "compile/object_code_state.hpp"
 #include "handles/handles.hpp"
@@ -156,6 +158,20 @@ std::vector<std::string> ObjectCode::kernel_names() const {
 void* ObjectCode::library_handle() const {
   if (!state_) throw std::invalid_argument("ObjectCode::library_handle: the ObjectCode is empty");
   return detail::ensure_loaded(*state_)->library;
+}
+
+void* ObjectCode::exported_library_handle() const {
+  if (!state_) throw std::invalid_argument("ObjectCode::exported_library_handle: the ObjectCode is empty");
+  const detail::LibraryHandle& library = detail::ensure_loaded(*state_);
+  // One share per exported library, kept for the process's life (never
+  // destroyed: a process ends without unloading what it handed out).
+  static auto* exported = new std::unordered_map<const detail::LibraryBox*, detail::LibraryHandle>;
+  static std::mutex mutex;
+  {
+    std::lock_guard lock(mutex);
+    exported->try_emplace(library.get(), library);
+  }
+  return library->library;
 }
 
 bool ObjectCode::is_loaded() const noexcept {

@@ -173,6 +173,36 @@ TEST(Ownership, ObjectCodeKernelsAndLaunchesInEveryOrder) {
   });
 }
 
+// A library whose handle went to code outside cucore is that code's to unload
+// (numba-cuda unloads what ObjectCode.handle gives it): cucore never unloads it
+// again, whatever order the objects go in.
+TEST(Ownership, AnExportedLibraryIsUnloadedOnlyByItsHolder) {
+  for_each_order(3, [](const std::vector<int>& order) {
+    FakeDriver fake;
+    std::optional<ObjectCode> code(ObjectCode::from_cubin(fake_cubin(), "k.cubin"));
+    std::optional<Kernel> kernel(code->get_kernel("k"));
+    auto* handle = static_cast<CUlibrary>(code->exported_library_handle());
+    EXPECT_EQ(handle, code->library_handle());
+    EXPECT_EQ(code->exported_library_handle(), handle) << "the same library, exported once";
+    bool foreign_unloaded = false;
+    for (int i : order) {
+      switch (i) {
+        case 0: code.reset(); break;
+        case 1: kernel.reset(); break;
+        case 2:
+          ASSERT_EQ(fake.table.cuLibraryUnload(handle), CUDA_SUCCESS);  // the holder's own unload
+          foreign_unloaded = true;
+          break;
+      }
+    }
+    const std::string what = describe(order, {"object code", "kernel", "foreign unload"});
+    EXPECT_TRUE(foreign_unloaded);
+    EXPECT_EQ(FakeDriver::libraries_loaded.load(), 1) << what;
+    EXPECT_EQ(FakeDriver::libraries_unloaded.load(), 1) << what << ": only the holder unloads";
+    EXPECT_EQ(FakeDriver::ledger_problems(), "") << what;
+  });
+}
+
 TEST(Ownership, StreamsAndEventsInAnAdoptedContextInEveryOrder) {
   for_each_order(4, [](const std::vector<int>& order) {
     FakeDriver fake;

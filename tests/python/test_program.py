@@ -200,3 +200,49 @@ def test_compile_from_threads(arch):
     for t in ts:
         t.join()
     assert not errors
+
+
+def test_a_library_unloaded_by_the_holder_of_its_handle_is_not_unloaded_again(device, arch):
+    """numba-cuda unloads the CUlibrary that ObjectCode.handle gives it (cuda.core
+    never unloads one): cucore must not unload it a second time when the
+    ObjectCode and its kernels go, at any point up to interpreter exit (that
+    second unload corrupted the driver's heap)."""
+    import subprocess
+    import sys
+    import textwrap
+
+    driver = pytest.importorskip("cuda.bindings.driver", reason="needs cuda.bindings to unload as numba-cuda does")
+    del driver
+    script = textwrap.dedent(f"""
+        import gc, numpy as np
+        import cucore
+        from cuda.bindings import driver
+        dev = cucore.Device(0); dev.set_current()
+        src = 'extern "C" __global__ void fill(int* p, int v) {{ p[threadIdx.x] = v + threadIdx.x; }}'
+        keep = []
+        for i in range(4):
+            code = cucore.Program(src, code_type="c++", options=cucore.ProgramOptions(arch="{arch}")).compile("cubin")
+            k = code.get_kernel("fill")
+            s = dev.create_stream()
+            buf = dev.memory_resource.allocate(4 * 32, stream=s)
+            v = int(np.random.randint(1, 1 << 20))
+            cucore.launch(s, cucore.LaunchConfig(grid=1, block=32), k, buf, np.int32(v))
+            s.sync()
+            out = np.zeros(32, dtype=np.int32)
+            err, = driver.cuMemcpyDtoH(out.ctypes.data, int(buf.handle), out.nbytes)
+            assert err == driver.CUresult.CUDA_SUCCESS, err
+            assert (out == v + np.arange(32)).all(), out
+            h = code.handle
+            assert code.handle == h
+            if i % 2 == 0:
+                err, = driver.cuLibraryUnload(driver.CUlibrary(h))  # the holder's unload, as numba-cuda's
+                assert err == driver.CUresult.CUDA_SUCCESS, err
+                del code, k
+                gc.collect()
+            else:
+                keep.append((code, k))  # dropped at interpreter exit
+            buf.close(); s.close()
+        print("ok")
+    """)
+    r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", script], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and r.stdout.strip().endswith("ok"), f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
