@@ -11,7 +11,6 @@
 // throws ClosedError from every operation.
 #include <cuda.h>
 
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -50,15 +49,10 @@ class Buffer {
     return from_handle(reinterpret_cast<CUdeviceptr>(ptr), size, std::move(mr), std::move(owner));
   }
 
-  ~Buffer() {
-    if (box_) forget();  // a closed Buffer (the common case after close()) costs no call
-  }
+  ~Buffer() = default;
   // The box moves; the moved-from Buffer is closed.
   Buffer(Buffer&& other) noexcept
-      : box_(std::move(other.box_)),
-        ptr_(std::exchange(other.ptr_, 0)),
-        size_(std::exchange(other.size_, 0)),
-        ipc_export_(take_export(other.ipc_export_)) {}
+      : box_(std::move(other.box_)), ptr_(std::exchange(other.ptr_, 0)), size_(std::exchange(other.size_, 0)) {}
   Buffer& operator=(Buffer&& other) noexcept;
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
@@ -116,9 +110,17 @@ class Buffer {
   void fill(std::uint32_t value, StreamRef stream);
 
   // ---- sharing with other processes (ipc.hpp, docs/ipc.md) ----
-  // Describes this Buffer of an IPC-enabled pool (IpcError otherwise); a
-  // mapped Buffer gives the descriptor it was imported from.
+  // Describes this Buffer of an IPC-enabled pool (IpcError otherwise; a
+  // ClosedError for a closed Buffer or pool); a mapped Buffer gives the
+  // descriptor it was imported from (its payload, its size).
   IPCBufferDescriptor ipc_descriptor() const;
+  // The same, as the one object the allocation keeps (in its box): made by the
+  // first call, the same on every later one, from any thread (as cuda.core
+  // keeps it on the object); the checks above are made on every call. Another
+  // allocation has its own. The reference is this Buffer's while it holds the
+  // allocation (until it is closed, moved from or assigned): copy it to keep
+  // the descriptor longer.
+  const std::shared_ptr<const IPCBufferDescriptor>& shared_ipc_descriptor() const;
   // Maps the described Buffer of another process through `mr`, the mapped
   // resource of its pool; freed (unmapped) on `stream` once this and every
   // other import of the same descriptor have closed. The descriptor is
@@ -142,25 +144,13 @@ class Buffer {
     if (!box_) [[unlikely]]
       detail::throw_closed("Buffer", operation);
   }
-  // Plain loads and stores: a Buffer is not moved or closed while another
-  // thread uses it, and the common Buffer (never exported) must not pay a
-  // locked exchange on every move.
-  static const IPCBufferDescriptor* take_export(std::atomic<const IPCBufferDescriptor*>& a) noexcept {
-    const IPCBufferDescriptor* p = a.load(std::memory_order_relaxed);
-    if (p) [[unlikely]]
-      a.store(nullptr, std::memory_order_relaxed);
-    return p;
-  }
   // Gives up the share (the box frees if it was the last, swallowing a free's
-  // errors: destructors never throw) and the descriptor.
+  // errors: destructors never throw).
   void forget() noexcept;
   std::shared_ptr<detail::BufferBox> box_;  // null: closed
   // The box's pointer and size, read without going to it (launch arguments).
   CUdeviceptr ptr_ = 0;
   std::size_t size_ = 0;
-  // An IPC pool's Buffer: its descriptor, fixed for the allocation's life, so
-  // made once by the first ipc_descriptor() (owned; freed by forget()).
-  mutable std::atomic<const IPCBufferDescriptor*> ipc_export_{nullptr};
 };
 
 }  // namespace cucore

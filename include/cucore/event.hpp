@@ -58,6 +58,12 @@ class Event {
   // opened in the current context (device 0's primary when none is current).
   // Work recorded on it in either process orders work in the other.
   IPCEventDescriptor ipc_descriptor() const;
+  // The same descriptor as the one object the event keeps: made by the first
+  // call, the same on every later one, from any thread and any copy of this
+  // Event (as cuda.core keeps it on the object); a closed Event still throws.
+  // The reference is this Event's while it is open: copy it to keep the
+  // descriptor longer.
+  const std::shared_ptr<const IPCEventDescriptor>& shared_ipc_descriptor() const;
   static Event from_ipc_descriptor(const IPCEventDescriptor& descriptor);
 
   // Internal: an event in the context `ctx`'s box.

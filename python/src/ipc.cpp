@@ -2,31 +2,24 @@
 // IPCAllocationHandle, IPCBufferDescriptor, IPCEventDescriptor, and the IPC
 // members of DeviceMemoryResource / PinnedMemoryResource / Buffer / Event,
 // added to those classes here. libcucore owns every lifetime (the mapped
-// pools, the shared mappings, the registry); this layer converts arguments.
-// Pickling and multiprocessing's reducers are in cucore/_ipc.py.
+// pools, the shared mappings, the registry, the one descriptor each Buffer
+// and Event keeps); this layer converts arguments. Pickling and
+// multiprocessing's reducers are in cucore/_ipc.py.
+#include <nanobind/stl/shared_ptr.h>
+
 #include <cucore/ipc.hpp>
 
-#include <bit>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <system_error>
-#include <unordered_map>
-#include <vector>
 
 #include "common.hpp"
 
 namespace cucore::python {
 namespace {
-
-// A buffer descriptor as Python holds it: the payload as the peer sent it
-// (untrusted; checked when imported, as cuda.core does).
-struct PyBufferDescriptor {
-  std::string payload;
-  std::size_t size = 0;
-  std::optional<cucore::Uuid> uuid;
-};
 
 std::string type_name_of(nb::handle obj) { return nb::type_name(obj.type()).c_str(); }
 
@@ -113,131 +106,6 @@ int device_ordinal(nb::handle d) {
   return int_arg(d, "device_id");
 }
 
-// One descriptor object per live Buffer or Event, as cuda.core keeps it on the
-// object: the first get_ipc_descriptor makes it, later calls give the same one
-// (a lookup). An entry goes with its object (a weak reference's callback), so
-// an object made later at the same address never finds it; it is also made
-// anew when the object's handle changed. The lookup, on every call, is an
-// open-addressing table keyed by the object's address (a multiplicative hash
-// and linear probing: no division, no node to chase); the weak references
-// find their entry through a map used only when an entry comes or goes. Used
-// under the GIL only; never destroyed (objects may go at interpreter exit).
-class DescriptorCache {
- public:
-  // The descriptor made for `owner` while it had `handle` (borrowed), else null.
-  PyObject* peek(PyObject* owner, std::uintptr_t handle) noexcept {
-    const Slot* s = find(owner);
-    return s && s->handle == handle ? s->descriptor.ptr() : nullptr;
-  }
-  // The descriptor made for the Event `owner` while it is open (borrowed),
-  // else null. A Python Event holds one event from its making to its close
-  // (nothing replaces it), so an open one's entry is its own; its libcucore
-  // object, kept in the entry, says whether it is open without a call through
-  // nanobind (the entry goes before the object does: a weak reference's
-  // callback runs first in its deallocation).
-  PyObject* peek_open_event(PyObject* owner) noexcept {
-    const Slot* s = find(owner);
-    if (!s || !s->object || static_cast<const cucore::Event*>(s->object)->is_closed()) return nullptr;
-    return s->descriptor.ptr();
-  }
-
-  template <typename Make>
-  nb::object get(nb::handle owner, std::uintptr_t handle, Make&& make, const void* object = nullptr) {
-    if (const Slot* s = find(owner.ptr()); s && s->handle == handle) [[likely]]
-      return s->descriptor;
-    nb::object made = make();  // may collect garbage, whose callbacks change the table: look again after
-    Slot* s = find(owner.ptr());
-    if (!s) {
-      if (!forget_.is_valid()) forget_ = nb::cpp_function([this](nb::handle ref) { forget(ref); });
-      nb::object ref = nb::steal(PyWeakref_NewRef(owner.ptr(), forget_.ptr()));
-      if (!ref.is_valid()) throw nb::python_error();
-      owner_of_ref_.emplace(ref.ptr(), owner.ptr());
-      s = insert(owner.ptr());
-      s->ref = std::move(ref);
-    }
-    s->descriptor = made;
-    s->handle = handle;
-    s->object = object;
-    return made;
-  }
-
- private:
-  struct Slot {
-    PyObject* owner = nullptr;  // null: empty
-    std::uintptr_t handle = 0;
-    const void* object = nullptr;  // an Event's libcucore object (peek_open_event)
-    nb::object descriptor, ref;
-  };
-
-  std::size_t home(PyObject* owner) const noexcept {
-    return static_cast<std::size_t>((reinterpret_cast<std::uintptr_t>(owner) * 0x9E3779B97F4A7C15ull) >> shift_);
-  }
-  std::size_t mask() const noexcept { return slots_.size() - 1; }
-
-  Slot* find(PyObject* owner) noexcept {
-    if (slots_.empty()) return nullptr;
-    for (std::size_t i = home(owner);; i = (i + 1) & mask()) {
-      Slot& s = slots_[i];
-      if (s.owner == owner) return &s;
-      if (!s.owner) return nullptr;
-    }
-  }
-
-  // A new, empty entry for `owner` (not in the table); the table is at most half full.
-  Slot* insert(PyObject* owner) {
-    if (2 * (used_ + 1) > slots_.size()) grow();
-    std::size_t i = home(owner);
-    while (slots_[i].owner) i = (i + 1) & mask();
-    ++used_;
-    slots_[i].owner = owner;
-    return &slots_[i];
-  }
-
-  void grow() {
-    std::vector<Slot> old(slots_.empty() ? 16 : 2 * slots_.size());
-    old.swap(slots_);
-    shift_ = 64 - std::countr_zero(slots_.size());
-    for (Slot& s : old) {
-      if (!s.owner) continue;
-      std::size_t i = home(s.owner);
-      while (slots_[i].owner) i = (i + 1) & mask();
-      slots_[i] = std::move(s);
-    }
-  }
-
-  void forget(nb::handle ref) {
-    auto o = owner_of_ref_.find(ref.ptr());
-    if (o == owner_of_ref_.end()) return;
-    PyObject* owner = o->second;
-    owner_of_ref_.erase(o);
-    std::size_t i = home(owner);
-    while (slots_[i].owner != owner) i = (i + 1) & mask();
-    Slot gone = std::move(slots_[i]);  // dropped after the table is consistent
-    // Backward-shift deletion: entries after the hole that would no longer be
-    // found past it move into it.
-    for (std::size_t j = (i + 1) & mask(); slots_[j].owner; j = (j + 1) & mask()) {
-      std::size_t k = home(slots_[j].owner);
-      if (((j - k) & mask()) >= ((j - i) & mask())) {
-        slots_[i] = std::move(slots_[j]);
-        i = j;
-      }
-    }
-    slots_[i] = Slot{};
-    --used_;
-  }
-
-  std::vector<Slot> slots_;  // a power of two in size, at most half used
-  std::size_t used_ = 0;
-  int shift_ = 64;
-  std::unordered_map<PyObject*, PyObject*> owner_of_ref_;
-  nb::object forget_;  // the weak references' callback
-};
-
-DescriptorCache& descriptor_cache() {
-  static auto* c = new DescriptorCache;
-  return *c;
-}
-
 // `self` as the libcucore object it holds (TypeError for anything else).
 template <typename T>
 const T& self_as(nb::handle self, PyTypeObject* type, const char* name) {
@@ -246,54 +114,56 @@ const T& self_as(nb::handle self, PyTypeObject* type, const char* name) {
   return *nb::inst_ptr<T>(self);
 }
 
-// A buffer's descriptor: libcucore's checks every time (closed, not
-// IPC-enabled, a closed pool), then the object made once.
-nb::object buffer_descriptor(nb::handle self) {
-  const auto& b = self_as<cucore::Buffer>(self, g_types.buffer, "Buffer");
-  cucore::IPCBufferDescriptor d = b.ipc_descriptor();
-  return descriptor_cache().get(self, static_cast<std::uintptr_t>(b.handle()), [&] {
-    return nb::cast(PyBufferDescriptor{
-        std::string(reinterpret_cast<const char*>(d.payload.data()), d.payload.size()), d.size, d.pool_uuid});
-  });
+// The descriptor libcucore keeps for the object (made by its first call,
+// checked on every call) as Python's: nanobind's instance registry finds the
+// Python object already showing that C++ object while it lives, so every call
+// gives one object, as cuda.core keeps it on the Buffer or Event. A new
+// Python object (holding a share) is made only when none shows it.
+template <typename D>
+PyObject* to_py(const std::shared_ptr<const D>& d) noexcept {
+  return nb::detail::make_caster<std::shared_ptr<const D>>::from_cpp(d, nb::rv_policy::reference, nullptr).ptr();
 }
 
-// An event's descriptor, once made, stays valid while its handle does (a
-// closed Event has none, which no entry matches): a hit needs no other check.
+nb::object buffer_descriptor(nb::handle self) {
+  PyObject* d = to_py(self_as<cucore::Buffer>(self, g_types.buffer, "Buffer").shared_ipc_descriptor());
+  if (!d) throw nb::python_error();
+  return nb::steal(d);
+}
+
 nb::object event_descriptor(nb::handle self) {
-  const auto& e = self_as<cucore::Event>(self, g_types.event, "Event");
-  return descriptor_cache().get(self, reinterpret_cast<std::uintptr_t>(e.handle()),
-                                [&] { return nb::cast(e.ipc_descriptor()); }, &e);
+  PyObject* d = to_py(self_as<cucore::Event>(self, g_types.event, "Event").shared_ipc_descriptor());
+  if (!d) throw nb::python_error();
+  return nb::steal(d);
 }
 
 // The ipc_descriptor properties as CPython's own (cuda.core's are): getset
-// descriptors whose getter answers a cache hit itself, with libcucore's checks
-// for a buffer, and leaves everything else (the first call, an error to raise
-// with nanobind's translation) to get_ipc_descriptor, kept in these.
+// descriptors whose getter makes the libcucore call and the cast itself, and
+// leaves an error (to raise with nanobind's translation) and anything not a
+// ready instance to get_ipc_descriptor, kept in these.
 nb::object* g_buffer_descriptor_fn = nullptr;
 nb::object* g_event_descriptor_fn = nullptr;
 
-PyObject* buffer_descriptor_get(PyObject* self, void*) {
-  if (PyObject_TypeCheck(self, g_types.buffer) && nb::inst_ready(self)) [[likely]] {
-    const auto& b = *nb::inst_ptr<cucore::Buffer>(self);
+template <typename T, typename D>
+PyObject* descriptor_get(PyObject* self, PyTypeObject* type, nb::object* fallback) {
+  if (PyObject_TypeCheck(self, type) && nb::inst_ready(self)) [[likely]] {
+    const std::shared_ptr<const D>* d = nullptr;
     try {
-      (void)b.ipc_descriptor();  // closed, not IPC-enabled, a closed pool: raised by the bound function
-      if (PyObject* hit = descriptor_cache().peek(self, static_cast<std::uintptr_t>(b.handle()))) {
-        Py_INCREF(hit);
-        return hit;
-      }
+      d = &nb::inst_ptr<T>(self)->shared_ipc_descriptor();
     } catch (...) {
+      // closed, not IPC-enabled, a closed pool: raised by the bound function
     }
+    if (d) [[likely]]
+      return to_py(*d);
   }
-  return PyObject_CallOneArg(g_buffer_descriptor_fn->ptr(), self);
+  return PyObject_CallOneArg(fallback->ptr(), self);
 }
 
-// (The getset descriptor has checked that `self` is an Event.)
+PyObject* buffer_descriptor_get(PyObject* self, void*) {
+  return descriptor_get<cucore::Buffer, cucore::IPCBufferDescriptor>(self, g_types.buffer, g_buffer_descriptor_fn);
+}
+
 PyObject* event_descriptor_get(PyObject* self, void*) {
-  if (PyObject* hit = descriptor_cache().peek_open_event(self)) [[likely]] {
-    Py_INCREF(hit);
-    return hit;
-  }
-  return PyObject_CallOneArg(g_event_descriptor_fn->ptr(), self);
+  return descriptor_get<cucore::Event, cucore::IPCEventDescriptor>(self, g_types.event, g_event_descriptor_fn);
 }
 
 // `def` (static: the descriptor refers to it) as the property `def->name` of `cls`.
@@ -321,12 +191,12 @@ void add_pool_members(nb::handle cls) {
              nb::arg("uuid"), "The registered mapped memory resource (RuntimeError when none is registered).");
 }
 
+// (MappedResourceError, cuda.core's TypeError for allocating from a mapped
+// resource, is errors.cpp's, as every libcucore error class is.)
 void translate_ipc_errors() {
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
-    } catch (const cucore::MappedResourceError& e) {
-      PyErr_SetString(PyExc_TypeError, e.what());  // cuda.core's type for allocating from a mapping
     } catch (const std::system_error& e) {
       // A closed or foreign descriptor (EBADF), a broken socket: OSError with its errno.
       PyErr_SetObject(PyExc_OSError, nb::make_tuple(e.code().value(), e.what()).ptr());
@@ -368,25 +238,37 @@ void bind_ipc(nb::module_& m) {
         return "<IPCAllocationHandle fd=" + std::to_string(h.fd()) + (h.is_closed() ? " closed" : "") + ">";
       });
 
-  nb::class_<PyBufferDescriptor>(m, "IPCBufferDescriptor",
+  nb::class_<cucore::IPCBufferDescriptor>(m, "IPCBufferDescriptor",
       "Serializable object describing a buffer that can be shared between processes. The payload and size come "
       "from the exporting peer: receivers treat them as untrusted and import only through "
       "Buffer.from_ipc_descriptor.")
-      .def("__init__", [](PyBufferDescriptor*, nb::args, nb::kwargs) {
+      .def("__init__", [](cucore::IPCBufferDescriptor*, nb::args, nb::kwargs) {
         refuse_direct("IPCBufferDescriptor", "MemoryResource");
       })
       .def_static("_init", [](nb::bytes reserved, std::size_t size, nb::handle uuid) {
-        return PyBufferDescriptor{std::string(reserved.c_str(), reserved.size()), size, optional_uuid(uuid, "uuid")};
+        cucore::IPCBufferDescriptor d;
+        if (reserved.size() != d.payload.size())
+          raise_value_error("IPCBufferDescriptor: the payload is " + std::to_string(reserved.size()) +
+                            " bytes; a pool pointer's export data is " + std::to_string(d.payload.size()) +
+                            " bytes");
+        std::memcpy(d.payload.data(), reserved.c_str(), d.payload.size());
+        d.size = size;
+        d.pool_uuid = optional_uuid(uuid, "uuid");
+        return d;
       }, nb::arg("reserved"), nb::arg("size"), nb::arg("uuid").none() = nb::none())
-      .def_prop_ro("size", [](const PyBufferDescriptor& d) { return d.size; })
-      .def_prop_ro("_payload", [](const PyBufferDescriptor& d) { return nb::bytes(d.payload.data(), d.payload.size()); })
-      .def_prop_ro("_uuid", [](const PyBufferDescriptor& d) { return to_py_uuid(d.uuid); })
-      .def("__eq__", [](const PyBufferDescriptor& a, nb::handle b) {
-        if (!nb::isinstance<PyBufferDescriptor>(b)) return false;
-        const auto& o = nb::cast<const PyBufferDescriptor&>(b);
+      .def_prop_ro("size", [](const cucore::IPCBufferDescriptor& d) { return d.size; })
+      .def_prop_ro("_payload", [](const cucore::IPCBufferDescriptor& d) {
+        return nb::bytes(reinterpret_cast<const char*>(d.payload.data()), d.payload.size());
+      })
+      .def_prop_ro("_uuid", [](const cucore::IPCBufferDescriptor& d) { return to_py_uuid(d.pool_uuid); })
+      .def("__eq__", [](const cucore::IPCBufferDescriptor& a, nb::handle b) {
+        if (!nb::isinstance<cucore::IPCBufferDescriptor>(b)) return false;
+        const auto& o = nb::cast<const cucore::IPCBufferDescriptor&>(b);
         return a.payload == o.payload && a.size == o.size;
       })
-      .def("__repr__", [](const PyBufferDescriptor& d) { return "<IPCBufferDescriptor size=" + std::to_string(d.size) + ">"; });
+      .def("__repr__", [](const cucore::IPCBufferDescriptor& d) {
+        return "<IPCBufferDescriptor size=" + std::to_string(d.size) + ">";
+      });
 
   nb::class_<cucore::IPCEventDescriptor>(m, "IPCEventDescriptor",
       "Serializable object describing an event that can be shared between processes.")
@@ -445,16 +327,9 @@ void bind_ipc(nb::module_& m) {
   add_static(buffer, "from_ipc_descriptor", [](nb::handle mr, nb::handle ipc_descriptor, nb::handle stream) {
     if (!nb::isinstance<cucore::DeviceMemoryResource>(mr) && !nb::isinstance<cucore::PinnedMemoryResource>(mr))
       raise_type_error("mr must be a DeviceMemoryResource or PinnedMemoryResource, got " + type_name_of(mr));
-    if (!nb::isinstance<PyBufferDescriptor>(ipc_descriptor))
+    if (!nb::isinstance<cucore::IPCBufferDescriptor>(ipc_descriptor))
       raise_type_error("ipc_descriptor must be an IPCBufferDescriptor, got " + type_name_of(ipc_descriptor));
-    const auto& pd = nb::cast<const PyBufferDescriptor&>(ipc_descriptor);
-    cucore::IPCBufferDescriptor d;
-    if (pd.payload.size() != d.payload.size())
-      raise_value_error("IPCBufferDescriptor: the payload is " + std::to_string(pd.payload.size()) +
-                        " bytes; a pool pointer's export data is " + std::to_string(d.payload.size()));
-    std::memcpy(d.payload.data(), pd.payload.data(), d.payload.size());
-    d.size = pd.size;
-    d.pool_uuid = pd.uuid;
+    cucore::IPCBufferDescriptor d = nb::cast<const cucore::IPCBufferDescriptor&>(ipc_descriptor);
     StreamArg s(stream);
     const auto& r = nb::cast<const cucore::MemoryResource&>(mr);
     nb::gil_scoped_release release;

@@ -13,15 +13,26 @@
 // goes. Buffer::close() frees at once when its share is the last (the usual
 // case, and cuda.core's Buffer.close()); see buffer.hpp.
 //
+// An IPC pool's Buffer keeps its IPCBufferDescriptor in the box, made once by
+// the first Buffer::shared_ipc_descriptor() (src/ipc/buffer_ipc.cpp) and kept
+// for the allocation's life: every call, from any thread, any Buffer or graph
+// sharing the box, gives that one descriptor; a new allocation (a new box)
+// gets its own. The struct is the IPC layer's: this floor names it only.
+//
 // Made with make_box: allocating a Buffer mallocs nothing.
 #include <cuda.h>
 
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <utility>
 
 #include "handles/box_allocator.hpp"
 #include "handles/handles.hpp"
+
+namespace cucore {
+struct IPCBufferDescriptor;
+}
 
 namespace cucore::detail {
 
@@ -44,6 +55,11 @@ struct BufferBox {
   const StreamHandle stream_box;         // keeps `stream` alive when it is cucore's
   const Owner owner;                     // what the memory belongs to; a mapped Buffer's share of its mapping
   const bool mapped;                     // imported from another process (`owner` unmaps it)
+  // The allocation's IPC descriptor: set once (under the IPC layer's lock),
+  // then published by `ipc_ready` (release) and never changed; read only after
+  // `ipc_ready` is seen (acquire).
+  mutable std::atomic<bool> ipc_ready{false};
+  mutable std::shared_ptr<const IPCBufferDescriptor> ipc_descriptor;
 
   BufferBox(CUdeviceptr p, std::size_t n, BufferFree f, std::shared_ptr<void> r, CUstream s, StreamHandle sb,
             Owner o, bool m) noexcept

@@ -137,7 +137,7 @@ EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, unsigne
   CUevent e = nullptr;
   check(driver().cuIpcOpenEventHandle(&e, box->ipc_handle), "cuIpcOpenEventHandle");
   box->event = e;
-  box->ipc_ready.store(true, std::memory_order_relaxed);  // published with the box
+  box->ipc_handle_known = true;  // published with the box
   return box;
 }
 

@@ -29,6 +29,10 @@
 #include <atomic>
 #include <memory>
 
+namespace cucore {
+struct IPCEventDescriptor;  // cucore/ipc.hpp's; an event box holds the one src/ipc/event_ipc.cpp makes
+}
+
 namespace cucore::detail {
 
 // A foreign object kept alive with a box; type-erased.
@@ -104,11 +108,16 @@ struct EventBox {
   CUevent event = nullptr;
   ContextHandle ctx;
   unsigned flags = 0;  // CU_EVENT_*: what it was made (or opened) as
-  // An IPC-enabled event's handle for other processes is fixed for the event's
-  // life: asked of the driver once, then read (src/ipc/event_ipc.cpp). An
-  // opened event's is the handle it was opened from.
+  // An IPC-enabled event's descriptor for other processes is fixed for the
+  // event's life: made once by the first Event::shared_ipc_descriptor()
+  // (src/ipc/event_ipc.cpp, under its lock), published by `ipc_ready`
+  // (release) and never changed after; every copy of the Event gives that one.
+  // Its handle is asked of the driver then; an opened event's is the handle it
+  // was opened from (`ipc_handle_known` from the start).
   mutable std::atomic<bool> ipc_ready{false};
-  mutable CUipcEventHandle ipc_handle;  // unset until ipc_ready
+  mutable bool ipc_handle_known = false;  // written before the box is shared or under that lock
+  mutable std::shared_ptr<const IPCEventDescriptor> ipc_descriptor;  // set once ipc_ready
+  mutable CUipcEventHandle ipc_handle;  // unset until ipc_handle_known
   EventBox() noexcept {}                 // not = default, which would zero ipc_handle for every event
   EventBox(const EventBox&) = delete;
   EventBox& operator=(const EventBox&) = delete;

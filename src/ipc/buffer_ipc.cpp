@@ -3,18 +3,21 @@
 // exactly once when the last Buffer using it goes: the driver does not count
 // repeated imports of a pool pointer (the first free unmaps them all) and
 // refuses a second import of a pinned one, so cucore never imports a pointer
-// that is mapped already, as cuda.core does.
+// that is mapped already, as cuda.core does. A Buffer's descriptor is made
+// once and kept in its allocation's box (buffer_handles.hpp).
 #include <cucore/buffer.hpp>
 #include <cucore/ipc.hpp>
 
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "handles/box_allocator.hpp"
+#include "handles/buffer_handles.hpp"
 #include "handles/handles.hpp"
 #include "ipc/ipc_context.hpp"
 #include "loader/driver.hpp"
@@ -168,35 +171,51 @@ const char* kind_name(const PoolImpl& p) noexcept { return p.host_ ? "PinnedMemo
 }  // namespace
 }  // namespace detail
 
-IPCBufferDescriptor Buffer::ipc_descriptor() const {
+// The descriptor an allocation keeps in its box, made on its first call; the
+// checks run on every call.
+const std::shared_ptr<const IPCBufferDescriptor>& Buffer::shared_ipc_descriptor() const {
   require_open("ipc_descriptor");
-  if (is_mapped()) return static_cast<const detail::MappingUse*>(owner().get())->mapping().descriptor;
-  // Made once (below), then a load and a copy. Only pool Buffers have one.
-  if (const IPCBufferDescriptor* made = ipc_export_.load(std::memory_order_acquire)) [[likely]] {
-    const auto& pool = static_cast<const detail::PoolImpl&>(*resource_impl());
-    pool.require_open(detail::kind_name(pool), "Buffer::ipc_descriptor");
-    return *made;
+  const detail::BufferBox& box = *box_;
+  if (box.ipc_ready.load(std::memory_order_acquire)) [[likely]] {
+    if (!box.mapped) {  // only a pool Buffer has one: its pool's state is the resource
+      const auto& pool = static_cast<const detail::PoolImpl&>(*resource_impl());
+      pool.require_open(detail::kind_name(pool), "Buffer::ipc_descriptor");
+    }
+    return box.ipc_descriptor;
   }
-  detail::PoolImpl* pool = detail::pool_impl(memory_resource());
-  if (!pool || !pool->ipc_) throw IpcError("Memory resource is not IPC-enabled");
-  pool->require_open(detail::kind_name(*pool), "Buffer::ipc_descriptor");
-  const auto& d = detail::driver();
-  detail::require(reinterpret_cast<const void*>(d.cuMemPoolExportPointer), 11020, "sharing memory pools (IPC)");
-  // The first export of a Buffer asks the driver (rare, so one lock for all Buffers).
+  detail::PoolImpl* pool = nullptr;
+  if (!box.mapped) {
+    pool = detail::pool_impl(memory_resource());
+    if (!pool || !pool->ipc_) throw IpcError("Memory resource is not IPC-enabled");
+    pool->require_open(detail::kind_name(*pool), "Buffer::ipc_descriptor");
+    detail::require(reinterpret_cast<const void*>(detail::driver().cuMemPoolExportPointer), 11020,
+                    "sharing memory pools (IPC)");
+  }
+  // The first call for an allocation makes its descriptor (rare, so one lock for all Buffers).
   static std::mutex* first_export = new std::mutex;  // never destroyed: Buffers may go during static destruction
   std::lock_guard lock(*first_export);
-  if (const IPCBufferDescriptor* made = ipc_export_.load(std::memory_order_relaxed)) return *made;
-  detail::IpcContext in(detail::pool_context(*pool));
-  pool->prepare_pointer_export();
-  CUmemPoolPtrExportData data{};
-  detail::check(d.cuMemPoolExportPointer(&data, ptr_), "cuMemPoolExportPointer");
-  auto out = std::make_unique<IPCBufferDescriptor>();
-  std::memcpy(out->payload.data(), data.reserved, out->payload.size());
-  out->size = size_;
-  out->pool_uuid = pool->uuid();  // set once, at the pool's creation
-  ipc_export_.store(out.get(), std::memory_order_release);
-  return *out.release();
+  if (box.ipc_ready.load(std::memory_order_relaxed)) return box.ipc_descriptor;
+  auto made = std::make_shared<IPCBufferDescriptor>();
+  if (box.mapped) {
+    // The descriptor it was imported from: the mapping's payload and pool, this import's size.
+    *made = static_cast<const detail::MappingUse*>(box.owner.get())->mapping().descriptor;
+    made->size = box.size;
+  } else {
+    const auto& d = detail::driver();
+    detail::IpcContext in(detail::pool_context(*pool));
+    pool->prepare_pointer_export();
+    CUmemPoolPtrExportData data{};
+    detail::check(d.cuMemPoolExportPointer(&data, box.ptr), "cuMemPoolExportPointer");
+    std::memcpy(made->payload.data(), data.reserved, made->payload.size());
+    made->size = box.size;
+    made->pool_uuid = pool->uuid();  // set once, at the pool's creation
+  }
+  box.ipc_descriptor = std::move(made);
+  box.ipc_ready.store(true, std::memory_order_release);
+  return box.ipc_descriptor;
 }
+
+IPCBufferDescriptor Buffer::ipc_descriptor() const { return *shared_ipc_descriptor(); }
 
 Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDescriptor& descriptor,
                                    const Stream& stream) {

@@ -1,8 +1,10 @@
 // Events shared between processes (cuIpcGetEventHandle / cuIpcOpenEventHandle).
+// An event's descriptor is made once and kept in its box (handles.hpp).
 #include <cucore/event.hpp>
 #include <cucore/ipc.hpp>
 
 #include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "handles/handles.hpp"
@@ -12,32 +14,31 @@
 
 namespace cucore {
 
-namespace {
-IPCEventDescriptor describe(const detail::EventBox& box) {
-  IPCEventDescriptor out;
-  std::memcpy(out.handle.data(), box.ipc_handle.reserved, out.handle.size());
-  out.blocking_sync = box.flags & CU_EVENT_BLOCKING_SYNC;
-  return out;
-}
-}  // namespace
-
-IPCEventDescriptor Event::ipc_descriptor() const {
+const std::shared_ptr<const IPCEventDescriptor>& Event::shared_ipc_descriptor() const {
   const detail::EventBox& box = open_box("ipc_descriptor");
   if (box.ipc_ready.load(std::memory_order_acquire)) [[likely]]
-    return describe(box);
+    return box.ipc_descriptor;
   if (!(box.flags & CU_EVENT_INTERPROCESS)) throw IpcError("Event is not IPC-enabled");
-  const auto& d = detail::driver();
-  detail::require(reinterpret_cast<const void*>(d.cuIpcGetEventHandle), 4010, "sharing events (IPC)");
-  // Once per event: the first export asks the driver (rare, so one lock for all events).
+  // Once per event: the first export makes the descriptor (rare, so one lock for all events).
   static std::mutex* first_export = new std::mutex;  // never destroyed: events may go during static destruction
   std::lock_guard lock(*first_export);
-  if (!box.ipc_ready.load(std::memory_order_relaxed)) {
+  if (box.ipc_ready.load(std::memory_order_relaxed)) return box.ipc_descriptor;
+  if (!box.ipc_handle_known) {  // an opened event knows the handle it was opened from
+    const auto& d = detail::driver();
+    detail::require(reinterpret_cast<const void*>(d.cuIpcGetEventHandle), 4010, "sharing events (IPC)");
     detail::IpcContext in(box.ctx ? box.ctx->ctx : nullptr);
     detail::check(d.cuIpcGetEventHandle(&box.ipc_handle, box.event), "cuIpcGetEventHandle");
-    box.ipc_ready.store(true, std::memory_order_release);
+    box.ipc_handle_known = true;
   }
-  return describe(box);
+  auto made = std::make_shared<IPCEventDescriptor>();
+  std::memcpy(made->handle.data(), box.ipc_handle.reserved, made->handle.size());
+  made->blocking_sync = box.flags & CU_EVENT_BLOCKING_SYNC;
+  box.ipc_descriptor = std::move(made);
+  box.ipc_ready.store(true, std::memory_order_release);
+  return box.ipc_descriptor;
 }
+
+IPCEventDescriptor Event::ipc_descriptor() const { return *shared_ipc_descriptor(); }
 
 Event Event::from_ipc_descriptor(const IPCEventDescriptor& descriptor) {
   const auto& d = detail::driver();

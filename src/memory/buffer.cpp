@@ -119,7 +119,6 @@ void Buffer::forget() noexcept {
   box_.reset();
   ptr_ = 0;
   size_ = 0;
-  delete take_export(ipc_export_);
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
@@ -128,7 +127,6 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     box_ = std::move(other.box_);
     ptr_ = std::exchange(other.ptr_, 0);
     size_ = std::exchange(other.size_, 0);
-    ipc_export_.store(take_export(other.ipc_export_), std::memory_order_relaxed);
   }
   return *this;
 }

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -1044,6 +1045,132 @@ TEST_F(Ipc, ABuffersAndAnEventsDescriptorsAreAskedOfTheDriverOnce) {
     } catch (const ClosedError& x) {
       EXPECT_NE(std::string(x.what()).find("DeviceMemoryResource"), std::string::npos) << x.what();
     }
+  }
+  expect_clean();
+}
+
+// Each allocation and each event keeps one descriptor object (its box holds
+// it): the first calls, from threads at once, make one; every later call, a
+// moved Buffer, a copy of the Event give that one; it outlives its Buffer; a
+// new allocation, an import, another event each have their own; the checks
+// (closed, not IPC-enabled, a closed pool) are made on every call.
+TEST_F(Ipc, EachAllocationAndEventKeepsOneDescriptorObject) {
+  {
+    Context ctx = Device(0).context();
+    DeviceMemoryResource mr(0, ipc_options());
+    Stream s(ctx, {});
+    std::mt19937 rng(7);
+    const std::size_t n = 1024 + 8 * (rng() % 512);
+    Buffer b = mr.allocate(n, s);
+    Event e(ctx, {.busy_waited_sync = true, .ipc_enabled = true});
+    constexpr int kThreads = 8;
+    std::vector<std::shared_ptr<const IPCBufferDescriptor>> bd(kThreads);
+    std::vector<std::shared_ptr<const IPCEventDescriptor>> ed(kThreads);
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kThreads; ++i)
+      threads.emplace_back([&, i] {
+        ++ready;
+        while (ready.load() < kThreads) std::this_thread::yield();
+        try {
+          bd[i] = b.shared_ipc_descriptor();
+          ed[i] = e.shared_ipc_descriptor();
+        } catch (const std::exception& x) {
+          ADD_FAILURE() << "thread " << i << ": " << x.what();
+        }
+      });
+    for (auto& t : threads) t.join();
+    ASSERT_NE(bd[0], nullptr);
+    ASSERT_NE(ed[0], nullptr);
+    for (int i = 0; i < kThreads; ++i) {
+      EXPECT_EQ(bd[i], bd[0]) << "thread " << i << " got another buffer descriptor object";
+      EXPECT_EQ(ed[i], ed[0]) << "thread " << i << " got another event descriptor object";
+    }
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 1);
+    EXPECT_EQ(FakeIpc::event_exports.load(), 1);
+    EXPECT_EQ(named_by(*bd[0]).ptr, b.handle());
+    EXPECT_EQ(bd[0]->size, n);
+    EXPECT_EQ(bd[0]->pool_uuid, mr.uuid());
+    EXPECT_TRUE(ed[0]->blocking_sync);
+    // Later calls, by value or shared, and after a move: the same object, the driver not asked.
+    EXPECT_EQ(b.shared_ipc_descriptor(), bd[0]);
+    EXPECT_EQ(b.ipc_descriptor().payload, bd[0]->payload);
+    Buffer moved = std::move(b);
+    EXPECT_EQ(moved.shared_ipc_descriptor(), bd[0]);
+    EXPECT_THROW((void)b.shared_ipc_descriptor(), ClosedError);
+    Event copy = e;
+    EXPECT_EQ(copy.shared_ipc_descriptor(), ed[0]) << "copies of an Event share its event and its descriptor";
+    EXPECT_EQ(e.ipc_descriptor(), *ed[0]);
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 1);
+    EXPECT_EQ(FakeIpc::event_exports.load(), 1);
+
+    // A Buffer that goes leaves its descriptor intact with whoever holds it;
+    // the next allocation (often at the same address) is described anew.
+    const CUdeviceptr old_ptr = moved.handle();
+    const auto old_payload = bd[0]->payload;
+    moved.close();
+    EXPECT_THROW((void)moved.shared_ipc_descriptor(), ClosedError);
+    EXPECT_EQ(bd[0]->payload, old_payload);
+    EXPECT_EQ(bd[0]->size, n);
+    EXPECT_EQ(named_by(*bd[0]).ptr, old_ptr);
+    Buffer next = mr.allocate(n / 2, s);
+    const auto& nd = next.shared_ipc_descriptor();
+    EXPECT_NE(nd, bd[0]);
+    EXPECT_EQ(nd->size, n / 2) << "described by a predecessor";
+    EXPECT_EQ(named_by(*nd).ptr, next.handle());
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 2);
+
+    // Imports: each its own object, its own size, the payload it came from; no export asked.
+    DeviceMemoryResource mapped = DeviceMemoryResource::from_allocation_handle(Device(0), mr.allocation_handle());
+    IPCBufferDescriptor part = *nd;
+    part.size = 100;
+    Buffer whole = Buffer::from_ipc_descriptor(mapped, *nd, s);
+    Buffer front = Buffer::from_ipc_descriptor(mapped, part, s);
+    const auto wd = whole.shared_ipc_descriptor();
+    const auto fd = front.shared_ipc_descriptor();
+    EXPECT_EQ(whole.shared_ipc_descriptor(), wd);
+    EXPECT_EQ(front.shared_ipc_descriptor(), fd);
+    EXPECT_NE(wd, fd);
+    EXPECT_NE(wd, nd);
+    EXPECT_EQ(wd->payload, nd->payload);
+    EXPECT_EQ(fd->payload, nd->payload);
+    EXPECT_EQ(wd->size, n / 2);
+    EXPECT_EQ(fd->size, 100u) << "an import is described by its own size";
+    EXPECT_EQ(wd->pool_uuid, mr.uuid());
+    EXPECT_EQ(FakeIpc::ptr_exports.load(), 2);
+    whole.close();
+    front.close();
+
+    // An opened event: its own object, from the handle it was opened from (no export).
+    Event opened = Event::from_ipc_descriptor(*ed[0]);
+    const auto od = opened.shared_ipc_descriptor();
+    EXPECT_EQ(opened.shared_ipc_descriptor(), od);
+    EXPECT_NE(od, ed[0]);
+    EXPECT_EQ(*od, *ed[0]);
+    EXPECT_TRUE(od->blocking_sync);
+    EXPECT_EQ(FakeIpc::event_exports.load(), 1);
+    // Another event: another object.
+    Event other(ctx, {.ipc_enabled = true});
+    EXPECT_NE(other.shared_ipc_descriptor(), ed[0]);
+    EXPECT_FALSE(other.shared_ipc_descriptor()->blocking_sync);
+    EXPECT_FALSE(*other.shared_ipc_descriptor() == *ed[0]);
+    EXPECT_EQ(FakeIpc::event_exports.load(), 2);
+
+    // Refused on every call, made or not.
+    Event plain_event(ctx, {});
+    DeviceMemoryResource plain(0, DeviceMemoryResourceOptions{});
+    Buffer plain_buffer = plain.allocate(64, s);
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_THROW((void)plain_event.shared_ipc_descriptor(), IpcError);
+      EXPECT_THROW((void)plain_buffer.shared_ipc_descriptor(), IpcError);
+    }
+    copy.close();
+    EXPECT_EQ(e.shared_ipc_descriptor(), ed[0]);
+    e.close();
+    EXPECT_THROW((void)e.shared_ipc_descriptor(), ClosedError);
+    EXPECT_EQ(*ed[0], *od) << "a descriptor outlives its Event";
+    DeviceMemoryResource(mr).close();
+    EXPECT_THROW((void)next.shared_ipc_descriptor(), ClosedError) << "a Buffer of a closed pool was described";
   }
   expect_clean();
 }

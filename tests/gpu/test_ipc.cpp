@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -487,6 +488,72 @@ CUCORE_CHILD_ROLE(ipc_errors) {
   std::snprintf(r.failures, sizeof r.failures, "%s", failures.c_str());
   send_value(socket, r);
   return 0;
+}
+
+// On the real driver: a Buffer's and an Event's descriptor is one object,
+// made once by the first of eight threads' calls at once (each thread with no
+// current context), the same for every later call; refused once closed (the
+// Buffer, its pool, the Event) while a held one stays whole; a new allocation
+// (often at the freed one's address) has its own.
+TEST(IpcGpu, EachAllocationAndEventKeepsOneDescriptorOnTheRealDriver) {
+  CUCORE_REQUIRE_GPU();
+  Device dev(0);
+  dev.set_current();
+  DeviceMemoryResource mr(dev, DeviceMemoryResourceOptions{.ipc_enabled = true});
+  Stream s = dev.create_stream();
+  const std::size_t n = 1 << 16;
+  std::optional<Buffer> b(mr.allocate(n, s));
+  Event e = s.record({.ipc_enabled = true});
+  s.sync();
+  constexpr int kThreads = 8;
+  std::vector<std::shared_ptr<const IPCBufferDescriptor>> bd(kThreads);
+  std::vector<std::shared_ptr<const IPCEventDescriptor>> ed(kThreads);
+  std::vector<std::string> errors(kThreads);
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&, i] {
+      ++ready;
+      while (ready.load() < kThreads) std::this_thread::yield();
+      try {
+        bd[i] = b->shared_ipc_descriptor();
+        ed[i] = e.shared_ipc_descriptor();
+      } catch (const std::exception& x) {
+        errors[i] = x.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  for (int i = 0; i < kThreads; ++i) {
+    ASSERT_EQ(errors[i], "") << "thread " << i;
+    EXPECT_EQ(bd[i], bd[0]) << "thread " << i << " got another buffer descriptor";
+    EXPECT_EQ(ed[i], ed[0]) << "thread " << i << " got another event descriptor";
+  }
+  ASSERT_NE(bd[0], nullptr);
+  EXPECT_EQ(bd[0]->size, n);
+  EXPECT_EQ(bd[0]->pool_uuid, mr.uuid());
+  EXPECT_EQ(b->shared_ipc_descriptor(), bd[0]);
+  EXPECT_EQ(b->ipc_descriptor().to_bytes(), bd[0]->to_bytes());
+  EXPECT_EQ(e.shared_ipc_descriptor(), ed[0]);
+  EXPECT_EQ(Event(e).shared_ipc_descriptor(), ed[0]);
+  const auto bytes = bd[0]->to_bytes();
+  const auto event_bytes = ed[0]->to_bytes();
+
+  const CUdeviceptr old = b->handle();
+  b->close();
+  EXPECT_THROW((void)b->shared_ipc_descriptor(), ClosedError);
+  b.reset();
+  EXPECT_EQ(bd[0]->to_bytes(), bytes) << "a held descriptor changed when its Buffer went";
+  Buffer next = mr.allocate(n / 2, s);
+  const auto& nd = next.shared_ipc_descriptor();
+  EXPECT_NE(nd, bd[0]) << (next.handle() == old ? "at the freed allocation's address" : "elsewhere");
+  EXPECT_EQ(nd->size, n / 2);
+  EXPECT_EQ(next.shared_ipc_descriptor(), nd);
+  e.close();
+  EXPECT_THROW((void)e.shared_ipc_descriptor(), ClosedError);
+  EXPECT_EQ(ed[0]->to_bytes(), event_bytes);
+  s.sync();
+  DeviceMemoryResource(mr).close();
+  EXPECT_THROW((void)next.shared_ipc_descriptor(), ClosedError) << "a Buffer of a closed pool was described";
 }
 
 TEST(IpcGpu, ForeignDescriptorsStaleAndWrongDescriptorsAreTypedErrorsOnTheRealDriver) {

@@ -95,6 +95,32 @@ def test_buffer_descriptor_pickles_with_its_payload_size_and_pool():
     assert back != IPCBufferDescriptor._init(os.urandom(64), 123457, pool)
     no_pool = pickle.loads(pickle.dumps(IPCBufferDescriptor._init(payload, 1)))
     assert no_pool._uuid is None
+    assert repr(back) == "<IPCBufferDescriptor size=123457>"
+    # The payload is the driver's export data, checked when the descriptor is made (as an event's is).
+    for n in (0, 10, 63, 65):
+        with pytest.raises(ValueError, match=f"the payload is {n} bytes; a pool pointer's export data is 64 bytes"):
+            IPCBufferDescriptor._init(payload[:n] if n < 64 else payload + b"x", 1, pool)
+
+
+def test_descriptor_properties_check_their_object_every_time():
+    # No GPU needed: a Buffer over foreign memory has no IPC pool, and the
+    # ipc_descriptor property (a getset descriptor) raises as the method does.
+    b = cucore.Buffer.from_handle(0x10000, 64)
+    for _ in range(2):
+        with pytest.raises(cucore.Error, match="not IPC-enabled"):
+            b.ipc_descriptor
+        with pytest.raises(cucore.Error, match="not IPC-enabled"):
+            b.get_ipc_descriptor()
+    b.close()
+    with pytest.raises(cucore.ClosedError):
+        b.ipc_descriptor
+    with pytest.raises(cucore.ClosedError):
+        b.get_ipc_descriptor()
+    for cls in (cucore.Buffer, Event):
+        with pytest.raises(TypeError, match=f"get_ipc_descriptor needs a {cls.__name__}, got object"):
+            cls.get_ipc_descriptor(object())
+        with pytest.raises(TypeError, match="doesn't apply"):
+            cls.__dict__["ipc_descriptor"].__get__(object())
 
 
 def test_event_descriptor_pickles_and_checks_its_length():
@@ -296,8 +322,11 @@ def _receive_by_registry(queue, expected):
     assert mr.is_mapped and DeviceMemoryResource.from_registry(mr.uuid) is mr
     buf = pickle.loads(queue.get(timeout=TIMEOUT))  # plain pickle: found by UUID in the registry
     assert buf.memory_resource is mr and buf.is_mapped
-    again = _import_again(mr, buf.get_ipc_descriptor())
+    d = buf.get_ipc_descriptor()
+    assert buf.ipc_descriptor is d, "an imported buffer keeps one descriptor object"
+    again = _import_again(mr, d)
     assert again.handle == buf.handle, "a second import of one descriptor mapped it twice"
+    assert again.ipc_descriptor == d and again.ipc_descriptor is not d, "each import is its own allocation"
     _read_after(buf, queue.get(timeout=TIMEOUT), expected)
     again.close()
     buf.close()
@@ -505,6 +534,54 @@ def test_a_descriptor_goes_with_its_buffer(device):
         if i % 2:
             b.close()
         del b
+    s.sync()
+
+
+def test_one_descriptor_object_per_allocation_and_event_outlives_them(device):
+    import random
+    import threading
+
+    s = device.create_stream()
+    mr = _ipc_mr(device)
+    n = 4096 + 64 * random.randrange(256)
+    b = mr.allocate(n, stream=s)
+    e = s.record(options=EventOptions(ipc_enabled=True))
+    # First looks from eight threads at once: one object each, as cuda.core keeps it on the object.
+    looks, start = [], threading.Barrier(8)
+
+    def look():
+        start.wait()
+        looks.append((b.ipc_descriptor, e.ipc_descriptor, b.get_ipc_descriptor(), e.get_ipc_descriptor()))
+
+    threads = [threading.Thread(target=look) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(looks) == 8
+    d, ed = looks[0][0], looks[0][1]
+    for bd, evd, bm, em in looks:
+        assert bd is d and bm is d and evd is ed and em is ed
+    assert d.size == n and d._uuid == mr.uuid
+    payload, reserved = d._payload, ed._reserved
+    # The buffer and the event go; their descriptors stay whole with whoever holds them.
+    s.sync()
+    b.close()
+    e.close()
+    for get in (lambda: b.ipc_descriptor, b.get_ipc_descriptor, lambda: e.ipc_descriptor, e.get_ipc_descriptor):
+        with pytest.raises(cucore.ClosedError):
+            get()
+    assert d._payload == payload and d.size == n and d._uuid == mr.uuid
+    assert ed._reserved == reserved
+    assert pickle.loads(pickle.dumps(d)) == d and pickle.loads(pickle.dumps(ed)) == ed
+    # A new allocation (often at the freed one's address, in a Python object at
+    # the old one's) is described anew, by another object.
+    del b
+    b2 = mr.allocate(n // 2, stream=s)
+    d2 = b2.ipc_descriptor
+    assert d2 is not d and d2 is b2.get_ipc_descriptor() and d2.size == n // 2
+    assert d2 != d
+    b2.close()
     s.sync()
 
 
