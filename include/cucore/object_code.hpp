@@ -88,7 +88,8 @@ class ObjectCode {
 
   // The code (read now, for a path-backed object not yet read).
   // Bytes of no known kind: a program cache's value written as raw bytes that
-  // are no code cucore recognises (cuda.core's caches take any bytes).
+  // are no code cucore recognises (cuda.core's caches take any bytes, empty
+  // ones too).
   // code_type() says cubin; compiles through a cache never take such an entry.
   static ObjectCode opaque(std::vector<std::byte> bytes);
   bool is_opaque() const noexcept;

@@ -45,6 +45,15 @@ struct CacheStats {
 std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
                                    CodeType target, std::span<const std::string> name_expressions = {},
                                    std::string_view extra_digest = {});
+// An extra digest that is given even when empty: cuda.core's extra_digest=b""
+// is a digest (it stands for the files the key cannot see, and keys apart from
+// none), where the string_view form above takes empty for none.
+struct GivenExtraDigest {
+  std::string_view bytes;
+};
+std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
+                                   CodeType target, std::span<const std::string> name_expressions,
+                                   GivenExtraDigest extra_digest);
 inline constexpr std::size_t kProgramCacheKeySize = 32;
 // Whether `code` has the structure of `type`'s code (an ELF cubin, a fatbin,
 // LTO-IR, PTX text, ...): the check the caches make before storing or
@@ -121,6 +130,9 @@ struct FileStreamProgramCacheOptions {
   // The directory's cap in bytes (every capped put evicts to it, whoever wrote
   // the entries); none: no cap.
   std::optional<std::size_t> max_size_bytes;
+  // Create the directory now, as cuda.core's constructor does (else the first
+  // put does); a failure is reported at first use, as any.
+  bool create_directory = false;
   // How long a store waits for the directory's writers' lock, held by another
   // process, before it gives the store up (the compile goes on; the log says
   // so once per process); while that lock stays taken, later stores of this
@@ -143,8 +155,13 @@ struct FileStreamProgramCacheOptions {
 // write or replace (not owned by this user, or writable by group or others, or
 // with any directory above it, up to /, not this user's or root's or writable
 // by group or others and not sticky; checked again before each store): it is
-// refused, since anyone who can write it can plant entries. A path holding a
-// NUL byte is std::invalid_argument.
+// refused, since anyone who can write it can plant entries. An empty path, or
+// one holding a NUL byte, is std::invalid_argument. A directory removed (or
+// replaced) while the cache is open is followed: a store remakes it, and
+// misses, erase, clear and listings look at what is at the path now. The cap
+// counts other writers' temporary files in flight too (they are about to land),
+// and a value larger than the cap is not stored (the key's old value is removed,
+// the other entries stay).
 class FileStreamProgramCache final : public ProgramCache {
  public:
   // $XDG_CACHE_HOME/cucore/programs, else $HOME/.cache/cucore/programs, else
@@ -164,7 +181,9 @@ class FileStreamProgramCache final : public ProgramCache {
   std::optional<ObjectCode> get(std::string_view key, CodeType code_type) override;
   void put(std::string_view key, const ObjectCode& code) override;
   bool erase(std::string_view key) override;
-  void clear() override;  // removes every entry (and stray temporary files)
+  void clear() override;  // removes every entry (and stale temporary files; young ones are writes in flight)
+  // The entries' bytes (records included). After a capped put it is at most the
+  // cap less the other writers' temporary files in flight then.
   std::size_t size_bytes() const override;
   CacheStats stats() const override;
 

@@ -3,9 +3,15 @@
 // keys are UTF-8), make_program_cache_key, and Program.compile(cache=...).
 #include <cucore/program_cache.hpp>
 
+#include <cctype>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
 
 #include "program_support.hpp"
 
@@ -27,14 +33,52 @@ std::string key_arg(nb::handle key) {
   throw nb::type_error(("cache keys must be bytes or str, got " + std::string(Py_TYPE(k)->tp_name)).c_str());
 }
 
+// KeyError(key), the key itself as cuda.core raises it (its args, its str).
+[[noreturn]] void raise_key_error(nb::handle key) {
+  PyErr_SetObject(PyExc_KeyError, key.ptr());
+  throw nb::python_error();
+}
+
+// Calls fn with the bytes of a buffer-protocol object, C-contiguous: a strided
+// memoryview's elements in order, as bytes(view) gives them (copied only then).
+// false when `v` has no buffer.
+template <typename F>
+bool with_buffer_bytes(nb::handle v, F&& fn) {
+  Py_buffer view;
+  if (PyObject_GetBuffer(v.ptr(), &view, PyBUF_FULL_RO) != 0) {
+    PyErr_Clear();
+    return false;
+  }
+  struct Release {
+    Py_buffer* v;
+    ~Release() { PyBuffer_Release(v); }
+  } rel{&view};
+  const auto n = static_cast<std::size_t>(view.len);
+  if (PyBuffer_IsContiguous(&view, 'C')) {
+    fn(std::span<const std::byte>(static_cast<const std::byte*>(view.buf), n));
+    return true;
+  }
+  std::vector<std::byte> copy(n);
+  if (PyBuffer_ToContiguous(copy.data(), &view, view.len, 'C') != 0) throw nb::python_error();
+  fn(std::span<const std::byte>(copy));
+  return true;
+}
+
 nb::bytes code_bytes(const cucore::ObjectCode& o) {
   auto s = o.code();
   return nb::bytes(reinterpret_cast<const char*>(s.data()), s.size());
 }
 
+// A store runs without the GIL (a disk cache fsyncs): other threads, a clear()
+// among them, go on meanwhile, as they do around cuda.core's file writes.
+void store(ProgramCache& c, const std::string& key, std::span<const std::byte> bytes) {
+  nb::gil_scoped_release nogil;
+  c.put(key, bytes);
+}
+
 void put_value(ProgramCache& c, const std::string& key, nb::handle value) {
   if (PyObject_TypeCheck(value.ptr(), g_types.object_code)) {
-    const auto& o = *nb::inst_ptr<cucore::ObjectCode>(value);
+    const cucore::ObjectCode o = *nb::inst_ptr<cucore::ObjectCode>(value);  // shared: kept while the GIL is off
     if (!o.source_path().empty()) {
       // A path-backed object: the cache keeps the file's bytes, read now.
       std::span<const std::byte> bytes;
@@ -46,27 +90,100 @@ void put_value(ProgramCache& c, const std::string& key, nb::handle value) {
                      o.source_path().c_str(), e.what());
         throw nb::python_error();
       }
-      c.put(key, bytes);
+      store(c, key, bytes);
       return;
     }
     // An object whose bytes are not the code its type says is stored as its
     // bytes, as cuda.core stores any object's (cucore's caches check compiled
     // code structurally, and would refuse it).
     if (!cucore::is_valid_code(o.code_type(), o.code())) {
-      c.put(key, o.code());
+      store(c, key, o.code());
       return;
     }
+    nb::gil_scoped_release nogil;
     c.put(key, o);
     return;
   }
-  Py_buffer view;
-  if (PyObject_GetBuffer(value.ptr(), &view, PyBUF_SIMPLE) != 0) {
-    PyErr_Clear();
+  // The buffer stays exported while the GIL is off: a bytearray cannot be resized meanwhile.
+  if (!with_buffer_bytes(value, [&](std::span<const std::byte> bytes) { store(c, key, bytes); }))
     throw nb::type_error(("cache values must be bytes-like or ObjectCode, got " +
                           std::string(Py_TYPE(value.ptr())->tp_name)).c_str());
+}
+
+// make_program_cache_key's checks of its arguments, in cuda.core's terms.
+constexpr const char* kKeyCodeTypes = "['c++', 'nvvm', 'ptx']";
+constexpr const char* kKeyTargetTypes = "['cubin', 'ltoir', 'ptx']";
+
+// A code or target type, lower-cased as cuda.core lower-cases it; anything
+// else (None, an int, an unknown name) is cuda.core's ValueError.
+std::string key_type_arg(nb::handle v, const char* field, std::initializer_list<const char*> valid,
+                         const char* listed) {
+  nb::object shown = nb::borrow(v);
+  if (PyUnicode_Check(v.ptr())) {
+    std::string s = utf8_arg(v, field);
+    for (auto& ch : s) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    for (const char* ok : valid)
+      if (s == ok) return s;
+    shown = nb::str(s.c_str(), s.size());
   }
-  struct Release { Py_buffer* v; ~Release() { PyBuffer_Release(v); } } rel{&view};
-  c.put(key, std::span<const std::byte>(static_cast<const std::byte*>(view.buf), static_cast<std::size_t>(view.len)));
+  raise_value_error(std::string(field) + "=" + nb::cast<std::string>(nb::repr(shown)) +
+                    " is not supported (must be one of " + listed + ")");
+}
+
+// The code as bytes: str for every code type; bytes or bytearray for NVVM IR
+// alone (as Program takes them).
+std::string key_code_arg(nb::handle code, const std::string& type) {
+  PyObject* c = code.ptr();
+  if (PyUnicode_Check(c)) return utf8_arg(code, "code");
+  if (PyBytes_Check(c) || PyByteArray_Check(c)) {
+    if (type != "nvvm")
+      raise_type_error("code must be str for code_type='" + type +
+                       "'; bytes/bytearray are only accepted for code_type='nvvm'");
+    if (PyBytes_Check(c)) return std::string(PyBytes_AS_STRING(c), static_cast<std::size_t>(PyBytes_GET_SIZE(c)));
+    return std::string(PyByteArray_AS_STRING(c), static_cast<std::size_t>(PyByteArray_GET_SIZE(c)));
+  }
+  raise_type_error(std::string("code must be str or bytes, got ") + Py_TYPE(c)->tp_name);
+}
+
+// NVRTC's name expressions (str or bytes, kept apart: Program records each as
+// given). Only "c++" reads them; the other code types ignore whatever is passed.
+std::vector<std::string> key_names_arg(nb::handle names, const std::string& type) {
+  std::vector<std::string> out;
+  if (type != "c++") return out;
+  nb::object it = nb::steal(PyObject_GetIter(names.ptr()));
+  if (!it.is_valid()) {
+    PyErr_Clear();
+    raise_type_error(std::string("name_expressions must be a sequence of str or bytes, got ") +
+                     Py_TYPE(names.ptr())->tp_name);
+  }
+  while (nb::object n = nb::steal(PyIter_Next(it.ptr()))) {
+    if (PyUnicode_Check(n.ptr())) {
+      out.push_back(utf8_arg(n, "name_expressions"));
+    } else if (PyBytes_Check(n.ptr())) {
+      out.push_back(std::string("\0b", 2) +
+                    std::string(PyBytes_AS_STRING(n.ptr()), static_cast<std::size_t>(PyBytes_GET_SIZE(n.ptr()))));
+    } else if (PyByteArray_Check(n.ptr())) {
+      raise_type_error("name_expressions elements must be str or bytes; bytearray is not accepted because "
+                       "Program.compile uses each element as a dict key and bytearray is unhashable");
+    } else {
+      raise_type_error(std::string("name_expressions elements must be str or bytes; got ") + Py_TYPE(n.ptr())->tp_name);
+    }
+  }
+  if (PyErr_Occurred()) throw nb::python_error();
+  return out;
+}
+
+// extra_digest: None, or bytes-like (bytes, bytearray, memoryview), which may
+// be empty: cuda.core tests `is None`, so b"" is a digest.
+std::optional<std::string> key_digest_arg(nb::handle v) {
+  if (v.is_none()) return std::nullopt;
+  std::optional<std::string> out;
+  if (!PyUnicode_Check(v.ptr()) && with_buffer_bytes(v, [&](std::span<const std::byte> b) {
+        out.emplace(reinterpret_cast<const char*>(b.data()), b.size());
+      }))
+    return out;
+  raise_type_error(std::string("extra_digest must be bytes-like (bytes, bytearray, memoryview) or None, got ") +
+                   Py_TYPE(v.ptr())->tp_name);
 }
 
 std::size_t entry_count(ProgramCache& c) {
@@ -180,27 +297,42 @@ void bind_cache(nb::module_& m) {
           nb::gil_scoped_release nogil;
           o = c.get(k);
         }
-        if (!o) throw nb::key_error(nb::cast<std::string>(nb::repr(key)).c_str());
+        if (!o) raise_key_error(key);
         return code_bytes(*o);
       }, nb::arg("key"))
       .def("get", [](ProgramCache& c, nb::handle key, nb::handle default_) -> nb::object {
         std::string k = key_arg(key);
-        std::optional<cucore::ObjectCode> o = c.get(k);
+        std::optional<cucore::ObjectCode> o;
+        {
+          nb::gil_scoped_release nogil;
+          o = c.get(k);
+        }
         if (!o) return nb::borrow(default_);
         return code_bytes(*o);
       }, nb::arg("key"), nb::arg("default") = nb::none(), "The stored bytes, or `default`.")
       .def("get_object_code", [](ProgramCache& c, nb::handle key) -> nb::object {
-        std::optional<cucore::ObjectCode> o = c.get(key_arg(key));
+        std::string k = key_arg(key);
+        std::optional<cucore::ObjectCode> o;
+        {
+          nb::gil_scoped_release nogil;
+          o = c.get(k);
+        }
         if (!o) return nb::none();
         return nb::cast(std::move(*o));
       }, nb::arg("key"), "cucore extra: the entry as an ObjectCode sharing the cache's storage (no copy), or None.")
       .def("__setitem__", [](ProgramCache& c, nb::handle key, nb::handle value) { put_value(c, key_arg(key), value); },
            nb::arg("key"), nb::arg("value"))
       .def("__delitem__", [](ProgramCache& c, nb::handle key) {
-        if (!c.erase(key_arg(key))) throw nb::key_error(nb::cast<std::string>(nb::repr(key)).c_str());
+        std::string k = key_arg(key);
+        bool erased;
+        {
+          nb::gil_scoped_release nogil;
+          erased = c.erase(k);
+        }
+        if (!erased) raise_key_error(key);
       }, nb::arg("key"))
-      .def("__len__", [](ProgramCache& c) { return entry_count(c); })
-      .def("clear", &ProgramCache::clear)
+      .def("__len__", [](ProgramCache& c) { return entry_count(c); }, nb::call_guard<nb::gil_scoped_release>())
+      .def("clear", &ProgramCache::clear, nb::call_guard<nb::gil_scoped_release>())
       .def("update", [](nb::handle self, nb::handle items) {
         nb::object it = nb::borrow(items);
         if (nb::hasattr(it, "items")) it = it.attr("items")();
@@ -209,7 +341,10 @@ void bind_cache(nb::module_& m) {
       .def("close", [](ProgramCache&) {})
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](ProgramCache&, nb::args) {})
-      .def_prop_ro("size_bytes", &ProgramCache::size_bytes)
+      .def_prop_ro("size_bytes", [](const ProgramCache& c) {
+        nb::gil_scoped_release nogil;
+        return c.size_bytes();
+      })
       .def_prop_ro("stats", [](const ProgramCache& c) {
         cucore::CacheStats s = c.stats();
         nb::dict d;
@@ -230,12 +365,16 @@ void bind_cache(nb::module_& m) {
 
   nb::class_<cucore::FileStreamProgramCache, ProgramCache>(m, "FileStreamProgramCache",
       "A persistent cache: one file per key holding the raw binary, written atomically (safe across processes). "
-      "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs).",
+      "Default directory: $XDG_CACHE_HOME/cucore/programs (else ~/.cache/cucore/programs); made now (mode 0700) "
+      "and again by a write if removed. max_size_bytes counts other writers' temporary files in flight.",
       nb::is_weak_referenceable())
       .def("__init__", [](cucore::FileStreamProgramCache* self, nb::handle path, nb::handle max_size_bytes) {
         std::filesystem::path p = cucore::FileStreamProgramCache::default_path();
         if (!path.is_none()) p = path_arg(path, "FileStreamProgramCache: path");
-        new (self) cucore::FileStreamProgramCache(p, max_size_arg(max_size_bytes));
+        // Made now, as cuda.core's constructor makes it.
+        new (self) cucore::FileStreamProgramCache(
+            p, cucore::FileStreamProgramCacheOptions{.max_size_bytes = max_size_arg(max_size_bytes),
+                                                     .create_directory = true});
       }, nb::arg("path") = nb::none(), nb::kw_only(), nb::arg("max_size_bytes") = nb::none())
       .def_prop_ro("path", [](const cucore::FileStreamProgramCache& c) { return c.path().string(); })
       .def_prop_ro("max_size_bytes", &cucore::FileStreamProgramCache::max_size_bytes)
@@ -250,43 +389,23 @@ void bind_cache(nb::module_& m) {
 
   m.def("make_program_cache_key", [](nb::handle code, nb::handle code_type, nb::handle options, nb::handle target_type,
                                      nb::handle name_expressions, nb::handle extra_digest) {
-        if (!PyUnicode_Check(code_type.ptr())) raise_type_error("code_type must be a str");
-        if (!PyUnicode_Check(target_type.ptr())) raise_type_error("target_type must be a str");
-        std::string type = nb::cast<std::string>(code_type);
-        for (auto& ch : type) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-        std::string src;
-        if (PyUnicode_Check(code.ptr())) {
-          src = nb::cast<std::string>(code);
-        } else if (PyBytes_Check(code.ptr())) {
-          // Program takes bytes for NVVM IR only.
-          if (type == "c++" || type == "ptx")
-            raise_type_error("code must be str for code_type '" + type + "' (bytes is NVVM IR's)");
-          src.assign(PyBytes_AsString(code.ptr()), PyBytes_Size(code.ptr()));
-        } else {
-          raise_type_error(std::string("code must be str or bytes, got ") + Py_TYPE(code.ptr())->tp_name);
-        }
-        const cucore::CodeType target = code_type_arg(nb::cast<std::string>(target_type), "target_type");
+        // In cuda.core's order: the types, then (in libcucore) the options, then the code.
+        const std::string type = key_type_arg(code_type, "code_type", {"c++", "ptx", "nvvm"}, kKeyCodeTypes);
+        const std::string target_name = key_type_arg(target_type, "target_type", {"ptx", "cubin", "ltoir"},
+                                                     kKeyTargetTypes);
+        const cucore::CodeType target = code_type_arg(target_name, "target_type");
+        const std::string src = key_code_arg(code, type);
         cucore::ProgramOptions po = program_options(options);
         if (po.arch.empty()) po.arch = "sm_" + cucore::Device::current().arch();  // as Program resolves it
-        // NVRTC alone takes name expressions (str or bytes, which it records
-        // as given, so the two stay apart); the other code types ignore them.
-        std::vector<std::string> names;
-        if (type == "c++" && !name_expressions.is_none()) {
-          for (nb::handle n : name_expressions) {
-            if (PyUnicode_Check(n.ptr())) names.push_back(nb::cast<std::string>(n));
-            else if (PyBytes_Check(n.ptr()))
-              names.push_back(std::string("\0b", 2) + std::string(PyBytes_AsString(n.ptr()), PyBytes_Size(n.ptr())));
-            else
-              raise_type_error(std::string("name_expressions must hold str or bytes, got ") +
-                               Py_TYPE(n.ptr())->tp_name + (PyByteArray_Check(n.ptr()) ? " (bytearray is unhashable)" : ""));
-          }
-        }
-        std::string extra;
-        if (!extra_digest.is_none()) extra = key_arg(extra_digest);
-        std::string key = cucore::make_program_cache_key(src, type, po, target, names, extra);
+        const std::vector<std::string> names = key_names_arg(name_expressions, type);
+        const std::optional<std::string> extra = key_digest_arg(extra_digest);
+        const std::string key =
+            extra ? cucore::make_program_cache_key(src, type, po, target, names, cucore::GivenExtraDigest{*extra})
+                  : cucore::make_program_cache_key(src, type, po, target, names);
         return nb::bytes(key.data(), key.size());
-      }, nb::kw_only(), nb::arg("code"), nb::arg("code_type"), nb::arg("options"), nb::arg("target_type"),
-      nb::arg("name_expressions") = nb::tuple(), nb::arg("extra_digest") = nb::none(),
+      }, nb::kw_only(),
+      nb::arg("code").none(), nb::arg("code_type").none(), nb::arg("options").none(), nb::arg("target_type").none(),
+      nb::arg("name_expressions").none() = nb::tuple(), nb::arg("extra_digest").none() = nb::none(),
       "A 32-byte SHA-256 key over everything that shapes the compiled output (compiler version, code, options as "
       "they reach the compiler, target, name expressions, extra_digest), refused (ValueError) where cuda.core "
       "refuses one.");

@@ -101,7 +101,8 @@ std::optional<EntryRecord> decode_entry_record(std::string_view b) noexcept {
       std::string_view v = r.str();
       if (r.ok) rec.symbols.emplace(k, v);
     }
-    if (!r.ok || r.at != r.b.size() || rec.size == 0) return std::nullopt;
+    // Compiled code is never empty; a user's bytes may be (cuda.core stores b"").
+    if (!r.ok || r.at != r.b.size() || (rec.size == 0 && !rec.opaque)) return std::nullopt;
     return rec;
   } catch (...) {  // std::bad_alloc: a record is small, but never throw from here
     return std::nullopt;

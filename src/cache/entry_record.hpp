@@ -15,7 +15,7 @@
 namespace cucore::detail {
 
 struct EntryRecord {
-  std::uint64_t size = 0;      // of the bytes, > 0
+  std::uint64_t size = 0;      // of the bytes, > 0 unless opaque
   std::uint64_t checksum = 0;  // checksum64 of the bytes
   std::string entry;           // the entry's file name (a key's hex)
   CodeType code_type = CodeType::cubin;
@@ -33,7 +33,7 @@ struct EntryRecord {
 std::string encode_entry_record(const EntryRecord& record);
 
 // std::nullopt unless `bytes` is exactly one well-formed record: magic, version,
-// a known code type, a non-zero size, every length inside the bytes, nothing
+// a known code type, a non-zero size (unless opaque), every length inside the bytes, nothing
 // left over, and the trailing checksum matching. Never throws; allocates no
 // more than the input's size.
 std::optional<EntryRecord> decode_entry_record(std::string_view bytes) noexcept;

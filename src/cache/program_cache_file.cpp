@@ -253,6 +253,19 @@ struct FileStreamProgramCache::Impl {
     return dirfd.load(std::memory_order_acquire);
   }
 
+  // The directory at the path now, for what must not act on one removed or
+  // replaced since it was opened (a miss, erase, clear, a listing): another
+  // cache object or process may have made it again and stored there. -1 when
+  // there is none (or it is refused: said once).
+  int fresh_dir() {
+    std::string why;
+    if (!open_dir(false, why)) {
+      if (!why.empty()) warn(why);
+      return -1;
+    }
+    return dirfd.load(std::memory_order_acquire);
+  }
+
   std::string temp_name() {
     thread_local std::mt19937_64 rng{std::random_device{}()};
     char buf[96];
@@ -427,7 +440,7 @@ struct FileStreamProgramCache::Impl {
   }
 
   std::optional<ObjectCode> get(std::string_view key, std::optional<CodeType> expected) {
-    const int dfd = reader_dir();
+    int dfd = reader_dir();
     if (dfd < 0) {
       ++misses;
       return std::nullopt;
@@ -438,6 +451,14 @@ struct FileStreamProgramCache::Impl {
     Outcome o = Outcome::miss;
     for (int attempt = 0; attempt < 2; ++attempt) {
       o = read_entry(dfd, name, expected, out, st);
+      // Not there: in the directory at the path now? (Hits need no check: a
+      // miss is followed by a compile, which dwarfs the two system calls.)
+      if (o == Outcome::miss && attempt == 0) {
+        const int now = fresh_dir();
+        if (now < 0 || now == dfd) break;
+        dfd = now;
+        continue;
+      }
       if (o != Outcome::no_record && o != Outcome::foreign_record) break;
     }
     switch (o) {
@@ -536,6 +557,20 @@ struct FileStreamProgramCache::Impl {
       warn("not storing an entry whose bytes are not a valid " + std::string(to_string(code.code_type())));
       return;
     }
+    if (max && bytes.size() > *max) {
+      // Cannot fit: not stored (nor made room for by evicting everything else),
+      // and the key's old value is not served either, as InMemoryProgramCache.
+      const int dfd = fresh_dir();
+      if (dfd >= 0) {
+        const std::string name = entry_name(key);
+        locked(dfd, [&](Lock) {
+          remove_tree_at(dfd, name.c_str());
+          remove_tree_at(dfd, meta_name(name).c_str());
+          return 0;
+        });
+      }
+      return;
+    }
     std::string why;
     if (!open_dir(true, why, true)) {  // the directory and its ancestors, checked again for each store
       ++errors;
@@ -630,8 +665,10 @@ struct FileStreamProgramCache::Impl {
   };
 
   // Lists entries; with `sweep`, removes stale temporary files and orphaned
-  // sidecars. `error` (if given) gets errno when the directory cannot be read.
-  std::vector<Scanned> scan(int dfd, bool sweep, int* error = nullptr) const {
+  // sidecars. `error` (if given) gets errno when the directory cannot be read;
+  // `temp_bytes` (if given) the size of the young temporary files: writes in
+  // flight (regular files only: a FIFO or symlink there is no writer's).
+  std::vector<Scanned> scan(int dfd, bool sweep, int* error = nullptr, std::uint64_t* temp_bytes = nullptr) const {
     std::vector<Scanned> out;
     std::map<std::string, Scanned> by_name;
     const std::time_t now = std::time(nullptr);
@@ -639,8 +676,12 @@ struct FileStreamProgramCache::Impl {
       std::string_view n = name;
       struct stat st;
       if (n.starts_with(kTempPrefix)) {
-        if (sweep && ::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && now - st.st_mtim.tv_sec > kStaleTempSeconds)
-          ::unlinkat(dfd, name, 0);
+        if ((!sweep && !temp_bytes) || ::fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+        if (now - st.st_mtim.tv_sec > kStaleTempSeconds) {
+          if (sweep) ::unlinkat(dfd, name, 0);
+        } else if (temp_bytes && S_ISREG(st.st_mode)) {
+          *temp_bytes += static_cast<std::uint64_t>(st.st_size);
+        }
         return;
       }
       bool meta = n.ends_with(kMetaSuffix);
@@ -672,9 +713,11 @@ struct FileStreamProgramCache::Impl {
   // Sweeps litter and, when capped, evicts least recently read entries; the
   // caller holds the lock.
   void maintain(int dfd, bool evict) {
-    auto entries = scan(dfd, true);
-    if (!evict || !max) return;
+    // Other writers' temporary files count: they are about to land (and take
+    // the disk now). Only entries can be evicted for them.
     std::uint64_t total = 0;
+    auto entries = scan(dfd, true, nullptr, evict && max ? &total : nullptr);
+    if (!evict || !max) return;
     for (const auto& e : entries) total += e.bytes;
     if (total > *max) {
       std::sort(entries.begin(), entries.end(), [](const Scanned& a, const Scanned& b) {
@@ -692,11 +735,11 @@ struct FileStreamProgramCache::Impl {
     }
   }
 
-  // The directory for listing and clearing: throws when it exists but cannot be
-  // used; -1 when it does not exist.
+  // The directory at the path now, for listing: throws when it exists but
+  // cannot be used; -1 when it does not exist.
   int listing_dir(const char* what) {
     std::string why;
-    if (dirfd.load() >= 0 || open_dir(false, why)) return dirfd.load();
+    if (open_dir(false, why)) return dirfd.load();
     if (why.empty()) return -1;
     throw std::runtime_error(std::string("FileStreamProgramCache::") + what + ": " + dir.string() + ": " + why);
   }
@@ -708,6 +751,9 @@ FileStreamProgramCache::FileStreamProgramCache(fs::path path, std::optional<std:
     : FileStreamProgramCache(std::move(path), FileStreamProgramCacheOptions{.max_size_bytes = max_size_bytes}) {}
 
 FileStreamProgramCache::FileStreamProgramCache(fs::path path, const FileStreamProgramCacheOptions& options) {
+  // "" would be the working directory, whatever it is when a put runs.
+  if (path.empty())
+    throw std::invalid_argument("FileStreamProgramCache: the path is empty; name a directory, or use default_path()");
   // The system would see the path only up to the NUL, and write there.
   if (const auto at = path.native().find('\0'); at != std::string::npos)
     throw std::invalid_argument("FileStreamProgramCache: the path contains a NUL byte (after \"" +
@@ -719,9 +765,9 @@ FileStreamProgramCache::FileStreamProgramCache(fs::path path, const FileStreamPr
   impl_->dir = std::move(path);
   impl_->max = options.max_size_bytes;
   impl_->lock_wait = options.lock_wait ? *options.lock_wait : lock_wait_from_environment();
-  // Created lazily by the first put if missing; a refusal is reported at first use.
+  // Created now if asked, else by the first put; a refusal is reported at first use.
   std::string why;
-  impl_->open_dir(false, why);
+  impl_->open_dir(options.create_directory, why);
 }
 
 FileStreamProgramCache::~FileStreamProgramCache() = default;
@@ -733,7 +779,7 @@ std::optional<ObjectCode> FileStreamProgramCache::get(std::string_view key, Code
 void FileStreamProgramCache::put(std::string_view key, const ObjectCode& code) { impl_->put(key, code); }
 
 bool FileStreamProgramCache::erase(std::string_view key) {
-  const int dfd = impl_->reader_dir();
+  const int dfd = impl_->fresh_dir();
   if (dfd < 0) return false;
   const std::string name = entry_name(key);
   return impl_->locked(dfd, [&](Impl::Lock) {
@@ -744,7 +790,7 @@ bool FileStreamProgramCache::erase(std::string_view key) {
 }
 
 void FileStreamProgramCache::clear() {
-  const int dfd = impl_->reader_dir();
+  const int dfd = impl_->fresh_dir();
   if (dfd < 0) return;
   impl_->locked(dfd, [&](Impl::Lock) {
     for (const auto& e : impl_->scan(dfd, true)) {
@@ -758,7 +804,7 @@ void FileStreamProgramCache::clear() {
 }
 
 std::size_t FileStreamProgramCache::size_bytes() const {
-  const int dfd = impl_->reader_dir();
+  const int dfd = impl_->fresh_dir();
   if (dfd < 0) return 0;
   // Under the writers' lock: no put is between its rename and its eviction.
   return impl_->locked(dfd, [&](Impl::Lock) {

@@ -105,7 +105,7 @@ std::vector<std::string> key_flags(std::string_view code_type, const ProgramOpti
 
 void write_key_fields(std::string& buf, std::string_view code, std::string_view code_type,
                       const ProgramOptions& options, CodeType target, std::span<const std::string> name_expressions,
-                      std::string_view extra_digest, const std::vector<std::string>* rendered) {
+                      std::optional<std::string_view> extra_digest, const std::vector<std::string>* rendered) {
   const std::vector<std::string> flags = key_flags(code_type, options, target, rendered);
   // NVRTC alone takes name expressions (the others ignore them).
   std::vector<std::string_view> names;
@@ -124,7 +124,10 @@ void write_key_fields(std::string& buf, std::string_view code, std::string_view 
   w.list("flags", flags);
   w.list("name_expressions", names);
   w.field("name", options.name);
-  w.field("extra_digest", extra_digest);
+  // None and a non-empty digest keep the field they always had (keys made
+  // before empty digests were told apart stay valid); a given empty one has its own.
+  if (extra_digest && extra_digest->empty()) w.field("extra_digest_empty", "");
+  else w.field("extra_digest", extra_digest.value_or(std::string_view()));
 }
 
 void append_search_field(std::string& buf, const IncludeSearch& search, bool with_source_dir) {
@@ -145,9 +148,12 @@ void append_includes_field(std::string& buf, const std::vector<IncludeProbe>& pr
 
 }  // namespace detail
 
-std::string make_program_cache_key(std::string_view code, std::string_view code_type_in, const ProgramOptions& options,
-                                   CodeType target, std::span<const std::string> name_expressions,
-                                   std::string_view extra_digest) {
+namespace {
+
+// `extra_digest`: none (std::nullopt), or given (possibly empty).
+std::string make_key(std::string_view code, std::string_view code_type_in, const ProgramOptions& options,
+                     CodeType target, std::span<const std::string> name_expressions,
+                     std::optional<std::string_view> extra_digest) {
   using detail::refuse;
   std::string code_type(code_type_in);  // any case, as Program takes it
   std::transform(code_type.begin(), code_type.end(), code_type.begin(),
@@ -174,7 +180,7 @@ std::string make_program_cache_key(std::string_view code, std::string_view code_
         refuse(std::string(field) + " writes a file as a side effect of compiling, which a cache hit would skip: "
                                     "compile without a cache");
     // Inputs the key cannot see.
-    if (extra_digest.empty()) {
+    if (!extra_digest) {
       std::vector<std::string> external;
       if (!options.include_path.empty()) external.push_back("include_path");
       if (!options.pre_include.empty()) external.push_back("pre_include");
@@ -192,13 +198,28 @@ std::string make_program_cache_key(std::string_view code, std::string_view code_
                "' has a directory component (NVRTC reads quoted includes from it): strip it, or fingerprint "
                "those headers and pass the digest as extra_digest");
     }
-  } else if (code_type == "nvvm" && options.use_libdevice.value_or(false) && extra_digest.empty()) {
+  } else if (code_type == "nvvm" && options.use_libdevice.value_or(false) && !extra_digest) {
     refuse("use_libdevice links the toolkit's libdevice bitcode, which the key cannot see: pass a digest of it as "
            "extra_digest");
   }
   thread_local std::string buf;  // reused: keys are computed on every cached compile
   detail::write_key_fields(buf, code, code_type, options, target, name_expressions, extra_digest, nullptr);
   return detail::sha256(buf);
+}
+
+}  // namespace
+
+std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
+                                   CodeType target, std::span<const std::string> name_expressions,
+                                   std::string_view extra_digest) {
+  return make_key(code, code_type, options, target, name_expressions,
+                  extra_digest.empty() ? std::nullopt : std::optional<std::string_view>(extra_digest));
+}
+
+std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
+                                   CodeType target, std::span<const std::string> name_expressions,
+                                   GivenExtraDigest extra_digest) {
+  return make_key(code, code_type, options, target, name_expressions, extra_digest.bytes);
 }
 
 std::string program_cache_key_hex(std::string_view key) { return detail::to_hex(key); }

@@ -4,6 +4,7 @@
 // covers. Internal to libcucore.
 #include <cucore/program_cache.hpp>
 
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -23,10 +24,11 @@ const IncludeScan& code_includes(std::string_view code);
 // make_program_cache_key's fields, serialized into `buf` (overwritten), with no
 // refusal but an unresolved arch. Labelled, length-prefixed fields: no two
 // different field lists serialize alike. `rendered`: a C++ Program's NVRTC
-// flags as it rendered them (else they are rendered here).
+// flags as it rendered them (else they are rendered here). `extra_digest`:
+// none, or given (an empty one keys apart from none).
 void write_key_fields(std::string& buf, std::string_view code, std::string_view code_type,
                       const ProgramOptions& options, CodeType target, std::span<const std::string> name_expressions,
-                      std::string_view extra_digest, const std::vector<std::string>* rendered);
+                      std::optional<std::string_view> extra_digest, const std::vector<std::string>* rendered);
 // Appended fields: the include search (absolute directories), and every place
 // the search looked with what it found (each header's path and digest).
 void append_search_field(std::string& buf, const IncludeSearch& search, bool with_source_dir);

@@ -127,7 +127,6 @@ ObjectCode ObjectCode::from_path(CodeType code_type, std::filesystem::path file,
 }
 
 ObjectCode ObjectCode::opaque(std::vector<std::byte> bytes) {
-  if (bytes.empty()) throw std::invalid_argument("ObjectCode::opaque: the bytes are empty");
   auto s = std::make_shared<detail::ObjectCodeState>();
   s->code = std::move(bytes);
   s->opaque = true;

@@ -2,8 +2,9 @@
 // stopped process holding the writers' lock, a writer with no cap sharing a
 // capped directory, a lock file swapped under a writer, cache paths with a NUL,
 // ancestors another user could replace (at open and at every store),
-// directories planted at entry names, and `cucore cache` on a path that is not
-// UTF-8. No compiler runs here: the entries are hand-written PTX.
+// directories planted at entry names, a directory removed and made again, the
+// cap's count of writes in flight, values too large or empty, and `cucore
+// cache` on a path that is not UTF-8. No compiler runs here: the entries are hand-written PTX.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -23,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -446,6 +448,104 @@ TEST_F(CacheHardening, ClearEraseAndEvictionRemoveDirectoriesPlantedAtEntryNames
   EXPECT_TRUE(holds(capped, "b", "b"));
   EXPECT_TRUE(holds(capped, "c", "c"));
   EXPECT_LE(capped.size_bytes(), 6000u);
+}
+
+// ---------------------------------------------------------------- cuda.core's behaviours
+
+TEST_F(CacheHardening, AnEmptyPathIsRefusedAndCreateDirectoryMakesItNow) {
+  test::expect_invalid([&] { FileStreamProgramCache c{fs::path()}; }, "empty");
+  FileStreamProgramCache lazy(dir_);
+  EXPECT_FALSE(fs::exists(dir_));  // made by the first put unless asked
+  FileStreamProgramCache eager(dir_ / "eager", {.create_directory = true});
+  ASSERT_TRUE(fs::is_directory(dir_ / "eager"));
+  EXPECT_EQ(fs::status(dir_ / "eager").permissions(), fs::perms::owner_all);
+}
+
+// A directory removed by hand and made again by another cache object (another
+// process): misses, erase, clear and listings look at the one at the path now.
+TEST_F(CacheHardening, ADirectoryRemadeByAnotherWriterIsFollowed) {
+  FileStreamProgramCache first(dir_);
+  first.put("a", ptx("a"));
+  // Before each operation of `first`: the directory removed by hand and made
+  // again, with "b" and "c", by a cache object of its own (another process).
+  auto remake = [&] {
+    fs::remove_all(dir_);
+    FileStreamProgramCache other(dir_);
+    other.put("b", ptx("b"));
+    other.put("c", ptx("c"));
+  };
+  remake();
+  EXPECT_EQ(first.entries().size(), 2u);
+  remake();
+  EXPECT_GT(first.size_bytes(), 0u);
+  remake();
+  EXPECT_TRUE(first.erase("c"));
+  EXPECT_FALSE(FileStreamProgramCache(dir_).get("c"));
+  remake();
+  first.clear();
+  EXPECT_TRUE(FileStreamProgramCache(dir_).entries().empty());
+  remake();
+  EXPECT_TRUE(holds(first, "b", "b"));
+  fs::remove_all(dir_);
+  EXPECT_FALSE(first.get("b"));
+  first.put("d", ptx("d"));  // a store makes it again
+  EXPECT_TRUE(holds(first, "d", "d"));
+}
+
+// Other writers' temporary files (young, regular) are writes about to land:
+// the cap counts them. A FIFO, a symlink or a stale temporary file does not
+// count (the stale one is swept), and none is opened.
+TEST_F(CacheHardening, TheCapCountsTemporaryFilesInFlight) {
+  FileStreamProgramCache capped(dir_, std::size_t(10000));
+  capped.put("a", ptx("a", 3000));
+  capped.put("b", ptx("b", 3000));
+  std::ofstream(dir_ / ".tmp-77-0-0000000000000001") << std::string(3500, 't');
+  ASSERT_EQ(::mkfifo((dir_ / ".tmp-fifo").c_str(), 0600), 0);
+  std::ofstream(root_ / "big") << std::string(100000, 'b');
+  fs::create_symlink(root_ / "big", dir_ / ".tmp-link");
+  std::ofstream(dir_ / ".tmp-1-1-stale") << std::string(9000, 's');
+  const timespec old[2] = {{1000, 0}, {1000, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, (dir_ / ".tmp-1-1-stale").c_str(), old, AT_SYMLINK_NOFOLLOW), 0);
+  capped.put("c", ptx("c", 3000));  // 3 * 3000 + 3500 > 10000: the least recently read goes
+  EXPECT_FALSE(capped.get("a"));
+  EXPECT_TRUE(holds(capped, "b", "b"));
+  EXPECT_TRUE(holds(capped, "c", "c"));
+  EXPECT_LE(capped.size_bytes() + 3500, 10000u);
+  EXPECT_FALSE(fs::exists(dir_ / ".tmp-1-1-stale"));
+  EXPECT_EQ(fs::file_size(root_ / "big"), 100000u);
+}
+
+// A value larger than the cap is not stored, and takes its key's old value
+// with it, but evicts nothing else (cuda.core's would empty the directory).
+TEST_F(CacheHardening, AValueLargerThanTheCapEvictsNothingElse) {
+  FileStreamProgramCache capped(dir_, std::size_t(8000));
+  capped.put("a", ptx("a", 2000));
+  capped.put("b", ptx("b", 2000));
+  capped.put("k", ptx("k", 2000));
+  capped.put("k", ptx("huge", 8001));
+  EXPECT_FALSE(capped.get("k"));
+  EXPECT_TRUE(holds(capped, "a", "a"));
+  EXPECT_TRUE(holds(capped, "b", "b"));
+  EXPECT_EQ(capped.entries().size(), 2u);
+}
+
+// cuda.core stores any bytes, empty ones too.
+TEST_F(CacheHardening, EmptyBytesRoundTrip) {
+  {
+    FileStreamProgramCache cache(dir_);
+    cache.put("empty", std::span<const std::byte>());
+  }
+  FileStreamProgramCache again(dir_);
+  auto got = again.get("empty");
+  ASSERT_TRUE(got);
+  EXPECT_TRUE(got->is_opaque());
+  EXPECT_TRUE(got->code().empty());
+  EXPECT_FALSE(again.get("empty", CodeType::cubin));  // never compiled code
+  EXPECT_EQ(again.stats().errors, 0u);
+  InMemoryProgramCache memory;
+  memory.put("empty", std::span<const std::byte>());
+  ASSERT_TRUE(memory.get("empty"));
+  EXPECT_TRUE(memory.get("empty")->code().empty());
 }
 
 // ---------------------------------------------------------------- the CLI

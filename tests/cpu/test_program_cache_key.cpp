@@ -217,6 +217,28 @@ TEST(ProgramCacheKey, OptionsReadingUnseenFilesNeedAnExtraDigest) {
   }
 }
 
+// cuda.core's extra_digest=b"" is a digest (it tests `is None`): given empty,
+// it keys apart from none and stands for the files the key cannot see; a given
+// non-empty one keys as the string_view form (keys made before are unchanged).
+TEST(ProgramCacheKey, AGivenEmptyExtraDigestIsNotNone) {
+  const std::vector<std::string> names{"saxpy<float>"};
+  const ProgramOptions o = base_options();
+  const std::string none = make_program_cache_key(kSource, "c++", o, CodeType::cubin, names);
+  const std::string empty = make_program_cache_key(kSource, "c++", o, CodeType::cubin, names, GivenExtraDigest{});
+  EXPECT_NE(none, empty);
+  EXPECT_EQ(none, make_program_cache_key(kSource, "c++", o, CodeType::cubin, names, std::string_view()));
+  EXPECT_EQ(make_program_cache_key(kSource, "c++", o, CodeType::cubin, names, GivenExtraDigest{"fp"}),
+            make_program_cache_key(kSource, "c++", o, CodeType::cubin, names, std::string_view("fp")));
+  ProgramOptions with_includes = base_options();
+  with_includes.include_path.push_back("/opt/include");
+  EXPECT_EQ(make_program_cache_key(kSource, "c++", with_includes, CodeType::cubin, names, GivenExtraDigest{}).size(),
+            kProgramCacheKeySize);
+  ProgramOptions libdevice = base_options();
+  libdevice.use_libdevice = true;
+  EXPECT_EQ(make_program_cache_key("ir", "nvvm", libdevice, CodeType::ptx, {}, GivenExtraDigest{}).size(),
+            kProgramCacheKeySize);
+}
+
 TEST(ProgramCacheKey, OptionsWithSideEffectsAreRefused) {
   std::vector<std::pair<const char*, std::function<void(ProgramOptions&)>>> effects = {
       {"create_pch", [](ProgramOptions& p) { p.create_pch = "out.pch"; }},

@@ -1,7 +1,10 @@
 """Program caches: InMemoryProgramCache and FileStreamProgramCache (values, LRU
 eviction, round trips, across processes), Program.compile through a cache (hits,
-a header edit is a miss, a cache written in Python keyed as cucore's own), and
-make_program_cache_key. CPU only."""
+a header edit is a miss, a cache written in Python keyed as cucore's own),
+make_program_cache_key, and cuda.core's documented behaviours one test each:
+overwrites, values too large or empty, KeyError(key), the directory made, made
+again and followed, the cap counting writes in flight, clear() racing writers
+(threads and a process), and the key's argument checks. CPU only."""
 import os
 import subprocess
 import sys
@@ -173,3 +176,285 @@ def test_make_program_cache_key():
     with pytest.raises(ValueError):
         make_program_cache_key(code=SAXPY_SRC, code_type="c++", options=ProgramOptions(arch="sm_90", include_path="/x"),
                                target_type="cubin")
+
+
+# ---- cuda.core's documented behaviours, one test each (issue 26) -------------------------
+import random
+import shutil
+import stat
+import threading
+import time
+
+KINDS = ["memory", "file"]
+
+
+def _make(kind, tmp_path, **kw):
+    return InMemoryProgramCache(**kw) if kind == "memory" else FileStreamProgramCache(tmp_path / "fc", **kw)
+
+
+def _payload(rng, n):
+    return rng.randbytes(n)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_writing_a_key_that_exists_replaces_it_and_counts_once(kind, tmp_path):
+    rng = random.Random(f"overwrite-{kind}")
+    cache = _make(kind, tmp_path, max_size_bytes=5000)
+    a, k1, k2, c = (_payload(rng, 2000) for _ in range(4))
+    cache[b"a"] = a
+    cache[b"k"] = k1
+    cache[b"k"] = k2  # replaces: the cap holds a + k, not a + k + k
+    assert cache[b"a"] == a and cache[b"k"] == k2 and len(cache) == 2
+    # the rewrite is the newest use: `a` (read after it) is newer still, so c evicts k
+    _ = cache[b"a"]
+    cache[b"c"] = c
+    assert cache.get(b"k") is None and cache[b"a"] == a and cache[b"c"] == c
+    shorter = _payload(rng, 7)
+    cache[b"a"] = shorter  # a shorter value leaves nothing of the longer one
+    assert cache[b"a"] == shorter
+    cache["a"] = a  # a str key is its UTF-8 bytes: the same entry
+    assert cache[b"a"] == a and len(cache) == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_value_larger_than_the_cap_drops_its_key_and_keeps_the_others(kind, tmp_path):
+    rng = random.Random(f"too-large-{kind}")
+    cache = _make(kind, tmp_path, max_size_bytes=4000)
+    others = {f"o{i}".encode(): _payload(rng, 1000) for i in range(3)}
+    cache.update(others)
+    cache[b"k"] = _payload(rng, 500)
+    cache[b"k"] = _payload(rng, 4001)  # cannot fit: not stored, and the old value is not served
+    assert cache.get(b"k") is None
+    for k, v in others.items():
+        assert cache[k] == v, k
+    assert len(cache) == 3
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_empty_and_non_contiguous_values_round_trip(kind, tmp_path):
+    rng = random.Random(f"values-{kind}")
+    cache = _make(kind, tmp_path)
+    cache[b"empty"] = b""
+    assert cache[b"empty"] == b"" and cache.get(b"empty", 1) == b"" and len(cache) == 1
+    raw = _payload(rng, 3001)
+    strided = memoryview(raw)[::3]  # not contiguous: its elements, in order
+    cache[b"strided"] = strided
+    assert cache[b"strided"] == raw[::3]
+    if kind == "file":
+        again = FileStreamProgramCache(tmp_path / "fc")
+        assert again[b"empty"] == b"" and again[b"strided"] == raw[::3]
+    del cache[b"empty"]
+    assert cache.get(b"empty") is None
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_key_errors_carry_the_key_itself(kind, tmp_path):
+    cache = _make(kind, tmp_path)
+    for key in (b"missing\x00key", "missing-str", bytearray(b"ba")):
+        with pytest.raises(KeyError) as ei:
+            cache[key]
+        assert ei.value.args == (key,) and str(ei.value) == repr(key)
+        with pytest.raises(KeyError) as ei:
+            del cache[key]
+        assert ei.value.args == (key,)
+
+
+def test_file_cache_creates_its_directory_when_made(tmp_path):
+    where = tmp_path / "a" / "b" / "cache"
+    FileStreamProgramCache(where)
+    assert where.is_dir() and stat.S_IMODE(where.stat().st_mode) == 0o700
+
+
+def test_file_cache_refuses_an_empty_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # "" would be the working directory
+
+    class EmptyPath:
+        def __fspath__(self):
+            return ""
+
+    for empty in ("", EmptyPath()):
+        with pytest.raises(ValueError, match="empty"):
+            FileStreamProgramCache(empty)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_file_cache_remakes_its_directory_and_follows_a_remade_one(tmp_path):
+    rng = random.Random("remade")
+    where = tmp_path / "fc"
+    cache = FileStreamProgramCache(where)
+    first = _payload(rng, 100)
+    cache[b"a"] = first
+    shutil.rmtree(where)  # someone clears the cache by hand
+    assert cache.get(b"a") is None and len(cache) == 0
+    second = _payload(rng, 100)
+    cache[b"b"] = second  # remade on the next write
+    assert where.is_dir() and cache[b"b"] == second and cache.get(b"a") is None
+    # Removed and made again by another cache object (another process) before
+    # each operation: this one counts, deletes, clears and reads what is there now.
+    def remake():
+        shutil.rmtree(where)
+        other = FileStreamProgramCache(where)
+        other[b"c"], other[b"d"] = third, fourth
+
+    third, fourth = _payload(rng, 100), _payload(rng, 100)
+    remake()
+    assert len(cache) == 2
+    remake()
+    del cache[b"d"]
+    assert FileStreamProgramCache(where).get(b"d") is None
+    remake()
+    cache.clear()
+    assert len(FileStreamProgramCache(where)) == 0
+    remake()
+    assert cache[b"c"] == third
+
+
+def test_the_size_cap_counts_temporary_files_in_flight(tmp_path):
+    rng = random.Random("in-flight")
+    where = tmp_path / "fc"
+    cache = FileStreamProgramCache(where, max_size_bytes=1000)
+    one, two = _payload(rng, 300), _payload(rng, 300)
+    cache[b"1"] = one
+    cache[b"2"] = two
+    # Another writer's temporary file (young): it will land, so it counts.
+    (where / ".tmp-4242-0-0123456789abcdef").write_bytes(_payload(rng, 350))
+    # Things that are not a writer's file do not count: a FIFO (never opened),
+    # a symlink to a large file (its own size), a stale temporary (swept).
+    os.mkfifo(where / ".tmp-fifo")
+    big = tmp_path / "big"
+    big.write_bytes(b"x" * 100_000)
+    os.symlink(big, where / ".tmp-link")
+    stale = where / ".tmp-1-1-stale"
+    stale.write_bytes(b"s" * 5000)
+    old = time.time() - 7200
+    os.utime(stale, (old, old))
+    three = _payload(rng, 300)
+    cache[b"3"] = three  # 300 * 3 + 350 > 1000: the least recently read goes
+    assert cache.get(b"1") is None
+    assert cache[b"2"] == two and cache[b"3"] == three
+    assert not stale.exists() and big.stat().st_size == 100_000
+    assert cache.size_bytes + 350 <= 1000  # the entries left room for the write in flight
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_clear_while_other_threads_write(kind, tmp_path):
+    rng = random.Random(f"clear-threads-{kind}")
+    cache = _make(kind, tmp_path)
+    values = {f"{w}-{i}".encode(): _payload(rng, rng.randrange(1, 4000)) for w in range(3) for i in range(60)}
+    errors = []
+
+    def writer(w):
+        try:
+            for i in range(60):
+                k = f"{w}-{i}".encode()
+                cache[k] = values[k]
+                time.sleep(0)  # lets the clearing thread run between writes
+        except BaseException as e:  # noqa: BLE001
+            errors.append(e)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(3)]
+    for t in threads:
+        t.start()
+    clears = 0
+    while any(t.is_alive() for t in threads):
+        cache.clear()
+        clears += 1
+    for t in threads:
+        t.join()
+    assert errors == [] and clears > 0
+    assert cache.stats["errors"] == 0  # no write was lost to a clear (its temporary file kept)
+    for k, v in values.items():  # whatever survived is whole
+        got = cache.get(k)
+        assert got is None or got == v, k
+    cache[b"after"] = values[b"0-0"]
+    assert cache[b"after"] == values[b"0-0"]
+
+
+def test_clear_while_another_process_writes(tmp_path):
+    where = tmp_path / "fc"
+    cache = FileStreamProgramCache(where)
+    code = (
+        "import random, sys; from cucore.utils import FileStreamProgramCache;"
+        f"c = FileStreamProgramCache({str(where)!r}); rng = random.Random('child');"
+        "vals = [rng.randbytes(rng.randrange(1, 5000)) for _ in range(300)];"
+        "[c.__setitem__(b'k%d' % i, v) for i, v in enumerate(vals)];"
+        "bad = [i for i, v in enumerate(vals) if c.get(b'k%d' % i) not in (None, v)];"
+        "print(c.stats['errors'], len(bad))"
+    )
+    child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    clears = 0
+    while child.poll() is None:
+        cache.clear()
+        clears += 1
+    out, err = child.communicate()
+    assert child.returncode == 0, err
+    assert out.split() == ["0", "0"] and clears > 0, (out, err)
+    rng = random.Random("child")
+    vals = [rng.randbytes(rng.randrange(1, 5000)) for _ in range(300)]
+    for i, v in enumerate(vals):
+        assert cache.get(b"k%d" % i) in (None, v), i
+    assert not [n for n in os.listdir(where) if n.startswith(".tmp-")]  # the child left no temporary file
+
+
+# ---- make_program_cache_key's argument checks, as cuda.core's ----------------------------
+def _k(**kw):
+    base = dict(code="a", code_type="c++", options=ProgramOptions(arch="sm_90"), target_type="cubin")
+    return make_program_cache_key(**{**base, **kw})
+
+
+@pytest.mark.parametrize("field", ["code_type", "target_type"])
+@pytest.mark.parametrize("bad", [None, 3, "fortran", "fatbin"])
+def test_key_refuses_unknown_code_and_target_types_as_cuda_core(field, bad):
+    if field == "code_type" and bad == "fatbin":
+        bad = "cubin"
+    with pytest.raises(ValueError) as ei:
+        _k(**{field: bad})
+    msg = str(ei.value)
+    assert f"{field}={bad!r}" in msg and "not supported" in msg
+    valid = ["c++", "nvvm", "ptx"] if field == "code_type" else ["cubin", "ltoir", "ptx"]
+    assert str(valid) in msg
+
+
+def test_key_takes_bytes_or_bytearray_code_for_nvvm_only():
+    rng = random.Random("nvvm-code")
+    ir = rng.randbytes(200)
+    nvvm = dict(code_type="nvvm", target_type="ptx")
+    assert _k(code=bytearray(ir), **nvvm) == _k(code=ir, **nvvm) != _k(code=ir[:-1], **nvvm)
+    for ct, target in (("c++", "cubin"), ("ptx", "cubin")):
+        for code in (ir, bytearray(ir)):
+            with pytest.raises(TypeError, match="nvvm") as ei:
+                _k(code=code, code_type=ct, target_type=target)
+            assert "code must be str" in str(ei.value)
+    with pytest.raises(TypeError, match="code must be str or bytes, got memoryview"):
+        _k(code=memoryview(ir), **nvvm)
+
+
+def test_key_extra_digest_is_bytes_like_and_an_empty_one_is_not_none():
+    rng = random.Random("extra")
+    digest = rng.randbytes(32)
+    k = _k(extra_digest=digest)
+    assert _k(extra_digest=bytearray(digest)) == k == _k(extra_digest=memoryview(digest))
+    assert k != _k() and k != _k(extra_digest=digest[:-1])
+    for bad in ("a str digest", 5, 1.5, [1, 2]):
+        with pytest.raises(TypeError, match="extra_digest") as ei:
+            _k(extra_digest=bad)
+        assert type(bad).__name__ in str(ei.value)
+    # b"" is a digest (cuda.core tests `is None`): its own key, and it stands for external files
+    assert _k(extra_digest=b"") != _k()
+    with_includes = ProgramOptions(arch="sm_90", include_path="/usr/include")
+    assert len(_k(options=with_includes, extra_digest=b"")) == 32
+    with pytest.raises(ValueError, match="extra_digest"):
+        _k(options=with_includes)
+
+
+def test_key_name_expressions_are_checked_where_nvrtc_takes_them():
+    nvvm = dict(code="abc", code_type="nvvm", target_type="ptx")
+    ptx = dict(code=".version 8.0", code_type="ptx")
+    # ignored, unchecked, for the code types whose compiler takes none
+    assert _k(name_expressions=None, **nvvm) == _k(**nvvm) == _k(name_expressions=5, **nvvm)
+    assert _k(name_expressions=None, **ptx) == _k(**ptx)
+    for bad, what in ((None, "NoneType"), (5, "int")):
+        with pytest.raises(TypeError, match="name_expressions") as ei:
+            _k(name_expressions=bad)
+        assert what in str(ei.value)
+    assert _k(name_expressions=["k<1>", b"k<2>"]) == _k(name_expressions=(b"k<2>", "k<1>"))
