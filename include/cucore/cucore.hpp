@@ -25,6 +25,7 @@
 #include <cucore/program_cache.hpp>
 #include <cucore/resources.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/strided_layout.hpp>
 #include <cucore/strided_memory_view.hpp>
 #include <cucore/system.hpp>
 #include <cucore/texture.hpp>

@@ -28,6 +28,7 @@
 #include <cucore/buffer.hpp>
 #include <cucore/dlpack.hpp>
 #include <cucore/stream.hpp>
+#include <cucore/strided_layout.hpp>  // the layout arithmetic every view uses
 
 namespace cucore {
 
@@ -74,11 +75,6 @@ struct ForeignRef {
   void* object = nullptr;
   void (*release)(void* object) noexcept = nullptr;
 };
-
-// Layout facts about a shape and its strides (in elements; an empty `strides`
-// is C-contiguous). An extent of 1 may have any stride, as NumPy has it.
-bool is_contiguous_c(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept;
-bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept;
 
 // Where a Buffer's memory lives, as DLPack says it (and cuda.core reports it):
 // device memory (kDLCUDA, its device), pinned host memory (kDLCUDAHost, 0),
@@ -229,11 +225,7 @@ class StridedMemoryView {
   std::span<const std::int64_t> strides() const noexcept {  // in elements, always filled
     return {dims() + ndim_, std::size_t(ndim_)};
   }
-  std::int64_t size() const noexcept {  // number of elements
-    std::int64_t n = 1;
-    for (std::int64_t e : shape()) n *= e;
-    return n;
-  }
+  std::int64_t size() const noexcept { return cucore::volume(shape()); }  // fits: checked when made
   DataType dtype() const noexcept { return dtype_; }
   std::size_t itemsize() const noexcept { return dtype_.itemsize(); }
   dlpack::DLDevice device() const noexcept { return device_; }
@@ -246,7 +238,8 @@ class StridedMemoryView {
   bool is_contiguous_c() const noexcept { return cucore::is_contiguous_c(shape(), strides()); }
   bool is_contiguous_f() const noexcept { return cucore::is_contiguous_f(shape(), strides()); }
   // Bytes from the first element to one past the last (0 when empty): what
-  // the memory must hold. Negative strides are std::invalid_argument.
+  // the memory must hold (required_size_in_bytes). Negative strides that
+  // reach before the first element are std::invalid_argument.
   std::size_t span_bytes() const;
 
   // The data as T*, checking that T is the element type (std::invalid_argument).

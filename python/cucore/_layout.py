@@ -1,57 +1,45 @@
 """_StridedLayout: a tensor's shape, strides (in elements) and itemsize, as cuda.core's
-_StridedLayout (the part StridedMemoryView uses: its ``_layout``/``layout`` and ``view(layout=...)``).
-Immutable; the contiguity rules are libcucore's."""
+_StridedLayout (the part StridedMemoryView and its users read: its ``_layout``/``layout``,
+``view(layout=...)``, numba-cuda's ``strides_in_bytes`` and ``is_contiguous_c/_f/_any``).
+
+Immutable. A thin face: every fact about the layout (dense strides, contiguity, volume,
+offsets, sizes, the checks) is libcucore's strided layout (``cucore/strided_layout.hpp``),
+one call each. Bad values are ValueError, arithmetic beyond 64 bits OverflowError. A layout
+keeps the ints it was given, so one beyond 64 bits can be made; the view it is applied to
+refuses it (naming the field), as do the properties that compute on it."""
 from __future__ import annotations
 
 from typing import Optional, Tuple, Union
 
-from cucore._core import _is_contiguous
+from cucore import _core
+
+_Order = Union[str, Tuple[int, ...]]
 
 
 class _StridedLayout:
     """The layout of a strided tensor: ``shape``, ``strides`` in elements (None: C-contiguous)
-    and ``itemsize`` in bytes (``divide_strides=True`` takes byte strides)."""
+    and ``itemsize`` in bytes, a power of two (``divide_strides=True`` takes byte strides)."""
 
     __slots__ = ("_shape", "_strides", "_itemsize")
 
     def __init__(self, shape: Tuple[int, ...], strides: Optional[Tuple[int, ...]], itemsize: int,
                  divide_strides: bool = False) -> None:
-        shape = tuple(int(e) for e in shape)
-        if any(e < 0 for e in shape):
-            raise ValueError(f"_StridedLayout: extents must be non-negative, got {shape}")
-        itemsize = int(itemsize)
-        if itemsize <= 0 or itemsize & (itemsize - 1):
-            raise ValueError(f"_StridedLayout: itemsize must be a power of two, got {itemsize}")
-        if strides is not None:
-            strides = tuple(int(s) for s in strides)
-            if len(strides) != len(shape):
-                raise ValueError(f"_StridedLayout: {len(strides)} strides for a shape of {len(shape)}")
-            if divide_strides:
-                if any(s % itemsize for s in strides):
-                    raise ValueError(f"_StridedLayout: strides {strides} are not multiples of the itemsize {itemsize}")
-                strides = tuple(s // itemsize for s in strides)
-        self._shape, self._strides, self._itemsize = shape, strides, itemsize
+        self._shape, self._strides, self._itemsize = _core._layout_init(shape, strides, itemsize, bool(divide_strides))
 
     @classmethod
-    def dense(cls, shape: Tuple[int, ...], itemsize: int, stride_order: Union[str, Tuple[int, ...]] = "C") -> "_StridedLayout":
+    def dense(cls, shape: Tuple[int, ...], itemsize: int, stride_order: _Order = "C") -> "_StridedLayout":
         """Dense strides in C order, F order, or a permutation of the axes (the last axis of the
         permutation has stride 1)."""
-        shape = tuple(int(e) for e in shape)
-        n = len(shape)
-        if stride_order == "C":
-            order = tuple(range(n))
-        elif stride_order == "F":
-            order = tuple(reversed(range(n)))
-        else:
-            order = tuple(stride_order)
-            if sorted(order) != list(range(n)):
-                raise ValueError(f"_StridedLayout.dense: stride_order must be 'C', 'F' or a permutation of {tuple(range(n))}")
-        strides = [0] * n
-        step = 1
-        for axis in reversed(order):
-            strides[axis] = step
-            step *= shape[axis]
-        return cls(shape, tuple(strides), itemsize)
+        return cls(shape, _core._layout_dense_strides(shape, stride_order), itemsize)
+
+    @classmethod
+    def dense_like(cls, other: "_StridedLayout", stride_order: _Order = "K") -> "_StridedLayout":
+        """``other``'s shape and itemsize with dense strides: in its own order ('K'), C, F or a
+        permutation. ``other`` itself when it is already dense in that order."""
+        if not isinstance(other, _StridedLayout):
+            raise TypeError(f"_StridedLayout.dense_like: other must be a _StridedLayout, got {type(other).__name__}")
+        strides = _core._layout_dense_like(other._shape, other._strides, stride_order)
+        return other if strides is None else cls(other._shape, strides, other._itemsize)
 
     @property
     def shape(self) -> Tuple[int, ...]:
@@ -59,6 +47,7 @@ class _StridedLayout:
 
     @property
     def strides(self) -> Optional[Tuple[int, ...]]:
+        """Strides in elements; None when the layout is C-contiguous by construction."""
         return self._strides
 
     @property
@@ -71,67 +60,78 @@ class _StridedLayout:
 
     @property
     def volume(self) -> int:
-        n = 1
-        for e in self._shape:
-            n *= e
-        return n
+        """The number of elements."""
+        return _core._layout_volume(self._shape)
 
     @property
     def slice_offset(self) -> int:
+        """The offset of the element at index (0, ..., 0): always 0 (cucore's layouts are not sliced)."""
+        return 0
+
+    @property
+    def slice_offset_in_bytes(self) -> int:
         return 0
 
     @property
     def strides_in_bytes(self) -> Optional[Tuple[int, ...]]:
-        return None if self._strides is None else tuple(s * self._itemsize for s in self._strides)
+        return _core._layout_strides_in_bytes(self._strides, self._itemsize)
+
+    @property
+    def stride_order(self) -> Tuple[int, ...]:
+        """The axes from the largest stride to the smallest (ties: the larger extent first)."""
+        return _core._layout_stride_order(self._shape, self._strides)
 
     @property
     def is_contiguous_c(self) -> bool:
-        return _is_contiguous(self._shape, self._strides, "C")
+        return _core._layout_is_contiguous(self._shape, self._strides, "C")
 
     @property
     def is_contiguous_f(self) -> bool:
-        return _is_contiguous(self._shape, self._strides, "F")
+        return _core._layout_is_contiguous(self._shape, self._strides, "F")
 
     @property
     def is_contiguous_any(self) -> bool:
         """Contiguous in some axis order: C-contiguous once the axes are permuted."""
-        if self.is_contiguous_c or self.is_contiguous_f:
-            return True
-        axes = sorted((s, e) for s, e in zip(self._strides, self._shape) if e != 1)
-        step = 1
-        for s, e in axes:
-            if s != step:
-                return False
-            step *= e
-        return True
+        return _core._layout_is_contiguous(self._shape, self._strides, "any")
 
     @property
     def is_dense(self) -> bool:
-        """Contiguous in some axis order, with no offset (cucore's layouts have none)."""
+        """Contiguous in some axis order, with no slice offset (cucore's layouts have none)."""
         return self.is_contiguous_any
 
-    def required_size_in_bytes(self) -> int:
-        """Bytes a buffer needs to hold every element: (max offset + 1) * itemsize."""
-        if self.volume == 0:
-            return 0
-        strides = self._strides if self._strides is not None else _StridedLayout.dense(self._shape, 1).strides
-        if any(s < 0 for s in strides):
-            raise ValueError("_StridedLayout.required_size_in_bytes: negative strides reach before the start")
-        return (sum((e - 1) * s for e, s in zip(self._shape, strides)) + 1) * self._itemsize
+    @property
+    def offset_bounds(self) -> Tuple[int, int]:
+        """(min_offset, max_offset), in elements, of the elements; (0, -1) when there are none."""
+        return _core._layout_offset_bounds(self._shape, self._strides)
 
-    def to_dense(self, stride_order: Union[str, Tuple[int, ...]] = "C") -> "_StridedLayout":
-        return _StridedLayout.dense(self._shape, self._itemsize, stride_order)
+    @property
+    def min_offset(self) -> int:
+        return self.offset_bounds[0]
+
+    @property
+    def max_offset(self) -> int:
+        return self.offset_bounds[1]
+
+    def required_size_in_bytes(self) -> int:
+        """Bytes a buffer needs to hold every element: (max_offset + 1) * itemsize; ValueError
+        when negative strides reach before the element at index 0."""
+        return _core._layout_required_size_in_bytes(self._shape, self._strides, self._itemsize)
+
+    def to_dense(self, stride_order: _Order = "K") -> "_StridedLayout":
+        """Dense strides of the same shape and itemsize; see dense_like."""
+        return _StridedLayout.dense_like(self, stride_order)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, _StridedLayout):
             return NotImplemented
-        return (self._shape, self._itemsize, self._full_strides()) == (other._shape, other._itemsize, other._full_strides())
+        return self._key() == other._key()
 
     def __hash__(self) -> int:
-        return hash((self._shape, self._itemsize, self._full_strides()))
+        return hash(self._key())
 
-    def _full_strides(self) -> Tuple[int, ...]:
-        return self._strides if self._strides is not None else _StridedLayout.dense(self._shape, 1).strides
+    def _key(self) -> tuple:
+        # (shape, itemsize, the strides in full): a C-contiguous layout equals its dense() form.
+        return _core._layout_key(self._shape, self._strides, self._itemsize)
 
     def __repr__(self) -> str:
         return f"_StridedLayout(shape={self._shape}, strides={self._strides}, itemsize={self._itemsize})"

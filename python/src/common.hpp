@@ -192,6 +192,7 @@ void bind_memory(nb::module_& m);
 void bind_program(nb::module_& m);
 void bind_launch(nb::module_& m);
 void bind_view(nb::module_& m);
+void bind_layout(nb::module_& m);      // layout.cpp: _StridedLayout's arithmetic
 void bind_tensor_map(nb::module_& m);
 void bind_cache(nb::module_& m);
 void bind_misc(nb::module_& m);

@@ -12,7 +12,8 @@
 //   MappedResourceError -> TypeError, detail::FileError -> ValueError, NvmlError ->
 //   cucore.system's class of its return code (and NVML's LibraryNotFoundError
 //   cucore.system.LibraryNotFoundError)
-//   std::invalid_argument -> ValueError, std::out_of_range -> IndexError (nanobind's defaults)
+//   std::invalid_argument -> ValueError, std::out_of_range -> IndexError,
+//   std::overflow_error -> OverflowError (nanobind's defaults)
 //   std::bad_cast (nanobind's cast error) -> TypeError, never RuntimeError
 #include <cucore/checkpoint.hpp>
 #include <cucore/ipc.hpp>
@@ -248,6 +249,8 @@ void set_error_from_current_exception() noexcept {
     PyErr_SetString(PyExc_ValueError, e.what());
   } catch (const std::out_of_range& e) {
     PyErr_SetString(PyExc_IndexError, e.what());
+  } catch (const std::overflow_error& e) {  // layout arithmetic beyond 64 bits (strided_layout.hpp)
+    PyErr_SetString(PyExc_OverflowError, e.what());
   } catch (const std::bad_alloc&) {
     PyErr_NoMemory();
   } catch (const std::exception& e) {

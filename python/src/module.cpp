@@ -334,6 +334,7 @@ NB_MODULE(_core, m) {
   bind_cache(m);
   bind_launch(m);
   bind_view(m);
+  bind_layout(m);
   bind_graph(m);
   bind_tensor_map(m);
   bind_compute(m);

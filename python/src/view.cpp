@@ -183,10 +183,16 @@ cucore::StridedMemoryView relaid(const cucore::StridedMemoryView& v, std::span<c
   }
 }
 
+// The view's strides as cuda.core reports them: None for the C-contiguous
+// ones, whichever protocol described them (exactly those strides, an extent
+// of 1 aside: an empty array keeps strides of its own).
+nb::object reported_strides(const PyView& v) {
+  if (!v.has_strides || cucore::has_dense_c_strides(v.view.shape(), v.view.strides())) return nb::none();
+  return to_tuple(v.view.strides());
+}
+
 nb::object layout_of(const PyView& v) {
-  nb::object strides = nb::none();
-  if (v.has_strides && !v.view.is_contiguous_c()) strides = to_tuple(v.view.strides());
-  return nb::module_::import_("cucore._layout").attr("_StridedLayout")(to_tuple(v.view.shape()), strides,
+  return nb::module_::import_("cucore._layout").attr("_StridedLayout")(to_tuple(v.view.shape()), reported_strides(v),
                                                                         v.view.itemsize());
 }
 
@@ -282,8 +288,11 @@ void bind_view(nb::module_& m) {
           }
         } else if (!itemsize_arg.is_none()) {
           const int isz = int_arg(itemsize_arg, "itemsize");
-          if (isz <= 0 || (isz & (isz - 1)) != 0)
-            raise_value_error("from_buffer: itemsize must be a power of two, got " + std::to_string(isz));
+          try {
+            cucore::check_itemsize(isz);
+          } catch (const std::invalid_argument& e) {
+            raise_value_error(std::string("from_buffer: ") + e.what());
+          }
           if (isz <= 8) {
             type = {dlpack::kDLUInt, static_cast<uint8_t>(isz * 8), 1};
           } else {  // no DLPack integer that wide: raw bytes
@@ -302,7 +311,8 @@ void bind_view(nb::module_& m) {
                                                cucore::dlpack_device_of(b), is_readonly);
         v.view = relaid(memory, sh, st, type, what);
         v.has_strides = st.has_value();
-        if (static_cast<std::uint64_t>(v.view.size()) * v.view.itemsize() > b.size())  // no overflow: checked
+        if (static_cast<std::uint64_t>(cucore::size_in_bytes(v.view.shape(), static_cast<std::int64_t>(v.view.itemsize()))) >
+            b.size())  // fits: the view checked it
           throw nb::value_error("from_buffer: the shape needs more bytes than the buffer has");
         v.device_id = b.device_id();
         v.exporting_obj = nb::borrow(buffer);
@@ -315,19 +325,7 @@ void bind_view(nb::module_& m) {
       .def_prop_ro("readonly", [](const PyView& v) { return v.view.readonly(); })
       .def_prop_ro("exporting_obj", [](const PyView& v) { return v.exporting_obj.is_valid() ? v.exporting_obj : nb::none(); })
       .def_prop_ro("shape", [](const PyView& v) { return to_tuple(v.view.shape()); })
-      .def_prop_ro("strides", [](const PyView& v) -> nb::object {
-        // The C-contiguous strides are None whichever protocol described them
-        // (as cuda.core): those strides exactly (an extent of 1 aside), so an
-        // empty array keeps strides of its own.
-        if (!v.has_strides) return nb::none();
-        std::int64_t expect = 1;
-        bool compact = true;
-        for (int i = v.view.ndim() - 1; i >= 0 && compact; --i) {
-          if (v.view.shape()[i] != 1 && v.view.strides()[i] != expect) compact = false;
-          expect *= v.view.shape()[i];
-        }
-        return compact ? nb::none() : nb::object(to_tuple(v.view.strides()));
-      })
+      .def_prop_ro("strides", &reported_strides)
       .def_prop_ro("ndim", [](const PyView& v) { return v.view.ndim(); })
       .def_prop_ro("size", [](const PyView& v) { return v.view.size(); })
       .def_prop_ro("dtype", [](PyView& v) -> nb::object {
@@ -390,11 +388,6 @@ void bind_view(nb::module_& m) {
              ")";
         return s;
       });
-  m.def("_is_contiguous", [](std::vector<int64_t> shape, std::optional<std::vector<int64_t>> strides, char order) {
-    const std::span<const int64_t> st = strides ? std::span<const int64_t>(*strides) : std::span<const int64_t>();
-    if (strides && strides->size() != shape.size()) raise_value_error("_is_contiguous: strides and shape differ in rank");
-    return order == 'F' ? cucore::is_contiguous_f(shape, st) : cucore::is_contiguous_c(shape, st);
-  }, nb::arg("shape"), nb::arg("strides").none(), nb::arg("order"));
   g_types.view = reinterpret_cast<PyTypeObject*>(vc.ptr());
   g_types.view->tp_vectorcall = view_vectorcall;
   for (PyMethodDef& def : g_view_fastcall_defs) {

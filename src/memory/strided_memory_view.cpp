@@ -18,35 +18,6 @@ namespace cucore {
 using detail::check;
 using detail::driver;
 
-bool is_contiguous_c(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept {
-  if (strides.empty()) return true;
-  std::int64_t expect = 1;
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    if (shape[i] == 0) return true;  // no elements: any strides
-    if (shape[i] != 1 && strides[i] != expect) return false;
-    expect *= shape[i];
-  }
-  return true;
-}
-
-bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept {
-  if (strides.empty()) {  // C-contiguous: F-contiguous too when at most one extent exceeds 1
-    int big = 0;
-    for (std::int64_t e : shape) {
-      if (e == 0) return true;
-      big += e > 1;
-    }
-    return big <= 1;
-  }
-  std::int64_t expect = 1;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 0) return true;
-    if (shape[i] != 1 && strides[i] != expect) return false;
-    expect *= shape[i];
-  }
-  return true;
-}
-
 namespace {
 
 [[noreturn]] void invalid(const std::string& what) { throw std::invalid_argument("StridedMemoryView: " + what); }
@@ -55,62 +26,39 @@ bool known_device_type(dlpack::DLDeviceType t) {
   return t == dlpack::kDLCPU || t == dlpack::kDLCUDA || t == dlpack::kDLCUDAHost || t == dlpack::kDLCUDAManaged;
 }
 
-// a * b and a + b, false when the result does not fit.
-bool mul(std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_mul_overflow(a, b, &out); }
-bool add(std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_add_overflow(a, b, &out); }
-
 // Everything a view's layout must satisfy before any arithmetic on it is done
 // (strides in elements; empty: C-contiguous), so that size(), span_bytes(),
-// the compact strides and the addresses of the first and last element are
-// exact: shared by the constructor and check_dltensor.
+// the dense strides and the addresses of the first and last element are
+// exact: shared by the constructor and check_dltensor. The arithmetic is the
+// layout's (strided_layout.hpp); its refusals become the view's.
 void check_layout(std::uintptr_t data, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
                   DataType dtype, dlpack::DLDevice device) {
   if (shape.size() > static_cast<std::size_t>(kMaxNdim))
     invalid("ndim " + std::to_string(shape.size()) + " is more than " + std::to_string(kMaxNdim));
-  if (!strides.empty() && strides.size() != shape.size())
-    invalid("strides has " + std::to_string(strides.size()) + " entries for a shape of " +
-            std::to_string(shape.size()));
   if (!known_device_type(device.device_type))
     invalid("device type " + std::to_string(static_cast<int>(device.device_type)) +
             " is not CPU, CUDA, CUDA host or CUDA managed memory");
   if (dtype.bits == 0 || dtype.lanes == 0) invalid("the element type has no size");
-  const auto itemsize = static_cast<std::int64_t>(dtype.itemsize());
-  // The product of the extents (zeros left out: the compact strides multiply
-  // the others) and its size in bytes must fit.
-  std::int64_t count = 1, bytes = 0;
-  bool empty = false;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] < 0) invalid("extent " + std::to_string(i) + " is negative (" + std::to_string(shape[i]) + ")");
-    if (shape[i] == 0) {
-      empty = true;
-      continue;
-    }
-    if (!mul(count, shape[i], count)) invalid("the shape's element count overflows 64 bits");
+  ByteBounds reach;
+  try {
+    if (!strides.empty()) check_strides_rank(shape.size(), strides.size());
+    check_extents(shape);
+    const auto itemsize = static_cast<std::int64_t>(dtype.itemsize());
+    // The element count and its bytes fit (for an empty shape too: its dense
+    // strides multiply the other extents), and so do the byte offsets of the
+    // lowest element and one past the highest from `data`.
+    (void)size_in_bytes(shape, itemsize);
+    reach = byte_bounds(shape, strides, itemsize);
+  } catch (const std::invalid_argument& e) {
+    invalid(e.what());
+  } catch (const std::overflow_error& e) {
+    invalid(e.what());
   }
-  if (!mul(count, itemsize, bytes)) invalid("the shape's size in bytes overflows 64 bits");
-  if (empty) return;  // no element: the strides reach nothing
-  // Element offsets of the first and last element from `data` (lo <= 0 <= hi).
-  std::int64_t lo = 0, hi = count - 1;
-  if (!strides.empty()) {
-    hi = 0;
-    for (std::size_t i = 0; i < shape.size(); ++i) {
-      std::int64_t reach = 0;
-      bool fits = mul(shape[i] - 1, strides[i], reach);
-      std::int64_t& end = reach < 0 ? lo : hi;
-      fits = fits && add(end, reach, end);
-      if (!fits)
-        invalid("the strides reach beyond 64 bits (stride " + std::to_string(i) + " is " +
-                std::to_string(strides[i]) + ")");
-    }
-  }
-  std::int64_t lo_bytes = 0, end_bytes = 0;
-  if (!mul(lo, itemsize, lo_bytes) || !add(hi, 1, end_bytes) || !mul(end_bytes, itemsize, end_bytes))
-    invalid("the strides reach beyond 64 bits in bytes");
-  // The elements lie between data + lo_bytes and data + end_bytes: neither may
+  // The elements lie between data + begin (<= 0) and data + end: neither may
   // wrap around the address space.
-  const auto before = static_cast<std::uint64_t>(-(lo_bytes + 1)) + 1;  // -lo_bytes, also for INT64_MIN
-  if ((lo_bytes < 0 && before > data) ||
-      static_cast<std::uint64_t>(end_bytes) > std::numeric_limits<std::uintptr_t>::max() - data)
+  const auto before = static_cast<std::uint64_t>(-(reach.begin + 1)) + 1;  // -begin, also for INT64_MIN
+  if ((reach.begin < 0 && before > data) ||
+      static_cast<std::uint64_t>(reach.end) > std::numeric_limits<std::uintptr_t>::max() - data)
     invalid("the layout reaches outside the address space from the data pointer " + std::to_string(data));
 }
 
@@ -234,12 +182,12 @@ StridedMemoryView::StridedMemoryView(void* data, std::span<const std::int64_t> s
   ndim_ = static_cast<int>(shape.size());
   if (ndim_ > kInlineNdim) big_dims_.resize(shape.size() * 2);
   std::int64_t* d = dims();
-  std::int64_t step = 1;  // never overflows: check_layout bounded the product of the extents
-  for (std::size_t i = shape.size(); i-- > 0;) {
-    d[i] = shape[i];
-    d[shape.size() + i] = strides.empty() ? step : strides[i];
-    step *= shape[i];
-  }
+  const std::size_t n = shape.size();
+  std::copy_n(shape.data(), n, d);
+  if (strides.empty())
+    dense_strides(shape, LayoutOrder::c, {d + n, n});  // fit: check_layout bounded the product of the extents
+  else
+    std::copy_n(strides.data(), n, d + n);
 }
 
 StridedMemoryView StridedMemoryView::from_buffer(const Buffer& buffer, std::span<const std::int64_t> shape,
@@ -309,16 +257,12 @@ StridedMemoryView StridedMemoryView::from_array_interface(const ArrayInterface& 
     invalid("ndim " + std::to_string(a.shape.size()) + " is more than " + std::to_string(kMaxNdim));
   std::vector<std::int64_t> strides;
   if (a.strides) {
-    if (a.strides->size() != a.shape.size())
-      invalid("strides has " + std::to_string(a.strides->size()) + " entries for a shape of " +
-              std::to_string(a.shape.size()));
-    const auto item = static_cast<std::int64_t>(type.itemsize);
-    strides.reserve(a.strides->size());
-    for (std::int64_t bytes : *a.strides) {
-      if (bytes % item != 0)
-        invalid("stride " + std::to_string(bytes) + " bytes is not a multiple of the itemsize (" +
-                std::to_string(item) + ")");
-      strides.push_back(bytes / item);
+    try {
+      check_strides_rank(a.shape.size(), a.strides->size());
+      strides.resize(a.strides->size());
+      strides_from_bytes(*a.strides, static_cast<std::int64_t>(type.itemsize), strides);
+    } catch (const std::invalid_argument& e) {
+      invalid(e.what());
     }
   }
   return StridedMemoryView(reinterpret_cast<void*>(a.data), a.shape, strides, dtype, a.device, a.readonly);
@@ -379,13 +323,12 @@ StridedMemoryView StridedMemoryView::adopt_dlpack(dlpack::DLManagedTensor* t, bo
 }
 
 std::size_t StridedMemoryView::span_bytes() const {
-  if (size() == 0) return 0;
-  std::int64_t last = 0;
-  for (int i = 0; i < ndim(); ++i) {
-    if (strides()[i] < 0) invalid("stride " + std::to_string(i) + " is negative");
-    last += (shape()[i] - 1) * strides()[i];
+  try {
+    return static_cast<std::size_t>(
+        required_size_in_bytes(shape(), strides(), static_cast<std::int64_t>(itemsize())));
+  } catch (const std::invalid_argument& e) {
+    invalid(std::string("span_bytes: ") + e.what());
   }
-  return static_cast<std::size_t>(last + 1) * itemsize();
 }
 
 void StridedMemoryView::check_element_type(DataType want, std::size_t size) const {

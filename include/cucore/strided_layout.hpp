@@ -1,0 +1,124 @@
+#pragma once
+// The strided layout of an array: its shape (extents), its strides in
+// elements and its item size in bytes, and the facts everything that exchanges
+// arrays asks of one: the dense strides of an axis order, contiguity, the
+// element count, the offsets its elements reach and the bytes a buffer must
+// hold. The one implementation: StridedMemoryView, its DLPack and array
+// interface import, and the Python _StridedLayout (cuda.core's) all compute
+// through these.
+//
+//   std::int64_t shape[] = {4, 3}, strides[2];
+//   cucore::dense_strides(shape, cucore::LayoutOrder::f, strides);   // {1, 4}
+//   cucore::is_contiguous_f(shape, strides);                         // true
+//   cucore::required_size_in_bytes(shape, strides, 8);               // 96
+//
+// Conventions. Strides are in elements; an empty `strides` span means the
+// layout is C-contiguous (the dense C strides of its shape). An extent of 1
+// may have any stride, as NumPy has it; an array with no element (an extent
+// of 0) is contiguous whatever its strides. A function that takes a shape and
+// strides checks them first (check_extents, check_strides_rank). Errors:
+// std::invalid_argument for a bad value (naming the axis and the value), and
+// std::overflow_error for arithmetic on the layout that does not fit 64
+// signed bits (never undefined behaviour, never a wrapped result). An item
+// size is any positive number of bytes here (a 12-byte struct); only
+// check_itemsize asks for a power of two.
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace cucore {
+
+// The two named orders of dense strides: C (the last axis has stride 1, the
+// strides grow to the left) and F (the first axis has stride 1).
+enum class LayoutOrder { c, f };
+
+// ---- checks ---------------------------------------------------------------------
+// Every extent is 0 or more: std::invalid_argument naming the first negative one.
+void check_extents(std::span<const std::int64_t> shape);
+// Strides given for a shape are one per axis: std::invalid_argument
+// otherwise. (An empty strides span given to the functions below means
+// C-contiguous and is not this check's.)
+void check_strides_rank(std::size_t ndim, std::size_t nstrides);
+// An item size is a power of two (1, 2, 4, ...): std::invalid_argument
+// otherwise (what _StridedLayout and a view of a Buffer by itemsize take).
+void check_itemsize(std::int64_t itemsize);
+
+// ---- strides in bytes --------------------------------------------------------------
+// Byte strides as element strides (into `out`, of the same size): each must be
+// a whole number of items (std::invalid_argument naming it).
+void strides_from_bytes(std::span<const std::int64_t> byte_strides, std::int64_t itemsize, std::span<std::int64_t> out);
+// Element strides as byte strides: std::overflow_error naming a stride whose
+// bytes do not fit.
+void strides_to_bytes(std::span<const std::int64_t> strides, std::int64_t itemsize, std::span<std::int64_t> out);
+
+// ---- counts -----------------------------------------------------------------------------
+// The number of elements (0 when an extent is 0). std::overflow_error when the
+// product of the non-zero extents does not fit, even for an empty shape: every
+// dense stride of the shape then fits too.
+std::int64_t volume(std::span<const std::int64_t> shape);
+// volume(shape) * itemsize, with the same rule: std::overflow_error when the
+// non-zero extents' product times the itemsize does not fit.
+std::int64_t size_in_bytes(std::span<const std::int64_t> shape, std::int64_t itemsize);
+
+// ---- dense strides ------------------------------------------------------------------
+// The dense strides of `shape` in C or F order, into `out` (of the shape's
+// size). Each is the product of the extents of the axes after it in the order
+// (zeros included, so an empty shape has some strides of 0, as the views
+// have always made them). std::overflow_error when one does not fit.
+void dense_strides(std::span<const std::int64_t> shape, LayoutOrder order, std::span<std::int64_t> out);
+// The same in the order of `axis_order`, a permutation of the axes (negative
+// axes count from the end, as in Python): its last axis has stride 1, its
+// first the largest. std::invalid_argument naming a permutation of another
+// length, an axis out of range or an axis given twice.
+void dense_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> axis_order,
+                   std::span<std::int64_t> out);
+std::vector<std::int64_t> dense_strides(std::span<const std::int64_t> shape, LayoutOrder order = LayoutOrder::c);
+std::vector<std::int64_t> dense_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> axis_order);
+
+// The order of the strides, into `out` (of the shape's size): the axes from
+// the largest stride (by magnitude) to the smallest, ties to the larger
+// extent, then to the lower axis; 0, 1, ... for C-contiguous (empty) strides.
+// The order dense_strides(shape, axis_order) turns back into strides
+// (cuda.core's _StridedLayout.stride_order, and its "K" order).
+void stride_order(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                  std::span<std::int64_t> out);
+
+// ---- contiguity --------------------------------------------------------------------------
+// The strides are exactly the dense C strides of the shape, but for extents
+// of 1 (whose stride is free): also for an empty shape, whose strides are
+// otherwise free. What a StridedMemoryView reports as strides None.
+bool has_dense_c_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// Contiguous in C order, in F order, or in some order of the axes (C order
+// once the axes are permuted): every element at its own offset in
+// [0, volume) with nothing between. Empty shapes are all three.
+bool is_contiguous_c(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+bool is_contiguous_any(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+
+// ---- reach ----------------------------------------------------------------------------------
+// The lowest and highest offset (in elements, from the element at index
+// 0, ..., 0) that an element reaches; {0, -1} for an empty shape.
+// std::overflow_error naming the stride when a reach does not fit.
+struct OffsetBounds {
+  std::int64_t min = 0, max = -1;
+  friend constexpr bool operator==(const OffsetBounds&, const OffsetBounds&) = default;
+};
+OffsetBounds offset_bounds(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// The same in bytes, as a half-open range: [min * itemsize, (max + 1) * itemsize)
+// ({0, 0} for an empty shape). std::overflow_error when either does not fit.
+struct ByteBounds {
+  std::int64_t begin = 0, end = 0;
+  friend constexpr bool operator==(const ByteBounds&, const ByteBounds&) = default;
+};
+ByteBounds byte_bounds(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                       std::int64_t itemsize);
+// What memory starting at the element at index 0, ..., 0 must hold: max + 1
+// elements (0 for an empty shape), in bytes times the itemsize.
+// std::invalid_argument when negative strides reach before that element (no
+// size from the start holds it); std::overflow_error when it does not fit.
+std::int64_t required_span(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+std::int64_t required_size_in_bytes(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                                    std::int64_t itemsize);
+
+}  // namespace cucore
