@@ -166,9 +166,9 @@ void* ObjectCode::exported_library_handle() const {
   // One share per exported library, kept for the process's life (never
   // destroyed: a process ends without unloading what it handed out).
   static auto* exported = new std::unordered_map<const detail::LibraryBox*, detail::LibraryHandle>;
-  static std::mutex mutex;
+  static auto* mutex = new std::mutex;  // never destroyed, as the map
   {
-    std::lock_guard lock(mutex);
+    std::lock_guard lock(*mutex);
     exported->try_emplace(library.get(), library);
   }
   return library->library;

@@ -181,22 +181,34 @@ void stride_order(std::span<const std::int64_t> shape, std::span<const std::int6
   });
 }
 
-bool has_dense_c_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
-  check(shape, strides);
-  if (strides.empty()) return true;
+namespace {
+// Whether `strides` (checked, one per axis) are the dense ones along `axis`
+// (axis(0) has stride 1), extents of 1 aside.
+template <typename Axis>
+bool dense_along(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides, Axis axis) noexcept {
   std::int64_t expect = 1;
   bool reachable = true;  // false once the product of the extents passes 64 bits: no stride is that far
-  for (std::size_t i = shape.size(); i-- > 0;) {
+  for (std::size_t k = 0; k < shape.size(); ++k) {
+    const std::size_t i = axis(k);
     if (shape[i] == 1) continue;
     if (!reachable || strides[i] != expect) return false;
     reachable = mul(expect, shape[i], expect);
   }
   return true;
 }
+bool dense_c(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) noexcept {
+  return strides.empty() || dense_along(shape, strides, [n = shape.size()](std::size_t k) { return n - 1 - k; });
+}
+}  // namespace
+
+bool has_dense_c_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  check(shape, strides);
+  return dense_c(shape, strides);
+}
 
 bool is_contiguous_c(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
   check(shape, strides);
-  return has_zero_extent(shape) || has_dense_c_strides(shape, strides);
+  return has_zero_extent(shape) || dense_c(shape, strides);
 }
 
 bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
@@ -204,14 +216,7 @@ bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::i
   if (has_zero_extent(shape)) return true;
   if (strides.empty())  // C-contiguous: F-contiguous too when at most one extent exceeds 1
     return std::count_if(shape.begin(), shape.end(), [](std::int64_t e) { return e > 1; }) <= 1;
-  std::int64_t expect = 1;
-  bool reachable = true;
-  for (std::size_t i = 0; i < shape.size(); ++i) {
-    if (shape[i] == 1) continue;
-    if (!reachable || strides[i] != expect) return false;
-    reachable = mul(expect, shape[i], expect);
-  }
-  return true;
+  return dense_along(shape, strides, [](std::size_t k) { return k; });
 }
 
 bool is_contiguous_any(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {

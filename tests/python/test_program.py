@@ -211,8 +211,7 @@ def test_a_library_unloaded_by_the_holder_of_its_handle_is_not_unloaded_again(de
     import sys
     import textwrap
 
-    driver = pytest.importorskip("cuda.bindings.driver", reason="needs cuda.bindings to unload as numba-cuda does")
-    del driver
+    pytest.importorskip("cuda.bindings.driver", reason="needs cuda.bindings to unload as numba-cuda does")
     script = textwrap.dedent(f"""
         import gc, numpy as np
         import cucore
