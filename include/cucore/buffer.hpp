@@ -130,6 +130,10 @@ class Buffer {
   static Buffer from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDescriptor& descriptor,
                                     const Stream& stream);
   bool is_mapped() const noexcept;  // imported from another process
+  // The resource this Buffer is freed through, borrowed from the Buffer's own
+  // share (null when closed or with none): for questions on a hot path, where
+  // memory_resource()'s copy of the share would cost two atomic operations.
+  MemoryResource::Impl* resource_impl() const noexcept;
 
  private:
   friend class VirtualMemoryResource;  // grows its buffers in place (modify_allocation)
@@ -139,7 +143,6 @@ class Buffer {
   // a share of `stream` (false where the mapping holds it already).
   static Buffer mapped(CUdeviceptr ptr, std::size_t size, const MemoryResource& mr, const Stream& stream,
                        std::shared_ptr<const void> mapping, bool share_stream);
-  MemoryResource::Impl* resource_impl() const noexcept;  // null when closed or with no resource
   void require_open(const char* operation) const {
     if (!box_) [[unlikely]]
       detail::throw_closed("Buffer", operation);

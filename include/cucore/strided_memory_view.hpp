@@ -84,6 +84,15 @@ struct ForeignRef {
 // and __dlpack_device__ in Python are this, as are views from_buffer.
 dlpack::DLDevice dlpack_device_of(const Buffer& buffer);
 
+// A Buffer's bytes as the tensor cuda.core's Buffer.__dlpack__ gives (1-D
+// int8, stride 1) at `device` (dlpack_device_of(buffer), or kDLCPU for memory
+// the host can read), filled in directly: no view is built and no layout
+// checked, for an export made per interop call. `keep` as in
+// StridedMemoryView::to_dlpack (released at once if the export fails).
+dlpack::DLManagedTensorVersioned* buffer_to_dlpack(const Buffer& buffer, dlpack::DLDevice device, ForeignRef keep);
+dlpack::DLManagedTensor* buffer_to_dlpack_unversioned(const Buffer& buffer, dlpack::DLDevice device,
+                                                      ForeignRef keep);
+
 // The checks StridedMemoryView::from_dltensor makes, without making a view, for
 // a caller that reads the tensor's shape and strides itself: ndim in 0..64, a
 // shape (and no negative extent) when ndim > 0, and no arithmetic on the layout

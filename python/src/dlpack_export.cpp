@@ -77,40 +77,36 @@ nb::object make_dlpack_capsule(dlpack::DLManagedTensorVersioned* t) {
   });
 }
 
-nb::object dlpack_capsule_for(nb::handle self, const char* what, const cucore::StridedMemoryView& v,
-                              nb::handle max_version, nb::handle dl_device, nb::handle copy) {
-  const dlpack::DLDevice own = v.device();
+DlpackRequest dlpack_request(const char* what, dlpack::DLDevice own, nb::handle max_version, nb::handle dl_device,
+                             nb::handle copy) {
   auto refuse = [&](const std::string& why) {
     throw nb::buffer_error((std::string(what) + ".__dlpack__: " + why).c_str());
   };
   if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
     refuse("copy=True is not supported (the export is zero-copy)");
+  DlpackRequest r{false, own};
   // Pinned and managed memory is the CPU's too: asked for the CPU, they are
   // described as CPU memory, still without a copy.
-  bool as_cpu = false;
   if (!dl_device.is_none()) {
     if (!PyTuple_Check(dl_device.ptr()) || PyTuple_GET_SIZE(dl_device.ptr()) != 2)
       refuse("dl_device must be a (device_type, device_id) tuple");
     const int type = int_arg(PyTuple_GET_ITEM(dl_device.ptr(), 0), "dl_device[0]"),
               id = int_arg(PyTuple_GET_ITEM(dl_device.ptr(), 1), "dl_device[1]");
-    as_cpu = type == dlpack::kDLCPU && id == 0 &&
-             (own.device_type == dlpack::kDLCUDAHost || own.device_type == dlpack::kDLCUDAManaged);
+    const bool as_cpu = type == dlpack::kDLCPU && id == 0 &&
+                        (own.device_type == dlpack::kDLCUDAHost || own.device_type == dlpack::kDLCUDAManaged);
     if (!as_cpu && (type != own.device_type || id != own.device_id))
       refuse("dl_device (" + std::to_string(type) + ", " + std::to_string(id) + ") is not where the memory is (" +
              std::to_string(static_cast<int>(own.device_type)) + ", " + std::to_string(own.device_id) +
              "), and the export is zero-copy");
+    if (as_cpu) r.device = {dlpack::kDLCPU, 0};
   }
-  auto place = [&](auto* t) {
-    if (as_cpu) t->dl_tensor.device = {dlpack::kDLCPU, 0};
-    return make_dlpack_capsule(t);
-  };
-  if (max_version.is_none()) return place(v.to_dlpack_unversioned(py_ref(self)));
+  if (max_version.is_none()) return r;
   if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
     refuse("max_version must be a (major, minor) tuple, got " + repr_text(max_version));
   const long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version.ptr(), 0));
   if (major == -1 && PyErr_Occurred()) throw nb::python_error();
-  if (major >= 1) return place(v.to_dlpack(py_ref(self)));
-  return place(v.to_dlpack_unversioned(py_ref(self)));
+  r.versioned = major >= 1;
+  return r;
 }
 
 bool parse_dlpack_kwargs(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, PyObject* out[4]) {
@@ -164,8 +160,13 @@ dlpack::DLDevice view_dlpack_device(nb::handle self) { return nb::inst_ptr<PyVie
 nb::object view_dlpack(nb::handle self, nb::handle stream, nb::handle max_version, nb::handle dl_device,
                        nb::handle copy) {
   (void)stream;  // as Buffer.__dlpack__: no producer stream to order
-  return dlpack_capsule_for(self, "StridedMemoryView", cpp_view(*nb::inst_ptr<PyView>(self)), max_version,
-                            dl_device, copy);
+  const cucore::StridedMemoryView& v = cpp_view(*nb::inst_ptr<PyView>(self));
+  const DlpackRequest r = dlpack_request("StridedMemoryView", v.device(), max_version, dl_device, copy);
+  auto placed = [&](auto* t) {
+    t->dl_tensor.device = r.device;
+    return make_dlpack_capsule(t);
+  };
+  return r.versioned ? placed(v.to_dlpack(py_ref(self))) : placed(v.to_dlpack_unversioned(py_ref(self)));
 }
 
 // An exported tensor holds the view (which holds the memory's exporter).

@@ -135,15 +135,9 @@ MemoryResource resource_arg(nb::handle mr) {
 }
 
 // ---- DLPack export: a 1-D int8 tensor over the buffer's bytes (cuda.core's) -------
-// libcucore's view of the buffer and its export (StridedMemoryView::to_dlpack),
-// holding a strong reference to the Buffer (dropped under the GIL on whichever
-// thread the consumer frees the tensor): one allocation per export, as
-// torch.from_dlpack makes one per call.
-cucore::StridedMemoryView buffer_view(const cucore::Buffer& b) {
-  const std::int64_t shape = static_cast<std::int64_t>(b.size());
-  return cucore::StridedMemoryView::from_buffer(b, {&shape, 1}, {}, cucore::DataType::of<std::int8_t>());
-}
-
+// libcucore's export (buffer_to_dlpack), holding a strong reference to the
+// Buffer (dropped under the GIL on whichever thread the consumer frees the
+// tensor): one allocation per export, as torch.from_dlpack makes one per call.
 dlpack::DLDevice buffer_dlpack_device(nb::handle self) {
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
@@ -159,7 +153,9 @@ nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_vers
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
   (void)stream;
-  return dlpack_capsule_for(self, "Buffer", buffer_view(b), max_version, dl_device, copy);
+  const DlpackRequest r = dlpack_request("Buffer", cucore::dlpack_device_of(b), max_version, dl_device, copy);
+  if (r.versioned) return make_dlpack_capsule(cucore::buffer_to_dlpack(b, r.device, py_ref(self)));
+  return make_dlpack_capsule(cucore::buffer_to_dlpack_unversioned(b, r.device, py_ref(self)));
 }
 
 // The exchange API's export (managed_tensor_from_py_object_no_sync) for Buffers.
@@ -171,7 +167,7 @@ int buffer_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** o
     if (!is_buffer(obj)) throw nb::type_error("py_object is not a cucore.Buffer");
     const cucore::Buffer& b = as_buffer(obj);
     if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
-    *out = buffer_view(b).to_dlpack(py_ref(obj));
+    *out = cucore::buffer_to_dlpack(b, cucore::dlpack_device_of(b), py_ref(obj));
     return 0;
   } catch (...) {
     set_error_from_current_exception();

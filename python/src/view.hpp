@@ -67,14 +67,18 @@ nb::object make_dlpack_capsule(dlpack::DLManagedTensor* t);
 nb::object make_dlpack_capsule(dlpack::DLManagedTensorVersioned* t);
 
 // ---- export (dlpack_export.cpp) ---------------------------------------------------------
-// __dlpack__ for Buffer and StridedMemoryView (`what`): libcucore's export of
-// `v` (StridedMemoryView::to_dlpack), holding `self`, with the DLPack spec's
-// arguments as cuda.core takes them. copy=True is BufferError (the export is
-// zero-copy), as is a dl_device other than the view's (but the CPU for pinned
-// or managed memory, which the CPU reads as it is); max_version None or below
-// 1.0 gives a 0.x tensor, else a versioned one.
-nb::object dlpack_capsule_for(nb::handle self, const char* what, const cucore::StridedMemoryView& v,
-                              nb::handle max_version, nb::handle dl_device, nb::handle copy);
+// What a __dlpack__ call asks of memory at `own`, with the DLPack spec's
+// arguments as cuda.core takes them (`what` names the exporter in errors):
+// copy=True is BufferError (the export is zero-copy), as is a dl_device other
+// than `own` (but the CPU for pinned or managed memory, which the CPU reads as
+// it is: then `device` is the CPU); max_version None or below 1.0 asks for a
+// 0.x tensor, else a versioned one.
+struct DlpackRequest {
+  bool versioned;
+  dlpack::DLDevice device;  // where the tensor says the memory is
+};
+DlpackRequest dlpack_request(const char* what, dlpack::DLDevice own, nb::handle max_version, nb::handle dl_device,
+                             nb::handle copy);
 
 // __dlpack__ and __dlpack_device__ as plain C methods of a bound type
 // (installed by install_dlpack_methods): torch.from_dlpack and NumPy call both

@@ -130,6 +130,38 @@ Managed* export_view(const StridedMemoryView& v, std::shared_ptr<const void> own
   return &e.release()->tensor;
 }
 
+template <typename Managed>
+Managed* export_bytes(const Buffer& b, dlpack::DLDevice device, ForeignRef keep) {
+  Export<Managed>* e;
+  try {
+    if (b.is_closed()) detail::throw_closed("Buffer", "__dlpack__");
+    if (b.size() > static_cast<std::size_t>(std::numeric_limits<std::int64_t>::max()))
+      invalid("a Buffer of " + std::to_string(b.size()) + " bytes has no 1-D int8 DLPack shape");
+    e = new Export<Managed>;
+  } catch (...) {
+    if (keep.release) keep.release(keep.object);
+    throw;
+  }
+  e->keep = keep;
+  e->inline_dims[0] = static_cast<std::int64_t>(b.size());
+  e->inline_dims[1] = 1;
+  dlpack::DLTensor& d = e->tensor.dl_tensor;
+  d.data = reinterpret_cast<void*>(b.handle());
+  d.device = device;
+  d.ndim = 1;
+  d.dtype = {dlpack::kDLInt, 8, 1};
+  d.shape = e->inline_dims;
+  d.strides = e->inline_dims + 1;
+  d.byte_offset = 0;
+  if constexpr (std::is_same_v<Managed, dlpack::DLManagedTensorVersioned>) {
+    e->tensor.version = {dlpack::kMajor, dlpack::kMinor};
+    e->tensor.flags = 0;
+  }
+  e->tensor.manager_ctx = e;
+  e->tensor.deleter = [](Managed* self) { delete static_cast<Export<Managed>*>(self->manager_ctx); };
+  return &e->tensor;
+}
+
 // An adopted tensor, released by its deleter with the view's last copy. A
 // recycled box (make_box): adopting one per interop call mallocs nothing.
 template <typename Managed>
@@ -162,16 +194,28 @@ dlpack::DLDevice dlpack_device_of(const Buffer& b) {
   // A resource that reports its memory's kind is taken at its word: no driver
   // call (torch.from_dlpack asks twice per conversion). Buffer::is_managed
   // asks the driver for any other.
-  const MemoryResource& mr = b.memory_resource();
-  const bool known = mr && mr.impl()->reports_memory_kind();
-  if (known ? mr.is_managed() : b.is_managed()) return {dlpack::kDLCUDAManaged, 0};
+  // The resource is asked through the Buffer's own share (memory_resource()
+  // would copy one: two atomic operations per call).
+  if (const MemoryResource::Impl* mr = b.resource_impl(); mr && mr->reports_memory_kind()) {
+    if (mr->is_managed()) return {dlpack::kDLCUDAManaged, 0};
+    const bool dev = mr->is_device_accessible(), host = mr->is_host_accessible();
+    if (dev && host) return {dlpack::kDLCUDAHost, 0};
+    if (dev) return {dlpack::kDLCUDA, std::max(mr->device_id(), 0)};
+    return {dlpack::kDLCPU, 0};
+  }
+  if (b.is_managed()) return {dlpack::kDLCUDAManaged, 0};
   const bool dev = b.is_device_accessible(), host = b.is_host_accessible();
   if (dev && host) return {dlpack::kDLCUDAHost, 0};
-  if (dev) {
-    const int id = b.device_id();
-    return {dlpack::kDLCUDA, id >= 0 ? id : 0};
-  }
+  if (dev) return {dlpack::kDLCUDA, std::max(b.device_id(), 0)};
   return {dlpack::kDLCPU, 0};
+}
+
+dlpack::DLManagedTensorVersioned* buffer_to_dlpack(const Buffer& b, dlpack::DLDevice device, ForeignRef keep) {
+  return export_bytes<dlpack::DLManagedTensorVersioned>(b, device, keep);
+}
+
+dlpack::DLManagedTensor* buffer_to_dlpack_unversioned(const Buffer& b, dlpack::DLDevice device, ForeignRef keep) {
+  return export_bytes<dlpack::DLManagedTensor>(b, device, keep);
 }
 
 StridedMemoryView::StridedMemoryView(void* data, std::span<const std::int64_t> shape,

@@ -571,18 +571,40 @@ TEST(StridedMemoryViewTest, ABuffersDLPackDeviceIsItsResourcesWordWhereItHasOne)
     EXPECT_EQ(queries, 1);
     EXPECT_EQ(got.device_type, answer ? dlpack::kDLCUDAManaged : dlpack::kDLCUDA) << "the driver's answer " << answer;
   }
-  // A Buffer's DLPack export (what Buffer.__dlpack__ hands out): its bytes, 1-D int8, where it lives.
+  // A Buffer's DLPack export (what Buffer.__dlpack__ hands out): its bytes, 1-D
+  // int8, at the device given, holding `keep` until the deleter runs.
   queries = 0;
   Buffer b = Buffer::from_handle(memory.data(), memory.size(),
                                  MemoryResource(std::make_shared<FlagsImpl>(true, true, false, 0, true)));
   const std::int64_t n = std::int64_t(memory.size());
-  auto* t = StridedMemoryView::from_buffer(b, {&n, 1}, {}, DataType::of<std::int8_t>()).to_dlpack();
-  EXPECT_EQ(t->dl_tensor.data, memory.data());
-  EXPECT_EQ(t->dl_tensor.ndim, 1);
-  EXPECT_EQ(t->dl_tensor.shape[0], n);
-  EXPECT_EQ(t->dl_tensor.strides[0], 1);
-  EXPECT_EQ(t->dl_tensor.device.device_type, dlpack::kDLCUDAHost);
-  EXPECT_EQ(DataType::from_dlpack(t->dl_tensor.dtype), DataType::of<std::int8_t>());
-  EXPECT_EQ(queries, 0);
+  static int released = 0;
+  int token = 0;
+  const ForeignRef keep{&token, [](void* o) noexcept { released += o != nullptr; }};
+  auto check = [&](const dlpack::DLTensor& d, dlpack::DLDevice want) {
+    EXPECT_EQ(d.data, memory.data());
+    EXPECT_EQ(d.ndim, 1);
+    EXPECT_EQ(d.shape[0], n);
+    EXPECT_EQ(d.strides[0], 1);
+    EXPECT_EQ(d.byte_offset, 0u);
+    EXPECT_EQ(d.device.device_type, want.device_type);
+    EXPECT_EQ(d.device.device_id, want.device_id);
+    EXPECT_EQ(DataType::from_dlpack(d.dtype), DataType::of<std::int8_t>());
+  };
+  released = 0;
+  auto* t = buffer_to_dlpack(b, dlpack_device_of(b), keep);
+  check(t->dl_tensor, {dlpack::kDLCUDAHost, 0});
+  EXPECT_EQ(t->version.major, dlpack::kMajor);
+  EXPECT_EQ(t->flags, 0u) << "a Buffer's export is writable";
+  EXPECT_EQ(released, 0);
   t->deleter(t);
+  EXPECT_EQ(released, 1) << "the deleter drops what the export keeps";
+  auto* u = buffer_to_dlpack_unversioned(b, {dlpack::kDLCPU, 0}, keep);
+  check(u->dl_tensor, {dlpack::kDLCPU, 0});
+  u->deleter(u);
+  EXPECT_EQ(released, 2);
+  EXPECT_EQ(queries, 0);
+  // The export of a closed Buffer is refused, and `keep` is dropped at once.
+  b.close();
+  EXPECT_THROW(buffer_to_dlpack(b, {dlpack::kDLCUDA, 0}, keep), ClosedError);
+  EXPECT_EQ(released, 3);
 }
