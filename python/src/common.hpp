@@ -91,6 +91,9 @@ void set_error_from_current_exception() noexcept;
 [[noreturn]] void raise_type_error(const std::string& msg);
 [[noreturn]] void raise_value_error(const std::string& msg);
 [[noreturn]] void raise_overflow_error(const std::string& msg);
+// The RuntimeError cuda.core's classes raise from __init__ when they are made
+// only by factories ("X cannot be instantiated directly. Use ...").
+[[noreturn]] void refuse_init(const char* message);
 // cucore.CUDAError (cuda.core's CUDAError) with `msg` and no CUresult.
 [[noreturn]] void raise_cuda_error(const std::string& msg);
 // An attribute of cucore.system.exceptions (imported on first use): NVML's exception classes.

@@ -261,6 +261,10 @@ void set_error_from_current_exception() noexcept {
 }
 
 void raise_type_error(const std::string& msg) { throw nb::type_error(msg.c_str()); }
+void refuse_init(const char* message) {
+  PyErr_SetString(PyExc_RuntimeError, message);
+  throw nb::python_error();
+}
 void raise_value_error(const std::string& msg) { throw nb::value_error(msg.c_str()); }
 void raise_overflow_error(const std::string& msg) {
   PyErr_SetString(PyExc_OverflowError, msg.c_str());

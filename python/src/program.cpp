@@ -342,11 +342,6 @@ int device_arg(nb::handle device, int fallback) {
   return id;
 }
 
-nb::object refuse_init(const char* message) {
-  PyErr_SetString(PyExc_RuntimeError, message);
-  throw nb::python_error();
-}
-
 // cuda.core's types, from cucore.typing (a str subclass: compares equal to the
 // plain string).
 nb::object typing_value(const char* enum_name, std::string_view value) {

@@ -28,6 +28,9 @@ void bind_tensor_map(nb::module_& m) {
       "A TMA tensor map (the driver's 128-byte CUtensorMap) for Hopper and later GPUs, made by "
       "StridedMemoryView.as_tensor_map and passed to launch by value (a `const __grid_constant__ CUtensorMap` "
       "parameter). It keeps the object it describes alive.");
+  tm.def("__init__", [](PyTensorMap*, nb::args, nb::kwargs) {
+    refuse_init("TensorMapDescriptor cannot be instantiated directly. Use StridedMemoryView.as_tensor_map() instead.");
+  });
   tm.def_static("_from_tiled", [](nb::handle view, std::vector<std::uint32_t> box_dim,
                                   std::vector<std::uint32_t> element_strides, std::optional<int> data_type,
                                   int interleave, int swizzle, int l2_promotion, int oob_fill) {

@@ -205,6 +205,9 @@ void bind_texture(nb::module_& m) {
   nb::class_<OpaqueArray>(m, "OpaqueArray",
       "An opaque, driver-laid-out CUDA array, read by kernels through a TextureObject or SurfaceObject; data "
       "moves in and out by copy_from / copy_to.")
+      .def("__init__", [](OpaqueArray*, nb::args, nb::kwargs) {
+        refuse_init("OpaqueArray cannot be instantiated directly. Use Device.create_opaque_array().");
+      })
       .def_prop_ro("handle", [](const OpaqueArray& a) { return reinterpret_cast<std::uintptr_t>(a.handle()); })
       .def_prop_ro("is_closed", &OpaqueArray::is_closed)
       .def_prop_ro("shape", [](const OpaqueArray& a) { return shape_tuple(a.shape()); })
@@ -224,6 +227,9 @@ void bind_texture(nb::module_& m) {
       .def("__repr__", [](const OpaqueArray& a) { return closed_repr("OpaqueArray", a); });
 
   nb::class_<MipmappedArray>(m, "MipmappedArray", "A mipmapped CUDA array (levels via get_level).")
+      .def("__init__", [](MipmappedArray*, nb::args, nb::kwargs) {
+        refuse_init("MipmappedArray cannot be instantiated directly. Use Device.create_mipmapped_array().");
+      })
       .def_prop_ro("handle", [](const MipmappedArray& a) { return reinterpret_cast<std::uintptr_t>(a.handle()); })
       .def_prop_ro("is_closed", &MipmappedArray::is_closed)
       .def_prop_ro("shape", [](const MipmappedArray& a) { return shape_tuple(a.shape()); })
@@ -246,6 +252,9 @@ void bind_texture(nb::module_& m) {
       .def("__repr__", [](const MipmappedArray& a) { return closed_repr("MipmappedArray", a); });
 
   nb::class_<PyResource>(m, "ResourceDescriptor", "What a texture or surface reads (built with the from_* methods).")
+      .def("__init__", [](PyResource*, nb::args, nb::kwargs) {
+        refuse_init("ResourceDescriptor cannot be instantiated directly. Use ResourceDescriptor.from_* factories.");
+      })
       .def_static("from_opaque_array", [](nb::handle array) {
         if (!nb::isinstance<OpaqueArray>(array)) raise_type_error("array must be an OpaqueArray");
         return PyResource{ResourceDescriptor::from_opaque_array(*nb::inst_ptr<OpaqueArray>(array)), nb::borrow(array)};
@@ -298,6 +307,9 @@ void bind_texture(nb::module_& m) {
   nb::class_<TextureObject>(m, "TextureObject",
       "A bindless texture (cuTexObjectCreate); kernels take it as its 64-bit handle (launch passes it).",
       nb::dynamic_attr())
+      .def("__init__", [](TextureObject*, nb::args, nb::kwargs) {
+        refuse_init("TextureObject cannot be instantiated directly. Use Device.create_texture_object().");
+      })
       .def_prop_ro("handle", &TextureObject::handle)
       .def_prop_ro("is_closed", &TextureObject::is_closed)
       .def_prop_ro("resource", [](nb::handle self) { return nb::getattr(self, "_resource", nb::none()); })
@@ -313,6 +325,9 @@ void bind_texture(nb::module_& m) {
   nb::class_<SurfaceObject>(m, "SurfaceObject",
       "A bindless surface (cuSurfObjectCreate) for typed loads and stores; kernels take its 64-bit handle.",
       nb::dynamic_attr())
+      .def("__init__", [](SurfaceObject*, nb::args, nb::kwargs) {
+        refuse_init("SurfaceObject cannot be instantiated directly. Use Device.create_surface_object().");
+      })
       .def_prop_ro("handle", &SurfaceObject::handle)
       .def_prop_ro("is_closed", &SurfaceObject::is_closed)
       .def_prop_ro("resource", [](nb::handle self) { return nb::getattr(self, "_resource", nb::none()); })

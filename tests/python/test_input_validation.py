@@ -4,12 +4,15 @@ refused with the error cuda.core raises (TypeError, ValueError, OverflowError,
 BufferError) naming what is wrong; none crashes the interpreter or surfaces as
 RuntimeError("std::bad_cast") or SystemError. All of it runs without a GPU."""
 import os
+import re
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
 import pytest
+
+import cucore
 
 from cucore import LaunchConfig, Linker, LinkerOptions, ObjectCode, Program, ProgramOptions
 from cucore._layout import _StridedLayout
@@ -410,3 +413,23 @@ def test_a_conversion_without_its_own_check_is_a_type_error_not_bad_cast():
         make_program_cache_key(code="k\udcff", code_type="c++", options=_opts(), target_type="ptx")
     assert not isinstance(ei.value, RuntimeError)
     assert "bad_cast" not in str(ei.value)
+
+
+@pytest.mark.parametrize(
+    "name, use",
+    [
+        ("OpaqueArray", "Device.create_opaque_array"),
+        ("MipmappedArray", "Device.create_mipmapped_array"),
+        ("ResourceDescriptor", "ResourceDescriptor.from_"),
+        ("TextureObject", "Device.create_texture_object"),
+        ("SurfaceObject", "Device.create_surface_object"),
+        ("TensorMapDescriptor", "StridedMemoryView.as_tensor_map"),
+    ],
+)
+def test_objects_made_only_by_factories_refuse_init_as_cuda_core(name, use):
+    # cuda.core raises RuntimeError("<name> cannot be instantiated directly. Use ...")
+    # from __init__, whatever the arguments.
+    cls = getattr(cucore, name, None) or getattr(cucore.texture, name)
+    for args, kwargs in [((), {}), ((1, 2), {}), ((), {"shape": (4,)})]:
+        with pytest.raises(RuntimeError, match=rf"^{name} cannot be instantiated directly\. Use {re.escape(use)}"):
+            cls(*args, **kwargs)
