@@ -332,7 +332,10 @@ void bind_view(nb::module_& m) {
         if (!v.dtype_obj.is_valid()) v.dtype_obj = numpy_dtype(v);
         return v.dtype_obj;
       })
-      .def("view", [](const PyView& v, nb::handle layout, nb::handle dtype) {
+      .def("view", [](nb::handle self, nb::handle layout, nb::handle dtype) -> nb::object {
+        // Nothing to change: this very view, as cuda.core returns it.
+        if (layout.is_none() && dtype.is_none()) return nb::borrow(self);
+        const PyView& v = *nb::inst_ptr<PyView>(self);
         // The same description (or the layout's shape and strides); the memory
         // stays alive through exporting_obj, as for any view, and a consumed
         // DLPack tensor with every copy of libcucore's view.
@@ -363,7 +366,7 @@ void bind_view(nb::module_& m) {
           out.view = relaid(v.view, v.view.shape(), strides, type, "StridedMemoryView.view");
         }
         if (!layout.is_none()) apply_layout(out, layout);
-        return out;
+        return nb::cast(std::move(out));
       }, nb::arg("layout") = nb::none(), nb::arg("dtype") = nb::none(),
          "A new view of the same memory with another layout (a _StridedLayout: shape, strides, itemsize) "
          "and/or another dtype of the same itemsize. A view of a Buffer must stay inside it.")

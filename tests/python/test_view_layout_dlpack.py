@@ -48,6 +48,16 @@ def test_view_with_a_layout_reinterprets_every_element():
         v.view(_StridedLayout((24,), None, 8))
 
 
+def test_view_with_nothing_to_change_is_the_same_view():
+    # cuda.core: view() with neither a layout nor a dtype returns the view itself.
+    a = np.random.default_rng(9).random((3, 5)).astype(np.float64)
+    v = StridedMemoryView.from_dlpack(a, -1)
+    assert v.view() is v
+    assert v.view(None, None) is v and v.view(layout=None, dtype=None) is v
+    w = v.view(dtype=np.int64)  # a change gives a new view
+    assert w is not v and np.array_equal(np.from_dlpack(w), a.view(np.int64))
+
+
 def test_dlpack_arguments():
     rng = np.random.default_rng(3)
     a = rng.random(10).astype(np.float32)
