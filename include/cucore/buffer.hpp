@@ -80,6 +80,13 @@ class Buffer {
   // leaves the free to the last share (on the stream it was allocated on).
   void close();
   void close(StreamRef stream);
+  // The stream a later close() without one, or the last share's release,
+  // frees on (this and every other share of the allocation), kept alive for
+  // that when it is a Stream. No ordering is made: what uses the memory must
+  // be ordered before it by the caller. Not concurrently with another use of
+  // the same allocation. ClosedError for a closed Buffer or stream.
+  void set_deallocation_stream(const Stream& stream);
+  void set_deallocation_stream(StreamRef stream);
 
   // Asynchronous copies on `stream`; sizes must match (std::invalid_argument).
   void copy_to(Buffer& dst, StreamRef stream) const;

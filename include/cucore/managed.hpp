@@ -32,6 +32,10 @@ class ManagedBuffer : public Buffer {
   // The preferred location every page of the buffer shares, else none.
   std::optional<Location> preferred_location() const;
   void set_preferred_location(std::optional<Location> location);  // none: unset
+  // Where the last explicit prefetch sent every page of the buffer (the target
+  // asked for, not where the pages are now), else none: a page never
+  // prefetched, or pages last sent to different places.
+  std::optional<Location> last_prefetch_location() const;
   // The locations with set_accessed_by advice over the whole buffer.
   std::vector<Location> accessed_by() const;
   void add_accessed_by(Location location);

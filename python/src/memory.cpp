@@ -467,6 +467,11 @@ void bind_memory(nb::module_& m) {
         else b.close(stream_arg(stream));
       }, nb::arg("stream") = nb::none(),
          "Frees the memory on `stream` (default: the stream it was allocated on). Idempotent.")
+      .def("set_deallocation_stream", [](cucore::Buffer& b, nb::handle stream) {
+        b.set_deallocation_stream(StreamArg(stream).get());
+      }, nb::arg("stream"),
+         "The stream a later close() without one, or the garbage collection of the buffer, frees it on. The buffer "
+         "stays open; no ordering is made (what uses the memory must be ordered before it by the caller).")
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](cucore::Buffer& b, nb::args) { b.close(); })
       .def("copy_to", [](nb::handle self, nb::handle dst, nb::handle stream) -> nb::object {

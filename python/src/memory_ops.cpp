@@ -160,6 +160,11 @@ void bind_memory_ops(nb::module_& m) {
                      if (v.is_none()) as_managed(self).set_preferred_location(std::nullopt);
                      else as_managed(self).set_preferred_location(location_arg(v));
                    }, nb::arg("value").none())
+      .def_prop_ro("last_prefetch_location", [](nb::handle self) -> nb::object {
+        // The target of the last explicit prefetch over every page (cuda.core 1.3), else None.
+        auto l = as_managed(self).last_prefetch_location();
+        return l ? location_object(*l) : nb::none();
+      })
       .def_prop_rw("accessed_by",
                    [](nb::handle self) {
                      if (as_managed(self).is_closed()) cucore::detail::throw_closed("ManagedBuffer", "accessed_by");

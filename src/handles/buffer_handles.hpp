@@ -51,8 +51,11 @@ struct BufferBox {
   std::size_t size = 0;
   const BufferFree free;                 // null: never freed by cucore
   const std::shared_ptr<void> resource;  // what `free` frees through (a MemoryResource's state)
-  const CUstream stream;                 // where it is freed
-  const StreamHandle stream_box;         // keeps `stream` alive when it is cucore's
+  // Where it is freed, and what keeps that stream alive when it is cucore's.
+  // Changed only through a holder (Buffer::set_deallocation_stream), so never
+  // while the last share is being let go.
+  CUstream stream;
+  StreamHandle stream_box;
   const Owner owner;                     // what the memory belongs to; a mapped Buffer's share of its mapping
   const bool mapped;                     // imported from another process (`owner` unmaps it)
   // The allocation's IPC descriptor: set once (under the IPC layer's lock),

@@ -152,6 +152,20 @@ void Buffer::close(StreamRef stream) {
   forget();
 }
 
+void Buffer::set_deallocation_stream(const Stream& stream) {
+  require_open("set_deallocation_stream");
+  if (stream.is_closed()) detail::throw_closed("Stream", "Buffer::set_deallocation_stream");
+  box_->stream_box = stream.box();  // the new stream is kept before it is used
+  box_->stream = stream.handle();
+}
+
+void Buffer::set_deallocation_stream(StreamRef stream) {
+  require_open("set_deallocation_stream");
+  if (stream.is_closed()) detail::throw_closed("Stream", "Buffer::set_deallocation_stream");
+  box_->stream = stream.handle();
+  box_->stream_box.reset();
+}
+
 namespace {
 // What the driver says of a pointer cucore did not allocate, read as cuda.core
 // reads it: unregistered host memory (memory type 0) is host-only with no

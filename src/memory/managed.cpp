@@ -79,19 +79,22 @@ void ManagedBuffer::set_read_mostly(bool value) {
          "set_read_mostly");
 }
 
-std::optional<Location> ManagedBuffer::preferred_location() const {
+namespace {
+// A location attribute every page of the buffer shares, else none: the typed
+// query (CUDA 13: it tells host NUMA nodes apart), else the legacy ordinal
+// (-1 the host, -2 none).
+std::optional<Location> range_location(const ManagedBuffer& b, CUmem_range_attribute type_attribute,
+                                       CUmem_range_attribute id_attribute, CUmem_range_attribute legacy_attribute,
+                                       const char* what) {
   if (driver().version >= 13000) {
-    // The typed query tells host NUMA nodes apart.
-    if (is_closed()) detail::throw_closed("ManagedBuffer", "preferred_location");
+    if (b.is_closed()) detail::throw_closed("ManagedBuffer", what);
     AnyContext ctx;
     CUmemLocationType type{};
-    check(driver().cuMemRangeGetAttribute(&type, sizeof type, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE, handle(),
-                                          size()),
-          "cuMemRangeGetAttribute(PREFERRED_LOCATION_TYPE)");
+    check(driver().cuMemRangeGetAttribute(&type, sizeof type, type_attribute, b.handle(), b.size()),
+          "cuMemRangeGetAttribute");
     int id = 0;
-    check(driver().cuMemRangeGetAttribute(&id, sizeof id, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, handle(),
-                                          size()),
-          "cuMemRangeGetAttribute(PREFERRED_LOCATION_ID)");
+    check(driver().cuMemRangeGetAttribute(&id, sizeof id, id_attribute, b.handle(), b.size()),
+          "cuMemRangeGetAttribute");
     switch (type) {
       case CU_MEM_LOCATION_TYPE_DEVICE: return Location::device(id);
       case CU_MEM_LOCATION_TYPE_HOST: return Location::host();
@@ -99,10 +102,23 @@ std::optional<Location> ManagedBuffer::preferred_location() const {
       default: return std::nullopt;
     }
   }
-  const int id = range_int(*this, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION, "preferred_location");
+  const int id = range_int(b, legacy_attribute, what);
   if (id == CU_DEVICE_INVALID) return std::nullopt;
   if (id == CU_DEVICE_CPU) return Location::host();
   return Location::device(id);
+}
+}  // namespace
+
+std::optional<Location> ManagedBuffer::preferred_location() const {
+  return range_location(*this, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE,
+                        CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION,
+                        "preferred_location");
+}
+
+std::optional<Location> ManagedBuffer::last_prefetch_location() const {
+  return range_location(*this, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE,
+                        CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID,
+                        CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION, "last_prefetch_location");
 }
 
 void ManagedBuffer::set_preferred_location(std::optional<Location> location) {

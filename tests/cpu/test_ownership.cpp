@@ -380,6 +380,64 @@ TEST(Ownership, ABuffersBoxHeldElsewhereFreesTheMemoryWithTheLastShareOnTheBuffe
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
 
+TEST(Ownership, ADeallocationStreamSetLaterIsTheOneFreedOnAndIsKeptAlive) {
+  FakeDriver fake;
+  {
+    DeviceMemoryResource mr(0);
+    std::mt19937 rng(47);
+    // Whether the free of `p` recorded since release `from` was made on `s`.
+    auto freed_on = [](CUdeviceptr p, std::size_t from, CUstream s) {
+      char name[32], on[64];
+      std::snprintf(name, sizeof name, "free %p ", reinterpret_cast<void*>(p));
+      std::snprintf(on, sizeof on, "on %p", static_cast<void*>(s));
+      for (std::size_t i = from; i < FakeDriver::releases.size(); ++i)
+        if (FakeDriver::releases[i].rfind(name, 0) == 0) return FakeDriver::releases[i].find(on) != std::string::npos;
+      return false;
+    };
+    for (int how : {0, 1, 2}) {  // close(), the destructor, the last share held elsewhere
+      Stream first = Device(0).create_stream();
+      std::optional<Stream> later(Device(0).create_stream());
+      const CUstream later_raw = later->handle();
+      std::optional<Buffer> b(mr.allocate(64 + rng() % 4096, first));
+      const CUdeviceptr p = b->handle();
+      b->set_deallocation_stream(*later);
+      EXPECT_EQ(b->stream(), StreamRef(later_raw));
+      EXPECT_FALSE(b->is_closed()) << "the buffer stays open";
+      const int destroyed = FakeDriver::streams_destroyed.load();
+      later.reset();  // the buffer keeps the stream it frees on
+      EXPECT_EQ(FakeDriver::streams_destroyed.load(), destroyed);
+      const std::size_t from = FakeDriver::releases.size();
+      std::shared_ptr<const detail::BufferBox> held = how == 2 ? b->box() : nullptr;
+      if (how == 0) b->close();
+      else b.reset();
+      if (how == 2) {
+        EXPECT_EQ(frees_of(p, from), 0u);
+        held.reset();
+      }
+      ASSERT_EQ(frees_of(p, from), 1u) << "way " << how;
+      EXPECT_TRUE(freed_on(p, from, later_raw)) << "way " << how << ": not freed on the stream set later";
+      b.reset();
+      EXPECT_EQ(FakeDriver::streams_destroyed.load(), destroyed + 1) << "the later stream goes with the buffer";
+    }
+    // A raw stream: used, not kept; closed objects are refused and nothing changes.
+    Stream s = Device(0).create_stream(), t = Device(0).create_stream();
+    Buffer b = mr.allocate(256, s);
+    b.set_deallocation_stream(StreamRef(t.handle()));
+    EXPECT_EQ(b.stream(), StreamRef(t.handle()));
+    Stream gone = Device(0).create_stream();
+    gone.close();
+    EXPECT_THROW(b.set_deallocation_stream(gone), ClosedError);
+    EXPECT_EQ(b.stream(), StreamRef(t.handle())) << "a refused change leaves the stream as it was";
+    const std::size_t from = FakeDriver::releases.size();
+    const CUdeviceptr p = b.handle();
+    b.close();
+    ASSERT_EQ(frees_of(p, from), 1u);
+    EXPECT_TRUE(freed_on(p, from, t.handle()));
+    EXPECT_THROW(b.set_deallocation_stream(s), ClosedError);
+  }
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}
+
 TEST(Ownership, AFailedFreeLeavesTheBufferOpenAndOwningAndTheNextCloseFreesIt) {
   FakeDriver fake;
   static std::atomic<int> refuse{0};

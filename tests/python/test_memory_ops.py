@@ -225,6 +225,68 @@ def test_managed_buffer_advice_prefetch_and_batches(device, kernels):
         prefetch_batch(s, bufs[0], device)
 
 
+def test_managed_buffer_last_prefetch_location(device, kernels):
+    # cuda.core 1.3: the target of the last explicit prefetch over every page, None before one.
+    if not device.properties.concurrent_managed_access:
+        pytest.skip("no concurrent managed access")
+    n = 1 << 18
+    s = device.create_stream()
+    b = ManagedMemoryResource().allocate(n * 4, stream=s)
+    assert b.last_prefetch_location is None
+    want = random_floats(n, 77)
+    np.ctypeslib.as_array((ctypes.c_float * n).from_address(b.handle))[:] = want
+    b.prefetch(device, stream=s)
+    s.sync()
+    assert b.last_prefetch_location == device
+    launch(s, LaunchConfig(grid=(n + 255) // 256, block=256), kernels.get_kernel("scale"), b, np.float32(-2),
+           np.uint64(n))
+    b.prefetch(Host(), stream=s)
+    s.sync()
+    assert b.last_prefetch_location == Host()
+    np.testing.assert_array_equal(np.ctypeslib.as_array((ctypes.c_float * n).from_address(b.handle)), -2 * want)
+    with pytest.raises(AttributeError):
+        b.last_prefetch_location = device  # read-only, as cuda.core's
+    b.close()
+    with pytest.raises(RuntimeError):
+        b.last_prefetch_location
+
+
+def test_set_deallocation_stream_frees_on_the_new_stream(device):
+    # The buffer stays open and usable; a later close() without a stream, or the
+    # collection of the buffer, frees on the stream set last, which it keeps alive.
+    mr = DeviceMemoryResource(device)
+    first = device.create_stream()
+    for how in ("close", "collect"):
+        later = device.create_stream()
+        b = mr.allocate(1 << 20, stream=first)
+        data = np.random.default_rng(3).integers(1, 2**31, 1 << 18, dtype=np.int32)
+        b.copy_from(data, stream=first)
+        first.sync()
+        b.set_deallocation_stream(later)
+        out = np.empty_like(data)
+        b.copy_to(out, stream=later)
+        later.sync()
+        np.testing.assert_array_equal(out, data)
+        used = mr.attributes["used_mem_current"]
+        del later  # the buffer keeps the stream it frees on
+        if how == "close":
+            b.close()
+        else:
+            del b
+            import gc
+            gc.collect()
+        device.sync()
+        assert mr.attributes["used_mem_current"] < used, f"not freed ({how})"
+    b = mr.allocate(4096, stream=first)
+    gone = device.create_stream()
+    gone.close()
+    with pytest.raises(RuntimeError):
+        b.set_deallocation_stream(gone)
+    b.close()
+    with pytest.raises(RuntimeError):
+        b.set_deallocation_stream(first)
+
+
 def test_copy_batch_of_a_thousand_buffers(device):
     s = device.create_stream()
     mr = DeviceMemoryResource(device)
