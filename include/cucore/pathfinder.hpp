@@ -1,6 +1,6 @@
 #pragma once
 // Where the CUDA components this process uses come from (like cuda-pathfinder):
-// the driver, NVRTC, nvJitLink, NVML, and the toolkit's headers. Finding never
+// the driver, NVRTC, nvJitLink, libNVVM, NVML, and the toolkit's headers. Finding never
 // throws; loading a component that was not found throws LibraryNotFoundError
 // carrying the same search trail.
 #include <cstddef>

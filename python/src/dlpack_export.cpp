@@ -1,8 +1,10 @@
-// DLPack exports, of Buffer and StridedMemoryView: __dlpack__ (its keyword
-// arguments, the capsules) and __dlpack_device__ as plain C methods, and the
-// DLPack C exchange API's producer side. The tensors themselves are
-// libcucore's (StridedMemoryView::to_dlpack, dltensor); this file wraps them
-// for Python and holds the exporting object while a consumer uses one.
+// DLPack exports: StridedMemoryView's, and what Buffer's (python/src/memory.cpp)
+// share with them: __dlpack__'s keyword arguments and request, the capsules,
+// and the DLPack C exchange API's producer side (view.hpp puts __dlpack__ and
+// __dlpack_device__ on both as plain C methods). The tensors themselves are
+// libcucore's (StridedMemoryView::to_dlpack, dltensor; a Buffer's,
+// buffer_to_dlpack); this file wraps them for Python and holds the exporting
+// object while a consumer uses one.
 #include <cstdint>
 #include <string>
 

@@ -1,6 +1,6 @@
 #pragma once
-// NVRTC, nvJitLink and NVML, loaded on first use by versioned name through the
-// pathfinder's search order. Internal to libcucore.
+// NVRTC, nvJitLink, libNVVM (and its libdevice) and NVML, loaded on first use
+// by versioned name through the pathfinder's search order. Internal to libcucore.
 #include <nvJitLink.h>
 #include <nvrtc.h>
 

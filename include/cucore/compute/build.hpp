@@ -3,12 +3,13 @@
 //
 // Each algorithm object (Reduce, InclusiveScan, ...) generates a small CUDA C++
 // translation unit that instantiates CUB's kernels for its types, operator and
-// iterators, compiles it with NVRTC for the device's architecture (LTO-IR and
-// nvJitLink when a user operator comes as LTO-IR), and loads it. Compilation
-// goes through a program cache (by default the process's memory + disk cache),
-// so a second process finds the kernels on disk. The host side runs CUB's
-// dispatch logic with CUB's tuning for the architecture, read from the
-// compiled code itself.
+// iterators, compiles it with NVRTC to LTO-IR for the device's architecture,
+// links it (with any user operator's LTO-IR) by nvJitLink keeping only the
+// table the host reads, and loads it (without nvJitLink, NVRTC's own cubin).
+// Compilation goes through a program cache (by default the process's memory +
+// disk cache), so a second process finds the kernels on disk. The host side
+// runs CUB's dispatch logic with CUB's tuning for the architecture, read from
+// the compiled code itself.
 #include <cstddef>
 #include <cstdint>
 #include <string>
