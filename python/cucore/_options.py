@@ -14,7 +14,6 @@ __all__ = [
     "EventOptions",
     "LinkerOptions",
     "ManagedMemoryResourceOptions",
-    "MemPoolAttributes",
     "MaxPotentialBlockSizeOccupancyResult",
     "ParamInfo",
     "PinnedMemoryResourceOptions",
@@ -56,24 +55,6 @@ class EventOptions:
     timing_enabled: Optional[bool] = False
     blocking_sync: Optional[bool] = False
     ipc_enabled: Optional[bool] = False
-
-
-@dataclass(frozen=True)
-class MemPoolAttributes:
-    """A memory pool's attributes (cuda.core's pool attributes object); item
-    access (attrs["used_mem_current"]) works too."""
-
-    reuse_follow_event_dependencies: bool
-    reuse_allow_opportunistic: bool
-    reuse_allow_internal_dependencies: bool
-    release_threshold: int
-    reserved_mem_current: int
-    reserved_mem_high: int
-    used_mem_current: int
-    used_mem_high: int
-
-    def __getitem__(self, name: str):
-        return getattr(self, name)
 
 
 @dataclass

@@ -10,6 +10,7 @@
 #include <memory>
 #include <span>
 #include <type_traits>
+#include <variant>
 #include <vector>
 
 #include "common.hpp"
@@ -181,12 +182,21 @@ nb::object allocate_from(nb::handle self, std::size_t size, nb::handle stream) {
   return nb::cast(r->allocate(size, StreamArg(stream).get()));
 }
 
-// The pool's attributes as cuda.core's object (attribute access; item access
-// too, as a cucore extra).
-nb::object pool_attributes(const cucore::MemoryPoolAttributes& a) {
-  return options_module().attr("MemPoolAttributes")(
-      a.reuse_follow_event_dependencies, a.reuse_allow_opportunistic, a.reuse_allow_internal_dependencies,
-      a.release_threshold, a.reserved_mem_current, a.reserved_mem_high, a.used_mem_current, a.used_mem_high);
+// DeviceMemoryResource.attributes / PinnedMemoryResource.attributes: a view
+// whose properties read the driver at each access, as cuda.core's
+// _MemPoolAttributes does; it holds a share of the pool, so it keeps reading
+// after the resource it came from is closed.
+struct PoolAttributesView {
+  std::variant<cucore::DeviceMemoryResource, cucore::PinnedMemoryResource> mr;
+  cucore::MemoryPoolAttributes read() const {
+    return std::visit([](const auto& r) { return r.attributes(); }, mr);
+  }
+};
+
+template <class R>
+PoolAttributesView pool_attributes(const R& r, const char* type_name) {
+  if (!r) cucore::detail::throw_closed(type_name, "attributes");
+  return PoolAttributesView{r};
 }
 
 int device_id_arg(nb::handle h) {
@@ -301,6 +311,56 @@ void bind_memory(nb::module_& m) {
   g_types.memory_resource = reinterpret_cast<PyTypeObject*>(mrc.ptr());
   g_native_resource_types.push_back(g_types.memory_resource);
 
+  // The names attrs[name] takes (cuda.core's properties).
+  static constexpr const char* kPoolAttributeNames[] = {
+      "release_threshold", "reserved_mem_current", "reserved_mem_high", "reuse_allow_internal_dependencies",
+      "reuse_allow_opportunistic", "reuse_follow_event_dependencies", "used_mem_current", "used_mem_high"};
+  nb::class_<PoolAttributesView>(m, "MemPoolAttributes",
+      "A memory pool's attributes (cuda.core's pool attributes object): each a property read from the driver at "
+      "each access; item access (attrs[\"used_mem_current\"]) works too.", nb::is_weak_referenceable())
+      .def("__init__", [](PoolAttributesView*, nb::args, nb::kwargs) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "MemPoolAttributes cannot be instantiated directly. Please use MemoryResource APIs.");
+        throw nb::python_error();
+      })
+      .def_prop_ro("reuse_follow_event_dependencies",
+                   [](const PoolAttributesView& v) { return v.read().reuse_follow_event_dependencies; },
+                   "Allow memory to be reused when there are event dependencies between streams.")
+      .def_prop_ro("reuse_allow_opportunistic",
+                   [](const PoolAttributesView& v) { return v.read().reuse_allow_opportunistic; },
+                   "Allow reuse of completed frees without dependencies.")
+      .def_prop_ro("reuse_allow_internal_dependencies",
+                   [](const PoolAttributesView& v) { return v.read().reuse_allow_internal_dependencies; },
+                   "Allow insertion of new stream dependencies for memory reuse.")
+      .def_prop_ro("release_threshold", [](const PoolAttributesView& v) { return v.read().release_threshold; },
+                   "Amount of reserved memory to hold before OS release.")
+      .def_prop_ro("reserved_mem_current", [](const PoolAttributesView& v) { return v.read().reserved_mem_current; },
+                   "Current amount of backing memory allocated.")
+      .def_prop_ro("reserved_mem_high", [](const PoolAttributesView& v) { return v.read().reserved_mem_high; },
+                   "High watermark of backing memory allocated.")
+      .def_prop_ro("used_mem_current", [](const PoolAttributesView& v) { return v.read().used_mem_current; },
+                   "Current amount of memory in use.")
+      .def_prop_ro("used_mem_high", [](const PoolAttributesView& v) { return v.read().used_mem_high; },
+                   "High watermark of memory in use.")
+      .def("__getitem__", [](nb::handle self, nb::handle name) {
+        for (const char* n : kPoolAttributeNames)
+          if (PyUnicode_Check(name.ptr()) && PyUnicode_CompareWithASCIIString(name.ptr(), n) == 0) return self.attr(n);
+        PyErr_SetObject(PyExc_KeyError, name.ptr());
+        throw nb::python_error();
+      }, nb::arg("name"), "attrs[name]: the attribute of that name (KeyError for another name).")
+      .def("__repr__", [](const PoolAttributesView& v) {
+        const cucore::MemoryPoolAttributes a = v.read();  // one read for the whole line
+        auto flag = [](bool b) { return std::string(b ? "True" : "False"); };
+        return "MemPoolAttributes(release_threshold=" + std::to_string(a.release_threshold) +
+               ", reserved_mem_current=" + std::to_string(a.reserved_mem_current) +
+               ", reserved_mem_high=" + std::to_string(a.reserved_mem_high) +
+               ", reuse_allow_internal_dependencies=" + flag(a.reuse_allow_internal_dependencies) +
+               ", reuse_allow_opportunistic=" + flag(a.reuse_allow_opportunistic) +
+               ", reuse_follow_event_dependencies=" + flag(a.reuse_follow_event_dependencies) +
+               ", used_mem_current=" + std::to_string(a.used_mem_current) +
+               ", used_mem_high=" + std::to_string(a.used_mem_high) + ")";
+      });
+
   resource_class<cucore::DeviceMemoryResource>(m, "DeviceMemoryResource",
       "Stream-ordered device memory from a CUDA memory pool: the device's current pool when options is None, "
       "else a new pool made with DeviceMemoryResourceOptions.")
@@ -325,7 +385,7 @@ void bind_memory(nb::module_& m) {
         return face;
       }, nb::arg("pool"), nb::arg("device_id"), "Adopts an existing CUmemoryPool (not destroyed by cucore).")
       .def_prop_ro("handle", [](const cucore::DeviceMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
-      .def_prop_ro("attributes", [](const cucore::DeviceMemoryResource& r) { return pool_attributes(r.attributes()); })
+      .def_prop_ro("attributes", [](const cucore::DeviceMemoryResource& r) { return pool_attributes(r, "DeviceMemoryResource"); })
       .def_prop_ro("is_ipc_enabled", &cucore::DeviceMemoryResource::is_ipc_enabled)
       .def_prop_ro("is_handle_owned", &cucore::DeviceMemoryResource::owns_pool,
                    "Whether the pool is this resource's own (else close() has no effect).")
@@ -359,7 +419,7 @@ void bind_memory(nb::module_& m) {
         register_self(self);
       }, nb::arg("options") = nb::none())
       .def_prop_ro("handle", [](const cucore::PinnedMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
-      .def_prop_ro("attributes", [](const cucore::PinnedMemoryResource& r) { return pool_attributes(r.attributes()); })
+      .def_prop_ro("attributes", [](const cucore::PinnedMemoryResource& r) { return pool_attributes(r, "PinnedMemoryResource"); })
       .def_prop_ro("is_ipc_enabled", &cucore::PinnedMemoryResource::is_ipc_enabled)
       .def_prop_ro("is_handle_owned", [](const cucore::PinnedMemoryResource& r) { return static_cast<bool>(r); })
       .def_prop_ro("numa_id", &cucore::PinnedMemoryResource::numa_id,

@@ -1,6 +1,6 @@
-"""Kernels as cuda.core 1.2 documents them: KernelAttributes are methods
-taking a device (a Device or an ordinal; default: the current one, or the one
-attributes[device] is bound to), an ordinal with no device is ValueError, and
+"""Kernels as cuda.core 1.2 documents them: KernelAttributes are properties
+read on the current device, or on the one attributes[device] (a Device or an
+ordinal) is bound to, an ordinal with no device is ValueError, and
 KernelOccupancy answers every query (block size with a constant amount of
 dynamic shared memory or a C callable giving it per block size, clusters).
 GPU tests (skipped without one)."""

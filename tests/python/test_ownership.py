@@ -472,7 +472,8 @@ def test_hundred_thousand_cycles_return_to_the_start(device, saxpy_cubin):
             fn(i)
     _collect()
     device.sync()
-    pool0 = device.memory_resource.attributes
+    attrs = device.memory_resource.attributes  # a live view: read the figures now
+    pool0 = {"used_mem_current": attrs.used_mem_current, "reserved_mem_current": attrs.reserved_mem_current}
     free0, blocks0 = _cu_mem_free(), sys.getallocatedblocks()
     for fn, n in kinds:
         for i in range(1, n + 1):
@@ -480,7 +481,7 @@ def test_hundred_thousand_cycles_return_to_the_start(device, saxpy_cubin):
         device.sync()
     _collect()
     device.sync()
-    pool1 = device.memory_resource.attributes
+    pool1 = {"used_mem_current": attrs.used_mem_current, "reserved_mem_current": attrs.reserved_mem_current}
     free1, blocks1 = _cu_mem_free(), sys.getallocatedblocks()
     assert pool1["used_mem_current"] == pool0["used_mem_current"]
     assert pool1["reserved_mem_current"] == pool0["reserved_mem_current"]
