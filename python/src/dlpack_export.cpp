@@ -85,13 +85,13 @@ DlpackRequest dlpack_request(const char* what, dlpack::DLDevice own, nb::handle 
     throw nb::buffer_error((std::string(what) + ".__dlpack__: " + why).c_str());
   };
   if (!copy.is_none() && PyObject_IsTrue(copy.ptr()) == 1)
-    refuse("copy=True is not supported (the export is zero-copy)");
+    throw nb::buffer_error("Sorry, not supported: copy=True");  // cuda.core's words: the export is zero-copy
   DlpackRequest r{false, own};
   // Pinned and managed memory is the CPU's too: asked for the CPU, they are
   // described as CPU memory, still without a copy.
   if (!dl_device.is_none()) {
     if (!PyTuple_Check(dl_device.ptr()) || PyTuple_GET_SIZE(dl_device.ptr()) != 2)
-      refuse("dl_device must be a (device_type, device_id) tuple");
+      throw nb::buffer_error("Sorry, not supported: dl_device other than None");  // cuda.core's words
     const int type = int_arg(PyTuple_GET_ITEM(dl_device.ptr(), 0), "dl_device[0]"),
               id = int_arg(PyTuple_GET_ITEM(dl_device.ptr(), 1), "dl_device[1]");
     const bool as_cpu = type == dlpack::kDLCPU && id == 0 &&
@@ -104,7 +104,7 @@ DlpackRequest dlpack_request(const char* what, dlpack::DLDevice own, nb::handle 
   }
   if (max_version.is_none()) return r;
   if (!PyTuple_Check(max_version.ptr()) || PyTuple_GET_SIZE(max_version.ptr()) != 2)
-    refuse("max_version must be a (major, minor) tuple, got " + repr_text(max_version));
+    throw nb::buffer_error(("Expected max_version tuple[int, int], got " + repr_text(max_version)).c_str());
   const long major = PyLong_AsLong(PyTuple_GET_ITEM(max_version.ptr(), 0));
   if (major == -1 && PyErr_Occurred()) throw nb::python_error();
   r.versioned = major >= 1;

@@ -71,6 +71,8 @@ class PyResourceImpl final : public MemoryResource::Impl {
   void deallocate(CUdeviceptr ptr, std::size_t size, cucore::StreamRef stream) override {
     if (!python_alive()) return;  // at interpreter exit the memory goes with the process
     nb::gil_scoped_acquire gil;
+    // A Buffer may die while an exception propagates: keep that one pending.
+    nb::error_scope pending;
     nb::handle(object()).attr("deallocate")(static_cast<std::uintptr_t>(ptr), size,
                                             nb::arg("stream") = stream_face(stream));
   }
@@ -82,6 +84,7 @@ class PyResourceImpl final : public MemoryResource::Impl {
   int device_id() const noexcept override {
     if (!python_alive()) return -1;
     nb::gil_scoped_acquire gil;
+    nb::error_scope pending;
     try {
       return nb::cast<int>(nb::handle(object()).attr("device_id"));
     } catch (...) {
@@ -102,6 +105,7 @@ class PyResourceImpl final : public MemoryResource::Impl {
   bool flag(const char* name, bool fallback) const noexcept {
     if (!python_alive()) return fallback;
     nb::gil_scoped_acquire gil;
+    nb::error_scope pending;
     try {
       return nb::cast<bool>(nb::handle(object()).attr(name));
     } catch (...) {
@@ -139,9 +143,16 @@ MemoryResource resource_arg(nb::handle mr) {
 // libcucore's export (buffer_to_dlpack), holding a strong reference to the
 // Buffer (dropped under the GIL on whichever thread the consumer frees the
 // tensor): one allocation per export, as torch.from_dlpack makes one per call.
+// A resource may say its memory is reachable from neither side (cuda.core's
+// refusal, in its words); without one, the driver places the memory.
+bool unreachable(const cucore::Buffer& b) {
+  return b.resource_impl() && !b.is_device_accessible() && !b.is_host_accessible();
+}
+
 dlpack::DLDevice buffer_dlpack_device(nb::handle self) {
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack_device__");
+  if (unreachable(b)) throw nb::buffer_error("buffer is neither device-accessible nor host-accessible");
   return cucore::dlpack_device_of(b);
 }
 
@@ -154,6 +165,7 @@ nb::object buffer_dlpack(nb::handle self, nb::handle stream, nb::handle max_vers
   const cucore::Buffer& b = as_buffer(self);
   if (b.is_closed()) cucore::detail::throw_closed("Buffer", "__dlpack__");
   (void)stream;
+  if (unreachable(b)) throw nb::buffer_error("invalid buffer: neither device-accessible nor host-accessible");
   const DlpackRequest r = dlpack_request("Buffer", cucore::dlpack_device_of(b), max_version, dl_device, copy);
   if (r.versioned) return make_dlpack_capsule(cucore::buffer_to_dlpack(b, r.device, py_ref(self)));
   return make_dlpack_capsule(cucore::buffer_to_dlpack_unversioned(b, r.device, py_ref(self)));

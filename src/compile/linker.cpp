@@ -211,7 +211,8 @@ std::vector<std::string> LinkerOptions::as_nvjitlink_flags() const {
 
 Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
     : codes_(std::move(object_codes)), options_(std::move(options)) {
-  if (codes_.empty()) throw std::invalid_argument("Linker: nothing to link (no ObjectCode given)");
+  if (codes_.empty())
+    throw std::invalid_argument("At least one ObjectCode object must be provided (Linker: nothing to link)");
   bool has_ltoir = false;
   for (std::size_t i = 0; i < codes_.size(); ++i) {
     if (!codes_[i]) throw std::invalid_argument("Linker: ObjectCode " + std::to_string(i) + " is empty");
