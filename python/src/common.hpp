@@ -93,6 +93,8 @@ void set_error_from_current_exception() noexcept;
 [[noreturn]] void raise_overflow_error(const std::string& msg);
 // cucore.CUDAError (cuda.core's CUDAError) with `msg` and no CUresult.
 [[noreturn]] void raise_cuda_error(const std::string& msg);
+// cucore.CUDAWarning (borrowed; made by bind_errors): what release failures become.
+PyObject* cuda_warning_class() noexcept;
 // An attribute of cucore.system.exceptions (imported on first use): NVML's exception classes.
 nb::object system_exceptions_attr(const char* name);
 

@@ -362,11 +362,52 @@ void bind_green(nb::module_& m);   // python/src/green.cpp
 void bind_ipc(nb::module_& m);     // python/src/ipc.cpp
 void bind_checkpoint(nb::module_& m);  // python/src/checkpoint.cpp
 
+// A release failure as cucore.CUDAWarning, from a destructor (any thread, the
+// GIL held or not, an exception perhaps being raised): never raises; a warning
+// an "error" filter escalates goes to sys.unraisablehook, as cuda.core's.
+namespace {
+// A Python exception that reached libcucore reads as nanobind's what(): a
+// traceback, then "Type: message". The warning keeps the exception.
+std::string without_traceback(const std::string& text) {
+  const std::string header = "Traceback (most recent call last):\n";
+  const std::size_t at = text.find(header);
+  if (at == std::string::npos) return text;
+  std::size_t line = at + header.size();
+  while (line < text.size() && text[line] == ' ') {  // the traceback's indented lines
+    const std::size_t end = text.find('\n', line);
+    if (end == std::string::npos) return text;
+    line = end + 1;
+  }
+  return text.substr(0, at) + text.substr(line);
+}
+
+void warn_release_failure(const std::string& message) noexcept {
+  if (!python_alive()) return;
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  PyErr_Fetch(&type, &value, &trace);  // the exception in flight, if any, is not this one's business
+  std::string text;
+  try {
+    text = without_traceback(message);
+  } catch (...) {  // no memory for the copy: the message as it came
+  }
+  if (PyErr_WarnEx(cuda_warning_class(), text.empty() ? message.c_str() : text.c_str(), 1) < 0) {
+    PyObject* where = PyUnicode_FromString(text.empty() ? message.c_str() : text.c_str());
+    PyErr_WriteUnraisable(where);
+    Py_XDECREF(where);
+  }
+  PyErr_Restore(type, value, trace);
+  PyGILState_Release(g);
+}
+}  // namespace
+
 // libcucore's log hook (cucore/log.hpp) into Python: warnings become
 // UserWarning at the caller's line (an "error" filter raises from the call),
-// other messages go to the "cucore" logger.
+// release failures cucore.CUDAWarning, other messages go to the "cucore"
+// logger.
 void forward_log_to_python() {
   cucore::set_log_handler([](cucore::LogLevel level, std::string_view message) {
+    if (level == cucore::LogLevel::release_failure) return warn_release_failure(std::string(message));
     if (!python_alive()) return;
     nb::gil_scoped_acquire gil;
     std::string text(message);
