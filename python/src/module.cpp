@@ -310,7 +310,8 @@ std::uintptr_t handle_arg(nb::handle obj, HandleKind kind, const char* what) {
   const bool other_bindings = !bindings && std::strncmp(Py_TYPE(o)->tp_name, "cuda.bindings.", 14) == 0;
   if (PyLong_Check(o) || (PyIndex_Check(o) && !other_bindings) || bindings) {
     // cuda.bindings' handle classes implement __int__ (most __index__ too).
-    nb::object i = PyLong_Check(o) ? nb::borrow<nb::object>(o) : nb::steal(bindings ? PyNumber_Long(o) : PyNumber_Index(o));
+    nb::object i = PyLong_Check(o) ? nb::borrow<nb::object>(o)
+                                   : nb::steal(bindings ? PyNumber_Long(o) : PyNumber_Index(o));
     if (!i.is_valid()) throw nb::python_error();
     unsigned long long v = PyLong_AsUnsignedLongLongMask(i.ptr());
     if (v == (unsigned long long)-1 && PyErr_Occurred()) throw nb::python_error();
@@ -362,9 +363,6 @@ void bind_green(nb::module_& m);   // python/src/green.cpp
 void bind_ipc(nb::module_& m);     // python/src/ipc.cpp
 void bind_checkpoint(nb::module_& m);  // python/src/checkpoint.cpp
 
-// A release failure as cucore.CUDAWarning, from a destructor (any thread, the
-// GIL held or not, an exception perhaps being raised): never raises; a warning
-// an "error" filter escalates goes to sys.unraisablehook, as cuda.core's.
 namespace {
 // A Python exception that reached libcucore reads as nanobind's what(): a
 // traceback, then "Type: message". The warning keeps the exception.
@@ -381,6 +379,9 @@ std::string without_traceback(const std::string& text) {
   return text.substr(0, at) + text.substr(line);
 }
 
+// A release failure as cucore.CUDAWarning, from a destructor (any thread, the
+// GIL held or not, an exception perhaps being raised): never raises; a warning
+// an "error" filter escalates goes to sys.unraisablehook, as cuda.core's.
 void warn_release_failure(const std::string& message) noexcept {
   if (!python_alive()) return;
   PyGILState_STATE g = PyGILState_Ensure();

@@ -591,7 +591,8 @@ void bind_program(nb::module_& m) {
           raise_type_error(std::string("handle must be an integer, got ") + Py_TYPE(handle.ptr())->tp_name);
         if (!mod.is_none() && !PyObject_TypeCheck(mod.ptr(), g_types.object_code))
           raise_type_error("mod must be an ObjectCode or None, got " + py_repr(mod));
-        return cucore::Kernel::from_handle(reinterpret_cast<CUkernel>(handle_arg(handle, HandleKind::kernel, "handle")));
+        return cucore::Kernel::from_handle(
+            reinterpret_cast<CUkernel>(handle_arg(handle, HandleKind::kernel, "handle")));
       }, nb::arg("handle"), nb::arg("mod") = nb::none())
       .def("__eq__", [](const cucore::Kernel& a, nb::handle b) {
         return PyObject_TypeCheck(b.ptr(), g_types.kernel) && a == *nb::inst_ptr<cucore::Kernel>(b);

@@ -20,7 +20,9 @@ void destroy_nvvm(const NvvmTable& t, nvvm::Program p) noexcept {
 void destroy_nvjitlink(const NvJitLinkTable& t, nvJitLinkHandle h) noexcept {
   report_compiler_release(static_cast<int>(t.nvJitLinkDestroy(&h)), "nvJitLinkDestroy");
 }
-void destroy_culink(const DriverTable& d, CUlinkState s) noexcept { report_release(d.cuLinkDestroy(s), "cuLinkDestroy"); }
+void destroy_culink(const DriverTable& d, CUlinkState s) noexcept {
+  report_release(d.cuLinkDestroy(s), "cuLinkDestroy");
+}
 
 }  // namespace
 

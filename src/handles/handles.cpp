@@ -174,7 +174,8 @@ PoolHandle adopt_pool(CUmemoryPool pool) {
 
 LibraryBox::~LibraryBox() {
   if (library)
-    if (const auto* t = loaded(); t && t->cuLibraryUnload) report_release(t->cuLibraryUnload(library), "cuLibraryUnload");
+    if (const auto* t = loaded(); t && t->cuLibraryUnload)
+      report_release(t->cuLibraryUnload(library), "cuLibraryUnload");
 }
 
 LibraryHandle load_library(const void* image, const char* what) {

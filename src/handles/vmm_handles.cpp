@@ -13,7 +13,8 @@ PhysicalAllocation::PhysicalAllocation(std::size_t size, const CUmemAllocationPr
 
 PhysicalAllocation::~PhysicalAllocation() {
   if (!h_) return;
-  if (const DriverTable* t = g_driver.load(std::memory_order_acquire)) report_release(t->cuMemRelease(h_), "cuMemRelease");
+  if (const DriverTable* t = g_driver.load(std::memory_order_acquire))
+    report_release(t->cuMemRelease(h_), "cuMemRelease");
 }
 
 VmmAllocationBox::~VmmAllocationBox() {
