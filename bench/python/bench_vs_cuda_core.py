@@ -188,7 +188,7 @@ def main() -> int:
         rows.append(compare("StridedMemoryView(torch tensor)", view_ours, view_cc, 20000, "<= 0.5x"))
 
         # The same with stream ordering: the consumer stream waits for PyTorch's current stream.
-        consumer_ours, consumer_cc = s_ours.handle, int(s_cc.handle)
+        consumer_ours, consumer_cc = int(s_ours.handle), int(s_cc.handle)  # stream_ptr is an int in both
 
         def view_ordered_ours(k):
             f = CuView.from_any_interface

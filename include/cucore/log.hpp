@@ -1,15 +1,21 @@
 #pragma once
 // Where cucore's messages go. cucore reports what it adjusted on the caller's
 // behalf (an SM split rounded to the hardware's granularity, for one) as a
-// warning through one process-wide hook. By default warnings go to stderr,
-// each distinct message once per process; set_log_handler routes them
-// elsewhere (the Python module turns them into UserWarning).
+// warning, and a release that failed where nothing can throw (a destructor's
+// cuStreamDestroy, cuMemFreeAsync, ...) as a release failure, through one
+// process-wide hook. By default both go to stderr, each distinct message once
+// per process; set_log_handler routes them elsewhere (the Python module turns
+// warnings into UserWarning and release failures into cucore.CUDAWarning).
 #include <functional>
 #include <string_view>
 
 namespace cucore {
 
-enum class LogLevel { info, warning };
+// release_failure: a resource's release failed in a destructor (the resource
+// may have leaked); the message names the call and the error. Never reported:
+// CUDA_ERROR_DEINITIALIZED (the driver is shutting down, taking its resources).
+// The handler is called from the destructor: what it throws is dropped.
+enum class LogLevel { info, warning, release_failure };
 
 using LogHandler = std::function<void(LogLevel level, std::string_view message)>;
 

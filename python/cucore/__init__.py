@@ -8,7 +8,8 @@ Port code from cuda.core by changing the import lines only::
 Errors are cucore.Error subclasses (CudaError / CUDAError, CompileError /
 NVRTCError, LibraryNotFoundError, FeatureUnavailableError, ClosedError for a
 closed object, also a ValueError) or ValueError / TypeError / IndexError for
-bad arguments.
+bad arguments. A release that fails where nothing can raise (a destructor) is
+a CUDAWarning.
 """
 import sys as _sys
 
@@ -22,6 +23,7 @@ from cucore._core import (
     Context,
     CudaError,
     CUDAError,
+    CUDAWarning,
     Device,
     DeviceMemoryResource,
     DeviceProperties,
@@ -119,6 +121,7 @@ __all__ = [
     "ContextOptions",
     "CudaError",
     "CUDAError",
+    "CUDAWarning",
     "Device",
     "DeviceMemoryResource",
     "DeviceMemoryResourceOptions",

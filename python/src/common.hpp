@@ -96,6 +96,8 @@ void set_error_from_current_exception() noexcept;
 [[noreturn]] void refuse_init(const char* message);
 // cucore.CUDAError (cuda.core's CUDAError) with `msg` and no CUresult.
 [[noreturn]] void raise_cuda_error(const std::string& msg);
+// cucore.CUDAWarning (borrowed; made by bind_errors): what release failures become.
+PyObject* cuda_warning_class() noexcept;
 // An attribute of cucore.system.exceptions (imported on first use): NVML's exception classes.
 nb::object system_exceptions_attr(const char* name);
 
@@ -182,10 +184,39 @@ void register_native_resource_type(nb::handle type);
 // Integer from a pointer-like argument (int, or an object with __int__ /
 // __index__, e.g. cuda.bindings' CUdeviceptr).
 std::uintptr_t pointer_arg(nb::handle obj, const char* what);
-// A handle as cuda.core gives it: cuda.bindings.driver.<type>(value) where
-// cuda.bindings imports (code mixing cuda.core and cuda.bindings compares them
-// by value), else the int; None for a null handle.
-nb::object driver_handle(const char* type, std::uintptr_t value);
+// ---- handles as cuda.core gives and takes them -------------------------------
+// cuda.core's .handle is a cuda.bindings object (cuda.bindings.driver.CUstream,
+// ...; code mixing cuda.core and cuda.bindings compares them by value, and
+// int() of one is the driver's handle). cucore returns those where cuda.bindings
+// imports, else the int: cucore does not need cuda.bindings.
+enum class HandleKind : int {
+  context,            // cuda.bindings.driver.CUcontext
+  stream,             // CUstream
+  event,              // CUevent
+  kernel,             // CUkernel
+  library,            // CUlibrary
+  memory_pool,        // CUmemoryPool
+  graph,              // CUgraph
+  graph_exec,         // CUgraphExec
+  graph_node,         // CUgraphNode
+  graph_conditional,  // CUgraphConditionalHandle (taken as a kernel argument, never returned)
+  nvrtc_program,      // cuda.bindings.nvrtc.nvrtcProgram
+  count
+};
+// `value` as cuda.core returns a handle of `kind`: the cuda.bindings object,
+// or the int where cuda.bindings does not import. The module is imported on
+// the first call and its classes kept (a failed import is not retried), so a
+// call costs one object construction.
+nb::object bindings_handle(HandleKind kind, std::uintptr_t value);
+inline nb::object bindings_handle(HandleKind kind, const void* p) {
+  return bindings_handle(kind, reinterpret_cast<std::uintptr_t>(p));
+}
+// Whether `obj` is the cuda.bindings class of `kind` (read from its type's
+// name: no import).
+bool is_bindings_handle(nb::handle obj, HandleKind kind) noexcept;
+// A handle argument of `kind`: an int (or an object with __index__) or the
+// cuda.bindings object of that kind; TypeError naming `what` otherwise.
+std::uintptr_t handle_arg(nb::handle obj, HandleKind kind, const char* what);
 
 // ---- binders -----------------------------------------------------------------
 void bind_errors(nb::module_& m);

@@ -207,8 +207,9 @@ void bind_device(nb::module_& m) {
                         "Context objects cannot be instantiated directly. Please use Device or Stream APIs.");
         throw nb::python_error();
       })
-      .def_prop_ro("handle", [](const cucore::Context& c) {
-        return driver_handle("CUcontext", reinterpret_cast<std::uintptr_t>(c.handle()));
+      .def_prop_ro("handle", [](const cucore::Context& c) -> nb::object {
+        if (!c.handle()) return nb::none();
+        return bindings_handle(HandleKind::context, c.handle());
       }, "The CUcontext, as cuda.core gives it: a cuda.bindings.driver.CUcontext where cuda.bindings is installed, "
          "else an int; None once closed.")
       .def_prop_ro("is_green", &cucore::Context::is_green)
@@ -230,7 +231,7 @@ void bind_device(nb::module_& m) {
            "Releases this object's share of the context: a green context is destroyed once no Context, Stream or "
            "Event shares it (primary and adopted contexts never are). RuntimeError while it is current.")
       .def_static("from_handle", [](nb::handle h) {
-        return cucore::Context::from_handle(reinterpret_cast<CUcontext>(pointer_arg(h, "handle")));
+        return cucore::Context::from_handle(reinterpret_cast<CUcontext>(handle_arg(h, HandleKind::context, "handle")));
       }, nb::arg("handle"))
       .def_static("current", &cucore::Context::current)
       .def("__eq__", [](const cucore::Context& a, nb::handle b) {

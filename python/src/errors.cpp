@@ -72,6 +72,7 @@ static_assert(made_classes_are_in_cucore(), "error_classes.inc: a row with Pytho
 // cucore.system, which is imported after _core).
 std::array<PyObject*, kRowCount> g_class{};
 PyObject* g_cuda_error = nullptr;  // raise_cuda_error's
+PyObject* g_cuda_warning = nullptr;  // cucore.CUDAWarning, kept for the process
 
 std::string_view name_in_cucore(const ErrorRow& row) { return std::string_view(row.python).substr(7); }
 
@@ -270,6 +271,8 @@ void raise_overflow_error(const std::string& msg) {
   PyErr_SetString(PyExc_OverflowError, msg.c_str());
   throw nb::python_error();
 }
+PyObject* cuda_warning_class() noexcept { return g_cuda_warning; }
+
 void raise_cuda_error(const std::string& msg) {
   raise_with(g_cuda_error, msg.c_str(), [](PyObject* inst) {
     for (const char* attr : {"code", "name", "description", "call"}) set_attr(inst, attr, nb::none());
@@ -311,6 +314,17 @@ void bind_errors(nb::module_& m) {
     }
   }
   g_cuda_error = made_class("CudaError");
+
+  // cuda.core 1.3's warning category for a CUDA error that cannot be raised.
+  g_cuda_warning = PyErr_NewExceptionWithDoc(
+      "cucore.CUDAWarning",
+      "Warning issued when cucore hits an error it cannot raise: a release that failed in a destructor (a "
+      "garbage-collected Stream's cuStreamDestroy, a dropped Buffer's free, ...); the resource may have leaked. "
+      "CUDA_ERROR_DEINITIALIZED (the driver shutting down) is not reported. warnings.filterwarnings('error', "
+      "category=cucore.CUDAWarning) makes it loud: raised from a destructor, it reaches sys.unraisablehook.",
+      PyExc_RuntimeWarning, nullptr);
+  if (!g_cuda_warning) throw nb::python_error();
+  m.attr("CUDAWarning") = nb::borrow(g_cuda_warning);
 
   m.def("_error_classes", [] {
     nb::list rows;

@@ -427,7 +427,8 @@ void bind_graph(nb::module_& parent) {
       })
       .def("close", &Graph::close)
       .def_prop_ro("is_closed", &Graph::is_closed)
-      .def_prop_ro("handle", [](const Graph& g) { return as_int(g.handle()); })
+      .def_prop_ro("handle", [](const Graph& g) { return bindings_handle(HandleKind::graph_exec, g.handle()); },
+                   "The CUgraphExec as cuda.core gives it (a cuda.bindings.driver.CUgraphExec, else an int).")
       .def("launch", [](const Graph& g, nb::handle stream) {
         cucore::StreamRef s = stream_arg(stream, "Graph.launch: stream");
         nb::gil_scoped_release release;
@@ -453,7 +454,8 @@ void bind_graph(nb::module_& parent) {
       "A graph built node by node; instantiate() gives the executable Graph.", nb::is_weak_referenceable())
       .def(nb::init<>())
       .def_prop_ro("is_valid", &GraphDefinition::is_valid)
-      .def_prop_ro("handle", [](const GraphDefinition& d) { return as_int(d.handle()); })
+      .def_prop_ro("handle", [](const GraphDefinition& d) { return bindings_handle(HandleKind::graph, d.handle()); },
+                   "The CUgraph as cuda.core gives it (a cuda.bindings.driver.CUgraph, else an int).")
       .def("create_condition", [](const GraphDefinition& d, nb::handle v) {
         return d.create_condition(default_value_arg(v));
       }, nb::arg("default_value") = nb::none())
@@ -490,7 +492,10 @@ void bind_graph(nb::module_& parent) {
       "A node of a graph definition; its builder methods add nodes that depend on it.", nb::is_weak_referenceable())
       .def_prop_ro("type", [](const GraphNode& n) { return static_cast<int>(n.type()); })
       .def_prop_ro("graph", &GraphNode::graph)
-      .def_prop_ro("handle", [](const GraphNode& n) { return as_int(n.handle()); })
+      .def_prop_ro("handle", [](const GraphNode& n) -> nb::object {
+        if (!n.handle()) return nb::none();  // as cuda.core: no node (the entry point)
+        return bindings_handle(HandleKind::graph_node, n.handle());
+      }, "The CUgraphNode as cuda.core gives it (a cuda.bindings.driver.CUgraphNode, else an int); None for none.")
       .def_prop_ro("is_valid", &GraphNode::is_valid)
       .def("destroy", &GraphNode::destroy)
       .def("_adjacent", [](const GraphNode& n, bool forward) {

@@ -306,6 +306,11 @@ void pack_kernel_args(const cucore::Kernel& kernel, PyObject* const* args, std::
       descs[i] = {sizeof h, &typeid(unsigned long long), false};
     } else if (PyType_IsSubtype(t, g_types.buffer)) {  // ManagedBuffer and other Buffer subclasses
       pack_buffer(kernel, i, o, s, descs[i]);
+    } else if (is_bindings_handle(o, HandleKind::graph_conditional)) {
+      // cuda.core takes cuda.bindings' conditional handle too (by its value, 64 bits).
+      CUgraphConditionalHandle h = handle_arg(o, HandleKind::graph_conditional, "kernel argument");
+      std::memcpy(s.bytes, &h, sizeof h);
+      descs[i] = {sizeof h, &typeid(CUgraphConditionalHandle), false};
     } else if (is_ctypes_value(o)) {
       Py_buffer view;
       if (PyObject_GetBuffer(o, &view, PyBUF_SIMPLE) != 0) throw nb::python_error();

@@ -392,11 +392,13 @@ void bind_memory(nb::module_& m) {
       }, nb::arg("device_id"), nb::arg("options") = nb::none())
       .def_static("from_handle", [](nb::handle pool, int device_id) {
         nb::object face = nb::cast(cucore::DeviceMemoryResource::from_handle(
-            reinterpret_cast<CUmemoryPool>(pointer_arg(pool, "pool")), device_id));
+            reinterpret_cast<CUmemoryPool>(handle_arg(pool, HandleKind::memory_pool, "pool")), device_id));
         register_memory_resource_face(face);
         return face;
       }, nb::arg("pool"), nb::arg("device_id"), "Adopts an existing CUmemoryPool (not destroyed by cucore).")
-      .def_prop_ro("handle", [](const cucore::DeviceMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
+      .def_prop_ro("handle", [](const cucore::DeviceMemoryResource& r) {
+        return bindings_handle(HandleKind::memory_pool, r.handle());
+      }, "The CUmemoryPool as cuda.core gives it (a cuda.bindings.driver.CUmemoryPool, else an int).")
       .def_prop_ro("attributes", [](const cucore::DeviceMemoryResource& r) { return pool_attributes(r, "DeviceMemoryResource"); })
       .def_prop_ro("is_ipc_enabled", &cucore::DeviceMemoryResource::is_ipc_enabled)
       .def_prop_ro("is_handle_owned", &cucore::DeviceMemoryResource::owns_pool,
@@ -430,7 +432,9 @@ void bind_memory(nb::module_& m) {
         new (self) cucore::PinnedMemoryResource(opts);
         register_self(self);
       }, nb::arg("options") = nb::none())
-      .def_prop_ro("handle", [](const cucore::PinnedMemoryResource& r) { return reinterpret_cast<std::uintptr_t>(r.handle()); })
+      .def_prop_ro("handle", [](const cucore::PinnedMemoryResource& r) {
+        return bindings_handle(HandleKind::memory_pool, r.handle());
+      }, "The CUmemoryPool as cuda.core gives it (a cuda.bindings.driver.CUmemoryPool, else an int).")
       .def_prop_ro("attributes", [](const cucore::PinnedMemoryResource& r) { return pool_attributes(r, "PinnedMemoryResource"); })
       .def_prop_ro("is_ipc_enabled", &cucore::PinnedMemoryResource::is_ipc_enabled)
       .def_prop_ro("is_handle_owned", [](const cucore::PinnedMemoryResource& r) { return static_cast<bool>(r); })

@@ -3,8 +3,10 @@
 #include <cucore/pathfinder.hpp>
 #include <cucore/program.hpp>
 
-#include <cstdint>
 #include <climits>
+#include <cstdint>
+#include <cstring>
+#include <iterator>
 
 #include "common.hpp"
 
@@ -234,25 +236,89 @@ std::uintptr_t pointer_arg(nb::handle obj, const char* what) {
                    nb::cast<std::string>(nb::str(nb::handle((PyObject*)Py_TYPE(o)).attr("__name__"))));
 }
 
-nb::object driver_handle(const char* type, std::uintptr_t value) {
-  if (!value) return nb::none();
-  // Imported on first use and kept: cuda.bindings is optional.
-  static PyObject* driver = [] {
-    PyObject* m = PyImport_ImportModule("cuda.bindings.driver");
-    if (!m) PyErr_Clear();
-    return m;
-  }();
-  nb::object v = nb::int_(value);
-  if (!driver) return v;
-  PyObject* cls = PyObject_GetAttrString(driver, type);
-  if (!cls) {
-    PyErr_Clear();
-    return v;
+namespace {
+struct HandleClass {
+  int module;              // index into kBindingsModules
+  const char* name;        // the class in that module
+  const char* qualified;   // its type's tp_name, as Cython sets it
+};
+constexpr const char* kBindingsModules[] = {"cuda.bindings.driver", "cuda.bindings.nvrtc"};
+constexpr HandleClass kHandleClasses[] = {
+    {0, "CUcontext", "cuda.bindings.driver.CUcontext"},
+    {0, "CUstream", "cuda.bindings.driver.CUstream"},
+    {0, "CUevent", "cuda.bindings.driver.CUevent"},
+    {0, "CUkernel", "cuda.bindings.driver.CUkernel"},
+    {0, "CUlibrary", "cuda.bindings.driver.CUlibrary"},
+    {0, "CUmemoryPool", "cuda.bindings.driver.CUmemoryPool"},
+    {0, "CUgraph", "cuda.bindings.driver.CUgraph"},
+    {0, "CUgraphExec", "cuda.bindings.driver.CUgraphExec"},
+    {0, "CUgraphNode", "cuda.bindings.driver.CUgraphNode"},
+    {0, "CUgraphConditionalHandle", "cuda.bindings.driver.CUgraphConditionalHandle"},
+    {1, "nvrtcProgram", "cuda.bindings.nvrtc.nvrtcProgram"},
+};
+static_assert(std::size(kHandleClasses) == static_cast<std::size_t>(HandleKind::count));
+
+// Per module: 0 not tried yet, 1 imported, 2 not importable. Read and written
+// with the GIL held; no C++ static guard around the import, which may release
+// the GIL (another thread blocking on such a guard with the GIL held would
+// deadlock). Two threads racing here both import, harmlessly.
+int g_bindings_state[std::size(kBindingsModules)] = {};
+PyObject* g_handle_class[std::size(kHandleClasses)] = {};  // kept for the process
+
+const HandleClass& handle_class(HandleKind kind) { return kHandleClasses[static_cast<int>(kind)]; }
+
+PyObject* bindings_class(HandleKind kind) {
+  const int mod = handle_class(kind).module;
+  if (g_bindings_state[mod] == 0) {
+    if (!python_alive()) return nullptr;  // at exit: ints, and nothing cached
+    PyObject* m = PyImport_ImportModule(kBindingsModules[mod]);
+    if (!m) {
+      PyErr_Clear();
+      g_bindings_state[mod] = 2;
+      return nullptr;
+    }
+    for (std::size_t i = 0; i < std::size(kHandleClasses); ++i) {
+      if (kHandleClasses[i].module != mod || g_handle_class[i]) continue;
+      g_handle_class[i] = PyObject_GetAttrString(m, kHandleClasses[i].name);
+      if (!g_handle_class[i]) PyErr_Clear();  // an older cuda.bindings without the class: ints
+    }
+    Py_DECREF(m);
+    g_bindings_state[mod] = 1;
   }
+  return g_handle_class[static_cast<int>(kind)];
+}
+}  // namespace
+
+nb::object bindings_handle(HandleKind kind, std::uintptr_t value) {
+  nb::object v = nb::steal(PyLong_FromUnsignedLongLong(value));
+  if (!v.is_valid()) throw nb::python_error();
+  PyObject* cls = bindings_class(kind);
+  if (!cls) return v;
   PyObject* h = PyObject_CallOneArg(cls, v.ptr());
-  Py_DECREF(cls);
   if (!h) throw nb::python_error();
   return nb::steal(h);
+}
+
+bool is_bindings_handle(nb::handle obj, HandleKind kind) noexcept {
+  return std::strcmp(Py_TYPE(obj.ptr())->tp_name, handle_class(kind).qualified) == 0;
+}
+
+std::uintptr_t handle_arg(nb::handle obj, HandleKind kind, const char* what) {
+  PyObject* o = obj.ptr();
+  const bool bindings = is_bindings_handle(obj, kind);
+  // Another cuda.bindings class (a CUevent for a stream) is a mistake, though it has __index__.
+  const bool other_bindings = !bindings && std::strncmp(Py_TYPE(o)->tp_name, "cuda.bindings.", 14) == 0;
+  if (PyLong_Check(o) || (PyIndex_Check(o) && !other_bindings) || bindings) {
+    // cuda.bindings' handle classes implement __int__ (most __index__ too).
+    nb::object i = PyLong_Check(o) ? nb::borrow<nb::object>(o)
+                                   : nb::steal(bindings ? PyNumber_Long(o) : PyNumber_Index(o));
+    if (!i.is_valid()) throw nb::python_error();
+    unsigned long long v = PyLong_AsUnsignedLongLongMask(i.ptr());
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) throw nb::python_error();
+    return static_cast<std::uintptr_t>(v);
+  }
+  raise_type_error(std::string(what) + ": expected an int or a " + handle_class(kind).qualified + ", got " +
+                   Py_TYPE(o)->tp_name);
 }
 
 void bind_misc(nb::module_& m) {
@@ -297,11 +363,52 @@ void bind_green(nb::module_& m);   // python/src/green.cpp
 void bind_ipc(nb::module_& m);     // python/src/ipc.cpp
 void bind_checkpoint(nb::module_& m);  // python/src/checkpoint.cpp
 
+namespace {
+// A Python exception that reached libcucore reads as nanobind's what(): a
+// traceback, then "Type: message". The warning keeps the exception.
+std::string without_traceback(const std::string& text) {
+  const std::string header = "Traceback (most recent call last):\n";
+  const std::size_t at = text.find(header);
+  if (at == std::string::npos) return text;
+  std::size_t line = at + header.size();
+  while (line < text.size() && text[line] == ' ') {  // the traceback's indented lines
+    const std::size_t end = text.find('\n', line);
+    if (end == std::string::npos) return text;
+    line = end + 1;
+  }
+  return text.substr(0, at) + text.substr(line);
+}
+
+// A release failure as cucore.CUDAWarning, from a destructor (any thread, the
+// GIL held or not, an exception perhaps being raised): never raises; a warning
+// an "error" filter escalates goes to sys.unraisablehook, as cuda.core's.
+void warn_release_failure(const std::string& message) noexcept {
+  if (!python_alive()) return;
+  PyGILState_STATE g = PyGILState_Ensure();
+  PyObject *type = nullptr, *value = nullptr, *trace = nullptr;
+  PyErr_Fetch(&type, &value, &trace);  // the exception in flight, if any, is not this one's business
+  std::string text;
+  try {
+    text = without_traceback(message);
+  } catch (...) {  // no memory for the copy: the message as it came
+  }
+  if (PyErr_WarnEx(cuda_warning_class(), text.empty() ? message.c_str() : text.c_str(), 1) < 0) {
+    PyObject* where = PyUnicode_FromString(text.empty() ? message.c_str() : text.c_str());
+    PyErr_WriteUnraisable(where);
+    Py_XDECREF(where);
+  }
+  PyErr_Restore(type, value, trace);
+  PyGILState_Release(g);
+}
+}  // namespace
+
 // libcucore's log hook (cucore/log.hpp) into Python: warnings become
 // UserWarning at the caller's line (an "error" filter raises from the call),
-// other messages go to the "cucore" logger.
+// release failures cucore.CUDAWarning, other messages go to the "cucore"
+// logger.
 void forward_log_to_python() {
   cucore::set_log_handler([](cucore::LogLevel level, std::string_view message) {
+    if (level == cucore::LogLevel::release_failure) return warn_release_failure(std::string(message));
     if (!python_alive()) return;
     nb::gil_scoped_acquire gil;
     std::string text(message);

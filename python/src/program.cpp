@@ -441,9 +441,10 @@ void bind_program(nb::module_& m) {
       .def_prop_ro("compile_log", &cucore::ObjectCode::compile_log, "The compiler's warnings, if any (cucore extra).")
       .def_prop_ro("is_loaded", &cucore::ObjectCode::is_loaded)
       .def_prop_ro("handle", [](const cucore::ObjectCode& o) {
-        return reinterpret_cast<std::uintptr_t>(o.exported_library_handle());
-      }, "The CUlibrary as an int (loads on first use). As cuda.core's, the library stays loaded from then on: "
-         "its holder may unload it (numba-cuda does).")
+        return bindings_handle(HandleKind::library, o.exported_library_handle());
+      }, "The CUlibrary (loads on first use), as cuda.core gives it: a cuda.bindings.driver.CUlibrary where "
+         "cuda.bindings is installed, else an int. As cuda.core's, the library stays loaded from then on: its holder "
+         "may unload it (numba-cuda does).")
       .def("get_kernel", [](const cucore::ObjectCode& o, nb::handle name) {
         const auto t = o.code_type();
         if (t != cucore::CodeType::cubin && t != cucore::CodeType::ptx && t != cucore::CodeType::fatbin) {
@@ -574,15 +575,19 @@ void bind_program(nb::module_& m) {
         for (const auto& p : k.arguments_info()) l.append(param_info(p.offset, p.size));
         return l;
       }, "Each parameter's ParamInfo (offset, size) in bytes.")
-      .def_prop_ro("handle", [](const cucore::Kernel& k) { return reinterpret_cast<std::uintptr_t>(k.handle()); })
+      .def_prop_ro("handle", [](const cucore::Kernel& k) { return bindings_handle(HandleKind::kernel, k.handle()); },
+                   "The CUkernel as cuda.core gives it: a cuda.bindings.driver.CUkernel where cuda.bindings is "
+                   "installed, else an int.")
       .def_prop_ro("name", &cucore::Kernel::name)
       .def_prop_ro("mangled_name", &cucore::Kernel::mangled_name)
       .def_static("from_handle", [](nb::handle handle, nb::handle mod) {
-        if (!PyLong_Check(handle.ptr()))
+        // cuda.core takes ints only; cucore also a cuda.bindings CUkernel (what Kernel.handle gives).
+        if (!PyLong_Check(handle.ptr()) && !is_bindings_handle(handle, HandleKind::kernel))
           raise_type_error(std::string("handle must be an integer, got ") + Py_TYPE(handle.ptr())->tp_name);
         if (!mod.is_none() && !PyObject_TypeCheck(mod.ptr(), g_types.object_code))
           raise_type_error("mod must be an ObjectCode or None, got " + py_repr(mod));
-        return cucore::Kernel::from_handle(reinterpret_cast<CUkernel>(pointer_arg(handle, "handle")));
+        return cucore::Kernel::from_handle(
+            reinterpret_cast<CUkernel>(handle_arg(handle, HandleKind::kernel, "handle")));
       }, nb::arg("handle"), nb::arg("mod") = nb::none())
       .def("__eq__", [](const cucore::Kernel& a, nb::handle b) {
         return PyObject_TypeCheck(b.ptr(), g_types.kernel) && a == *nb::inst_ptr<cucore::Kernel>(b);
@@ -636,10 +641,13 @@ void bind_program(nb::module_& m) {
       .def_prop_ro("nvrtc_flags", [](const PyProgram& p) { return p.program.options().as_nvrtc_flags(); },
                    "The flags NVRTC receives (cucore extra).")
       .def_prop_ro("handle", [](const PyProgram& p) -> nb::object {
-        void* h = p.program.handle();
-        if (!h) return nb::none();
-        return nb::int_(reinterpret_cast<std::uintptr_t>(h));
-      }, "The nvrtcProgram (C++) or nvvmProgram (NVVM) as an int, made on first use; None for PTX or once closed.")
+        const std::string& type = p.program.code_type();
+        if (type == "ptx") return nb::none();  // the linker's, made per compile
+        const auto h = reinterpret_cast<std::uintptr_t>(p.program.handle());
+        // As cuda.core: an nvrtcProgram object for NVRTC, a plain int for NVVM (cuda.bindings has no class for it).
+        return type == "c++" ? bindings_handle(HandleKind::nvrtc_program, h) : nb::int_(h);
+      }, "The compiler's program, made on first use, as cuda.core gives it: a cuda.bindings.nvrtc.nvrtcProgram "
+         "(C++; an int without cuda.bindings) or the nvvmProgram as an int (NVVM); 0 once closed; None for PTX.")
       .def_prop_ro("is_closed", [](const PyProgram& p) { return p.program.is_closed(); })
       .def_prop_ro("pch_status", [](const PyProgram& p) -> nb::object {
         auto s = p.program.pch_status();

@@ -152,8 +152,9 @@ void bind_stream(nb::module_& m) {
                         "Event objects cannot be instantiated directly. Please use Stream APIs (record).");
         throw nb::python_error();
       })
-      .def_prop_ro("handle", [](const cucore::Event& e) { return reinterpret_cast<std::uintptr_t>(e.handle()); },
-                 "The CUevent as an int (0 once closed).")
+      .def_prop_ro("handle", [](const cucore::Event& e) { return bindings_handle(HandleKind::event, e.handle()); },
+                 "The CUevent as cuda.core gives it: a cuda.bindings.driver.CUevent where cuda.bindings is installed, "
+                 "else an int; 0 once closed.")
       .def_prop_ro("is_timing_enabled", &cucore::Event::is_timing_enabled)
       .def_prop_ro("is_blocking_sync", &cucore::Event::is_sync_busy_waited)
       .def_prop_ro("is_ipc_enabled", &cucore::Event::is_ipc_enabled)
@@ -200,7 +201,9 @@ void bind_stream(nb::module_& m) {
         if (s.is_closed()) cucore::detail::throw_closed("Stream", "__cuda_stream__");
         return nb::make_tuple(0, reinterpret_cast<std::uintptr_t>(s.handle()));
       }, "The CUDA stream protocol: (0, the CUstream as an int).")
-      .def_prop_ro("handle", &handle_int, "The CUstream as an int (0 once closed).")
+      .def_prop_ro("handle", [](const cucore::Stream& s) { return bindings_handle(HandleKind::stream, handle_int(s)); },
+                   "The CUstream as cuda.core gives it: a cuda.bindings.driver.CUstream where cuda.bindings is "
+                   "installed, else an int; 0 once closed.")
       .def_prop_ro("is_closed", &cucore::Stream::is_closed)
       .def_prop_ro("is_nonblocking", &cucore::Stream::is_nonblocking)
       .def_prop_ro("priority", &cucore::Stream::priority)
@@ -238,8 +241,10 @@ void bind_stream(nb::module_& m) {
            "Releases the stream (idempotent; the default streams stay open). Work already queued completes.")
       .def_static("from_handle", [](nb::handle handle) {
         // A foreign library's 0 is its NULL stream: taken, as cuda.core does.
-        return cucore::Stream::from_handle(reinterpret_cast<CUstream>(pointer_arg(handle, "handle")), {});
-      }, nb::arg("handle"), "A Stream over a foreign CUstream (an int); its owner must keep it alive.")
+        return cucore::Stream::from_handle(reinterpret_cast<CUstream>(handle_arg(handle, HandleKind::stream, "handle")),
+                                           {});
+      }, nb::arg("handle"),
+         "A Stream over a foreign CUstream (an int or a cuda.bindings CUstream); its owner must keep it alive.")
       .def("__eq__", [](const cucore::Stream& a, nb::handle b) {
         return is_stream(b) && handle_int(as_stream(b)) == handle_int(a);
       })

@@ -1,4 +1,7 @@
+#include <cucore/errors.hpp>
 #include <cucore/log.hpp>
+
+#include "errors/release.hpp"
 
 #include <cstdio>
 #include <memory>
@@ -23,7 +26,7 @@ void default_handler(LogLevel level, std::string_view message) {
     if (seen.count(message)) return;
     if (seen.size() < 1024) seen.emplace(message);
   }
-  std::fprintf(stderr, "cucore: %s%.*s\n", level == LogLevel::warning ? "warning: " : "",
+  std::fprintf(stderr, "cucore: %s%.*s\n", level == LogLevel::info ? "" : "warning: ",
                static_cast<int>(message.size()), message.data());
 }
 
@@ -37,6 +40,19 @@ LogHandler set_log_handler(LogHandler handler) {
 }
 
 namespace detail {
+void report_release(CUresult code, const char* call) noexcept {
+  if (code == CUDA_SUCCESS || code == CUDA_ERROR_DEINITIALIZED) return;
+  report_release(std::string(call) + " failed: " + result_name(code) + " (" + result_description(code) + ")");
+}
+
+void report_release(const std::string& message) noexcept {
+  try {
+    log(LogLevel::release_failure, message);
+  } catch (...) {
+    // A destructor's report: the handler's exception has nowhere to go.
+  }
+}
+
 void log(LogLevel level, std::string_view message) {
   std::shared_ptr<const LogHandler> h;
   {

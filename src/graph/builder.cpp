@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "errors/release.hpp"
 #include "graph/graph_internal.hpp"
 #include "loader/driver.hpp"
 #include "runtime/stream_context.hpp"
@@ -459,7 +460,7 @@ void GraphBuilder::close() noexcept {
     if (const auto* t = cucore::detail::g_driver.load(std::memory_order_acquire)) {
       CUgraph g = nullptr;
       if (t->cuStreamEndCapture(s.stream.handle(), &g) == CUDA_SUCCESS && g && s.kind == BuilderKind::primary)
-        t->cuGraphDestroy(g);
+        cucore::detail::report_release(t->cuGraphDestroy(g), "cuGraphDestroy");
     }
     s.building = false;
   }

@@ -1,12 +1,28 @@
 #include "handles/compiler_handles.hpp"
 
+#include <string>
+
+#include "errors/release.hpp"
+
 namespace cucore::detail {
 namespace {
 
-void destroy_nvrtc(const NvrtcTable& t, nvrtcProgram p) noexcept { t.nvrtcDestroyProgram(&p); }
-void destroy_nvvm(const NvvmTable& t, nvvm::Program p) noexcept { t.nvvmDestroyProgram(&p); }
-void destroy_nvjitlink(const NvJitLinkTable& t, nvJitLinkHandle h) noexcept { t.nvJitLinkDestroy(&h); }
-void destroy_culink(const DriverTable& d, CUlinkState s) noexcept { d.cuLinkDestroy(s); }
+// The compilers' results by number: their names need their libraries' help.
+void report_compiler_release(int result, const char* call) noexcept {
+  if (result != 0) report_release(std::string(call) + " failed: result " + std::to_string(result));
+}
+void destroy_nvrtc(const NvrtcTable& t, nvrtcProgram p) noexcept {
+  report_compiler_release(static_cast<int>(t.nvrtcDestroyProgram(&p)), "nvrtcDestroyProgram");
+}
+void destroy_nvvm(const NvvmTable& t, nvvm::Program p) noexcept {
+  report_compiler_release(static_cast<int>(t.nvvmDestroyProgram(&p)), "nvvmDestroyProgram");
+}
+void destroy_nvjitlink(const NvJitLinkTable& t, nvJitLinkHandle h) noexcept {
+  report_compiler_release(static_cast<int>(t.nvJitLinkDestroy(&h)), "nvJitLinkDestroy");
+}
+void destroy_culink(const DriverTable& d, CUlinkState s) noexcept {
+  report_release(d.cuLinkDestroy(s), "cuLinkDestroy");
+}
 
 }  // namespace
 

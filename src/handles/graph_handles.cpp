@@ -7,6 +7,7 @@
 #include <deque>
 #include <thread>
 
+#include "errors/release.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore::detail {
@@ -84,7 +85,7 @@ void drain_releases_for_testing() {
 
 GraphBox::~GraphBox() {
   if (release == Release::destroy && graph)
-    if (const auto* t = loaded()) t->cuGraphDestroy(graph);
+    if (const auto* t = loaded()) report_release(t->cuGraphDestroy(graph), "cuGraphDestroy");
 }
 
 void GraphBox::retain(Owner owner, const void* key) {
@@ -164,7 +165,7 @@ GraphHandle view_graph(CUgraph graph, GraphHandle root) {
 
 GraphExecBox::~GraphExecBox() {
   if (exec)
-    if (const auto* t = loaded()) t->cuGraphExecDestroy(exec);
+    if (const auto* t = loaded()) report_release(t->cuGraphExecDestroy(exec), "cuGraphExecDestroy");
 }
 
 }  // namespace cucore::detail

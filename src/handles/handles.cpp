@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "errors/release.hpp"
 #include "handles/box_allocator.hpp"
 #include "loader/driver.hpp"
 
@@ -50,7 +51,7 @@ ContextBox::~ContextBox() {
   // A context current on this thread must not outlive its destruction there.
   CUcontext current = nullptr;
   if (t->cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == ctx && ctx) t->cuCtxSetCurrent(nullptr);
-  if (t->cuGreenCtxDestroy) t->cuGreenCtxDestroy(green);
+  if (t->cuGreenCtxDestroy) report_release(t->cuGreenCtxDestroy(green), "cuGreenCtxDestroy");
 }
 
 ContextHandle make_green_context(CUgreenCtx green, int ordinal) {
@@ -81,7 +82,7 @@ ContextHandle adopt_green_context(CUgreenCtx green, CUcontext ctx) {
 
 StreamBox::~StreamBox() {
   if (release == Release::destroy && stream)
-    if (const auto* t = loaded()) t->cuStreamDestroy(stream);
+    if (const auto* t = loaded()) report_release(t->cuStreamDestroy(stream), "cuStreamDestroy");
 }
 
 StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* priority) {
@@ -116,7 +117,7 @@ StreamHandle adopt_stream(CUstream stream, Owner owner) {
 
 EventBox::~EventBox() {
   if (event)
-    if (const auto* t = loaded()) t->cuEventDestroy(event);
+    if (const auto* t = loaded()) report_release(t->cuEventDestroy(event), "cuEventDestroy");
 }
 
 EventHandle create_event(const ContextHandle& ctx, unsigned flags) {
@@ -143,7 +144,7 @@ EventHandle open_ipc_event(const ContextHandle& ctx, const void* handle, unsigne
 
 PoolBox::~PoolBox() {
   if (release == Release::destroy && pool)
-    if (const auto* t = loaded()) t->cuMemPoolDestroy(pool);
+    if (const auto* t = loaded()) report_release(t->cuMemPoolDestroy(pool), "cuMemPoolDestroy");
 }
 
 PoolHandle create_pool(const CUmemPoolProps& props) {
@@ -173,7 +174,8 @@ PoolHandle adopt_pool(CUmemoryPool pool) {
 
 LibraryBox::~LibraryBox() {
   if (library)
-    if (const auto* t = loaded(); t && t->cuLibraryUnload) t->cuLibraryUnload(library);
+    if (const auto* t = loaded(); t && t->cuLibraryUnload)
+      report_release(t->cuLibraryUnload(library), "cuLibraryUnload");
 }
 
 LibraryHandle load_library(const void* image, const char* what) {

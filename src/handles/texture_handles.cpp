@@ -2,6 +2,7 @@
 
 #include <cucore/errors.hpp>
 
+#include "errors/release.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore::detail {
@@ -12,22 +13,22 @@ const DriverTable* loaded() noexcept { return g_driver.load(std::memory_order_ac
 
 MipmappedArrayBox::~MipmappedArrayBox() {
   if (array)
-    if (const auto* t = loaded()) t->cuMipmappedArrayDestroy(array);
+    if (const auto* t = loaded()) report_release(t->cuMipmappedArrayDestroy(array), "cuMipmappedArrayDestroy");
 }
 
 ArrayBox::~ArrayBox() {
   if (array && !parent)
-    if (const auto* t = loaded()) t->cuArrayDestroy(array);
+    if (const auto* t = loaded()) report_release(t->cuArrayDestroy(array), "cuArrayDestroy");
 }
 
 TexObjectBox::~TexObjectBox() {
   if (tex)
-    if (const auto* t = loaded()) t->cuTexObjectDestroy(tex);
+    if (const auto* t = loaded()) report_release(t->cuTexObjectDestroy(tex), "cuTexObjectDestroy");
 }
 
 SurfObjectBox::~SurfObjectBox() {
   if (surf)
-    if (const auto* t = loaded()) t->cuSurfObjectDestroy(surf);
+    if (const auto* t = loaded()) report_release(t->cuSurfObjectDestroy(surf), "cuSurfObjectDestroy");
 }
 
 void make_array(ArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, ContextHandle ctx) {

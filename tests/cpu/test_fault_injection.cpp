@@ -7,6 +7,7 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
+#include <cucore/log.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
 
@@ -15,6 +16,8 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/fake_driver.hpp"
@@ -322,4 +325,39 @@ TEST(FakeDriverTest, MemoryResourcesAreSharedHandles) {
   EXPECT_EQ(buf.memory_resource(), own);
   MemoryResource empty;
   EXPECT_THROW(empty.allocate(8, s), std::logic_error);
+}
+
+// A release that fails where nothing can throw (a destructor) is reported
+// through the log hook as a release failure naming the call and the error;
+// CUDA_ERROR_DEINITIALIZED (the driver shutting down) and successes are not.
+TEST(FakeDriverTest, FailedReleasesInDestructorsAreReported) {
+  FakeDriver fake;
+  std::vector<std::string> reports;
+  LogHandler previous = set_log_handler([&reports](LogLevel level, std::string_view m) {
+    if (level == LogLevel::release_failure) reports.emplace_back(m);
+  });
+  {
+    Stream ok = Device(0).create_stream();
+    Event e = Device(0).create_event();
+  }
+  EXPECT_TRUE(reports.empty()) << reports.front();
+
+  const auto working_destroy = fake.table.cuStreamDestroy;
+  fake.table.cuStreamDestroy = [](CUstream) { return CUDA_ERROR_INVALID_HANDLE; };
+  { Stream s = Device(0).create_stream(); }
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_NE(reports[0].find("cuStreamDestroy failed: CUDA_ERROR_INVALID_HANDLE"), std::string::npos) << reports[0];
+  fake.table.cuStreamDestroy = working_destroy;
+
+  fake.table.cuEventDestroy = [](CUevent) { return CUDA_ERROR_DEINITIALIZED; };
+  { Event e = Device(0).create_event(); }
+  EXPECT_EQ(reports.size(), 1u) << reports.back();
+
+  fake.table.cuMemFreeAsync = [](CUdeviceptr, CUstream) { return CUDA_ERROR_LAUNCH_FAILED; };
+  Stream s = Device(0).create_stream();
+  EXPECT_NO_THROW({ Buffer b = DeviceMemoryResource(0).allocate(64, s); });
+  ASSERT_EQ(reports.size(), 2u);
+  EXPECT_NE(reports[1].find("freeing a Buffer's memory"), std::string::npos) << reports[1];
+  EXPECT_NE(reports[1].find("CUDA_ERROR_LAUNCH_FAILED"), std::string::npos) << reports[1];
+  set_log_handler(previous);
 }

@@ -70,7 +70,7 @@ def test_every_resource_reports_its_properties(device):
     assert own.is_handle_owned and not own.is_closed
     b = own.allocate(1 << 20, stream=device.default_stream)
     own.close()
-    assert own.is_closed and own.handle == 0
+    assert own.is_closed and int(own.handle) == 0
     b.fill(3, stream=device.default_stream)  # its buffer keeps the pool
     assert (_read(b, device.default_stream) == 3).all()
     b.close()

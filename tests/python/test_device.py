@@ -40,7 +40,7 @@ def test_device_facts(device):
     assert ":" in device.pci_bus_id
     assert device.name
     assert device.device_id == 0 and int(device) == 0
-    assert device.context.handle != 0
+    assert int(device.context.handle) != 0
     assert isinstance(device.memory_resource, DeviceMemoryResource)
     assert device.default_stream is cucore.LEGACY_DEFAULT_STREAM
     assert len(Device.get_all_devices()) == Device.count()

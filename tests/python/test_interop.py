@@ -65,7 +65,7 @@ def test_torch_interop(device, saxpy):
     torch.cuda.synchronize()
     assert torch.allclose(out, 2 * x + y)
     if hasattr(ts, "__cuda_stream__"):
-        assert device.create_stream(ts).handle == ts.cuda_stream
+        assert int(device.create_stream(ts).handle) == ts.cuda_stream
     # a view of a non-contiguous tensor
     m = torch.zeros(8, 6, device="cuda")[:, ::2]
     vm = StridedMemoryView(m, -1)
@@ -105,7 +105,7 @@ def test_torch_tensor_read_through_the_exchange_api(device):
     base = torch.arange(24, dtype=torch.float32, device="cuda").reshape(4, 6)
     t = base[:, 1::2].as_subclass(NoDlpack)
     consumer = device.create_stream()  # kept alive: the view orders it after PyTorch's current stream
-    v = StridedMemoryView(t, consumer.handle)
+    v = StridedMemoryView(t, int(consumer.handle))
     assert v.ptr == t.data_ptr() and v.shape == (4, 3) and v.strides == (6, 2)
     assert v.dtype == np.float32 and v.device_id == 0 and v.is_device_accessible and v.exporting_obj is t
     v2 = StridedMemoryView.from_dlpack(t, -1)

@@ -130,18 +130,18 @@ def test_launch_refuses_what_it_cannot_pack_and_takes_any_stream_protocol(device
 
     class Method:
         def __cuda_stream__(self):
-            return (0, s.handle)
+            return (0, int(s.handle))
 
     class Attribute:
-        __cuda_stream__ = (0, s.handle)
+        __cuda_stream__ = (0, int(s.handle))
 
     class BadVersion:
         def __cuda_stream__(self):
-            return (1, s.handle)
+            return (1, int(s.handle))
 
     class BadLength:
         def __cuda_stream__(self):
-            return (0, s.handle, 0)
+            return (0, int(s.handle), 0)
 
     for bad in (BadVersion(), BadLength(), object()):
         with pytest.raises(TypeError):

@@ -56,16 +56,16 @@ def test_default_streams_stay_open():
     for s in (cucore.LEGACY_DEFAULT_STREAM, cucore.PER_THREAD_DEFAULT_STREAM):
         handle = s.handle
         s.close()
-        assert not s.is_closed and s.handle == handle and handle in (1, 2)
+        assert not s.is_closed and s.handle == handle and int(handle) in (1, 2)
     assert cucore.default_stream() is cucore.LEGACY_DEFAULT_STREAM
 
 
 def test_every_use_of_a_closed_stream_raises():
     s = Stream.from_handle(0x1234)
-    assert not s.is_closed and s.handle == 0x1234
+    assert not s.is_closed and int(s.handle) == 0x1234
     s.close()
     s.close()  # idempotent
-    assert s.is_closed and s.handle == 0 and "closed" in repr(s)
+    assert s.is_closed and int(s.handle) == 0 and "closed" in repr(s)
     uses = {
         "sync": lambda: s.sync(),
         "is_done": lambda: s.is_done(),
@@ -116,7 +116,7 @@ def test_a_stream_keeps_its_foreign_owner_alive_until_closed():
     f = ForeignStream(0x5678)
     dead = weakref.ref(f)
     s = Stream(f)
-    assert s.owner is f and s.handle == 0x5678 and s.__cuda_stream__() == (0, 0x5678)
+    assert s.owner is f and int(s.handle) == 0x5678 and s.__cuda_stream__() == (0, 0x5678)
     del f
     collect()
     assert dead() is not None, "the Stream keeps the object its stream belongs to"
@@ -170,7 +170,7 @@ class RecordingResource(MemoryResource):
         return Buffer.from_handle(mem.ctypes.data, size, mr=self, stream=stream)
 
     def deallocate(self, ptr, size, *, stream):
-        self.freed.append((ptr, size, stream.handle))
+        self.freed.append((ptr, size, int(stream.handle)))
 
     @property
     def is_device_accessible(self):
@@ -532,13 +532,13 @@ def test_torch_stream_and_tensors_outlive_their_owners(device, saxpy):
     n = 4096
     ts = torch.cuda.Stream()
     s, alive = _adopt(ts, ts.cuda_stream)
-    assert s.handle == ts.cuda_stream
+    assert int(s.handle) == ts.cuda_stream
     del ts
     _collect()
     assert alive() is not None, "the Stream keeps the PyTorch stream"
     x = torch.rand(n, device="cuda")
     expect = x.cpu().numpy() * 2
-    vx = StridedMemoryView(x, s.handle)  # s waits for PyTorch's current stream
+    vx = StridedMemoryView(x, int(s.handle))  # s waits for PyTorch's current stream
     tensor_alive = weakref.ref(x)
     holder = Buffer.from_handle(x.data_ptr(), x.numel() * 4, owner=x)
     del x
@@ -562,7 +562,7 @@ def test_cupy_stream_and_arrays_outlive_their_owners(device, saxpy):
     n = 4096
     cs = cp.cuda.Stream(non_blocking=True)
     s, alive = _adopt(cs, cs.ptr)
-    assert s.handle == cs.ptr
+    assert int(s.handle) == cs.ptr
     del cs
     _collect()
     assert alive() is not None, "the Stream keeps the CuPy stream"
@@ -623,5 +623,5 @@ def test_memory_resource_identity_and_default_stream_buffers(device):
     assert (out == 5).all()
     b.close()
     b2.close()
-    assert handle != 0
+    assert int(handle) != 0
     device.sync()

@@ -12,8 +12,8 @@ pytestmark = pytest.mark.gpu
 
 def test_streams_and_events(device):
     s = device.create_stream()
-    assert s.handle != 0 and s.is_nonblocking
-    assert s.__cuda_stream__() == (0, s.handle)
+    assert int(s.handle) != 0 and s.is_nonblocking
+    assert s.__cuda_stream__() == (0, int(s.handle))
     assert s.device is device
     s2 = device.create_stream(options=StreamOptions(nonblocking=False))
     assert not s2.is_nonblocking
