@@ -55,7 +55,14 @@ ContextBox::~ContextBox() {
 }
 
 ContextHandle make_green_context(CUgreenCtx green, int ordinal) {
-  auto box = std::make_shared<ContextBox>(nullptr, ordinal, ContextKind::green, Owner{});
+  std::shared_ptr<ContextBox> box;
+  try {
+    box = std::make_shared<ContextBox>(nullptr, ordinal, ContextKind::green, Owner{});
+  } catch (...) {
+    // No box took it yet: the green context is ours to destroy.
+    if (const auto* t = loaded(); t && t->cuGreenCtxDestroy) t->cuGreenCtxDestroy(green);
+    throw;
+  }
   box->green = green;  // owned from here: destroyed with the box, also if what follows throws
   CUcontext ctx = nullptr;
   check(driver().cuCtxFromGreenCtx(&ctx, green), "cuCtxFromGreenCtx");

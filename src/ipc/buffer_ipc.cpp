@@ -8,14 +8,11 @@
 #include <cucore/ipc.hpp>
 
 #include <cstring>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
-#include <vector>
 
-#include "handles/box_allocator.hpp"
 #include "handles/buffer_handles.hpp"
 #include "handles/handles.hpp"
 #include "handles/ipc_handles.hpp"
