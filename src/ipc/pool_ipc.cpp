@@ -121,8 +121,7 @@ std::shared_ptr<PoolImpl> map_pool(int fd, int device, bool host, const std::opt
   RetryScope scope;
   call_in_context(scope, [&] { return context_or_device0(host ? nullptr : primary_of(device)); },
                   [&] { box = import_pool(own.get()); });
-  auto p = make_box<PoolImpl>(std::move(box), device, /*ipc=*/true, host, /*mapped=*/true);
-  p->mapped_from_ = std::move(own);
+  auto p = make_box<PoolImpl>(std::move(box), device, /*ipc=*/true, host, std::move(own));
   if (!uuid) return p;
   p->set_uuid(*uuid);
   // Two threads mapping one UUID at once: the first registered wins, the other's mapping goes.

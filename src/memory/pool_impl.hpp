@@ -23,8 +23,11 @@ namespace cucore::detail {
 class PoolImpl final : public MemoryResource::Impl {
  public:
   using Uuid = std::array<unsigned char, 16>;
-  PoolImpl(PoolHandle pool, int device, bool ipc, bool host, bool mapped = false)
-      : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host), mapped_(mapped) {}
+  // `mapped_from`: the descriptor another process's pool was mapped from (this
+  // pool's own copy, to export it onward); closed for a pool made here.
+  PoolImpl(PoolHandle pool, int device, bool ipc, bool host, FileDescriptor mapped_from = {})
+      : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host),
+        mapped_(!mapped_from.is_closed()), mapped_from_(std::move(mapped_from)) {}
   CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
     if (mapped_ || closed_.load(std::memory_order_relaxed)) [[unlikely]]
       refuse_allocation();
@@ -67,7 +70,7 @@ class PoolImpl final : public MemoryResource::Impl {
   int numa_ = -1;  // a host pool's NUMA node, -1 where the OS places it
   // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
-  FileDescriptor mapped_from_;  // a mapped pool: its own copy of the descriptor, to export it onward
+  const FileDescriptor mapped_from_;
   // The driver refuses cuMemPoolExportPointer (CUDA_ERROR_INVALID_VALUE) on a pool that was never
   // exported as a shareable handle; a pointer exported first exports the pool once (src/ipc/pool_ipc.cpp).
   void prepare_pointer_export() const;
