@@ -60,7 +60,8 @@ ContextHandle make_green_context(CUgreenCtx green, int ordinal) {
     box = std::make_shared<ContextBox>(nullptr, ordinal, ContextKind::green, Owner{});
   } catch (...) {
     // No box took it yet: the green context is ours to destroy.
-    if (const auto* t = loaded(); t && t->cuGreenCtxDestroy) t->cuGreenCtxDestroy(green);
+    if (const auto* t = loaded(); t && t->cuGreenCtxDestroy)
+      report_release(t->cuGreenCtxDestroy(green), "cuGreenCtxDestroy");
     throw;
   }
   box->green = green;  // owned from here: destroyed with the box, also if what follows throws

@@ -91,10 +91,4 @@ MappingHandle acquire_mapping(const IpcPayload& key, IpcImport import, void* con
   return MappingHandle(mapping, ReleaseMapping{}, BoxAllocator<IpcMapping>{});
 }
 
-std::size_t live_mappings() {
-  Table& t = table();
-  std::lock_guard lock(t.mutex);
-  return t.entries.size();
-}
-
 }  // namespace cucore::detail

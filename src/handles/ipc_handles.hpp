@@ -63,7 +63,4 @@ MappingHandle acquire_mapping(const IpcPayload& key, Import&& import) {
       static_cast<void*>(&import));
 }
 
-// The number of live mappings (for tests: none is left behind).
-std::size_t live_mappings();
-
 }  // namespace cucore::detail

@@ -89,7 +89,7 @@ AllocationHandle export_pool(const PoolImpl& p) {
   p.require_open(kind_name(p), "allocation_handle");
   if (!p.ipc_) throw IpcError("Memory resource is not IPC-enabled");
   // A mapped pool passes on the descriptor it was mapped from.
-  if (p.mapped_) return AllocationHandle(FileDescriptor::duplicate(p.mapped_from_.get()), p.uuid());
+  if (p.mapped()) return AllocationHandle(FileDescriptor::duplicate(p.mapped_from_.get()), p.uuid());
   const DriverTable& d = driver();
   require(reinterpret_cast<const void*>(d.cuMemPoolExportToShareableHandle), 11020, "sharing memory pools (IPC)");
   IpcContext in(pool_context(p));
@@ -102,7 +102,7 @@ AllocationHandle export_pool(const PoolImpl& p) {
 }  // namespace
 
 void PoolImpl::prepare_pointer_export() const {
-  if (mapped_) return;  // the exporting process did it
+  if (mapped()) return;  // the exporting process did it
   std::call_once(exported_once_, [this] { (void)export_pool(*this); });
 }
 
@@ -170,7 +170,7 @@ DeviceMemoryResource DeviceMemoryResource::from_allocation_handle(const Device& 
   return mr;
 }
 
-bool DeviceMemoryResource::is_mapped() const noexcept { return impl_ && detail::pool_of(*this).mapped_; }
+bool DeviceMemoryResource::is_mapped() const noexcept { return impl_ && detail::pool_of(*this).mapped(); }
 std::optional<Uuid> DeviceMemoryResource::uuid() const {
   return impl_ ? detail::pool_of(*this).uuid() : std::nullopt;
 }
@@ -204,7 +204,7 @@ PinnedMemoryResource PinnedMemoryResource::from_allocation_handle(int fd) {
   return PinnedMemoryResource(detail::map_pool(fd, -1, true, std::nullopt));
 }
 
-bool PinnedMemoryResource::is_mapped() const noexcept { return impl_ && detail::pool_of(*this).mapped_; }
+bool PinnedMemoryResource::is_mapped() const noexcept { return impl_ && detail::pool_of(*this).mapped(); }
 std::optional<Uuid> PinnedMemoryResource::uuid() const {
   return impl_ ? detail::pool_of(*this).uuid() : std::nullopt;
 }

@@ -75,7 +75,7 @@ int MemoryResource::device_id() const { return require_impl(impl_, "MemoryResour
 namespace detail {
 
 void PoolImpl::refuse_allocation() const {
-  if (mapped_) throw MappedResourceError("Cannot allocate from a mapped IPC-enabled memory resource");
+  if (mapped()) throw MappedResourceError("Cannot allocate from a mapped IPC-enabled memory resource");
   throw_closed(host_ ? "PinnedMemoryResource" : "DeviceMemoryResource", "allocate");
 }
 

@@ -27,9 +27,10 @@ class PoolImpl final : public MemoryResource::Impl {
   // pool's own copy, to export it onward); closed for a pool made here.
   PoolImpl(PoolHandle pool, int device, bool ipc, bool host, FileDescriptor mapped_from = {})
       : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host),
-        mapped_(!mapped_from.is_closed()), mapped_from_(std::move(mapped_from)) {}
+        mapped_from_(std::move(mapped_from)) {}
+  bool mapped() const noexcept { return !mapped_from_.is_closed(); }  // another process's pool
   CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
-    if (mapped_ || closed_.load(std::memory_order_relaxed)) [[unlikely]]
+    if (mapped() || closed_.load(std::memory_order_relaxed)) [[unlikely]]
       refuse_allocation();
     StreamContextGuard guard(stream, "MemoryResource::allocate");
     CUdeviceptr p = 0;
@@ -66,7 +67,7 @@ class PoolImpl final : public MemoryResource::Impl {
   PoolHandle box_;
   CUmemoryPool pool_;  // box_->pool, kept here for the allocation path
   int device_;
-  bool ipc_, host_, mapped_;
+  bool ipc_, host_;
   int numa_ = -1;  // a host pool's NUMA node, -1 where the OS places it
   // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
