@@ -137,6 +137,9 @@ class DeviceMemoryResource : public MemoryResource {
   // pool's UUID (IpcError when not IPC-enabled). A mapped resource passes on
   // a copy of the descriptor it was mapped from, so a third process can map it.
   AllocationHandle allocation_handle() const;
+  // The resource's own handle, made on first use and kept with the pool (every
+  // copy of the resource gives the same one); a new one once its holder closed it.
+  std::shared_ptr<AllocationHandle> get_allocation_handle() const;
   // Another process's pool mapped into this one ("mapped resource"): it
   // imports Buffers (Buffer::from_ipc_descriptor) and never allocates. The
   // handle's descriptor stays the caller's. A handle whose UUID is registered
@@ -182,6 +185,7 @@ class PinnedMemoryResource : public MemoryResource {
 
   // Sharing with other processes, as DeviceMemoryResource's.
   AllocationHandle allocation_handle() const;
+  std::shared_ptr<AllocationHandle> get_allocation_handle() const;
   static PinnedMemoryResource from_allocation_handle(const AllocationHandle& handle);
   static PinnedMemoryResource from_allocation_handle(int fd);
   bool is_mapped() const noexcept;

@@ -16,7 +16,6 @@ from __future__ import annotations
 import multiprocessing
 import multiprocessing.reduction
 import warnings
-import weakref
 
 from cucore._core import (
     Buffer,
@@ -50,31 +49,6 @@ def _check_start_method():
 
 
 # ---- allocation handles ------------------------------------------------------
-
-# One handle per resource, owned by it (closed when the resource goes), as
-# cuda.core caches it; a handle the caller closed is replaced.
-_handles: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _get_allocation_handle(mr):
-    if mr.is_closed:
-        return mr._export_allocation_handle()  # raises ClosedError
-    handle = _handles.get(mr)
-    if handle is None or handle.is_closed:
-        handle = mr._export_allocation_handle()
-        _handles[mr] = handle
-    return handle
-
-
-_get_allocation_handle.__doc__ = """Shareable handle for this memory pool (requires IPC).
-
-The handle can be used to share the memory pool with other processes. It is
-cached in this memory resource and owned by it. A mapped resource gives the
-handle of the pool it maps."""
-
-for _cls in (DeviceMemoryResource, PinnedMemoryResource):
-    _cls.get_allocation_handle = _get_allocation_handle
-    _cls.allocation_handle = property(_get_allocation_handle, doc=_get_allocation_handle.__doc__)
 
 
 def _reduce_allocation_handle(handle):

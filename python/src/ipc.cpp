@@ -177,8 +177,14 @@ void add_getset(nb::handle cls, PyGetSetDef* def) {
 // IPC members shared by the two pool resources.
 template <typename R>
 void add_pool_members(nb::handle cls) {
-  add_method(cls, "_export_allocation_handle", [](const R& r) { return r.allocation_handle(); },
-             "A new IPCAllocationHandle (get_allocation_handle caches one).");
+  // The handle is kept in the pool's state (a shared box): one Python object
+  // for it while it lives, whichever face of the resource asks.
+  add_method(cls, "get_allocation_handle", [](const R& r) { return r.get_allocation_handle(); },
+             "Shareable handle for this memory pool (requires IPC).\n\nThe handle can be used to share the memory "
+             "pool with other processes. It is cached in this memory resource and owned by it. A mapped resource "
+             "gives the handle of the pool it maps.");
+  add_property(cls, "allocation_handle", [](const R& r) { return r.get_allocation_handle(); },
+               "Shareable handle for this memory pool (requires IPC), cached in this memory resource.");
   add_property(cls, "is_mapped", [](const R& r) { return r.is_mapped(); },
                "Whether this is a mapping of an IPC-enabled memory resource from another process. If True, "
                "allocation is not permitted.");

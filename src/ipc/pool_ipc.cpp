@@ -99,6 +99,13 @@ AllocationHandle export_pool(const PoolImpl& p) {
   return AllocationHandle(FileDescriptor(fd), p.uuid());
 }
 
+std::shared_ptr<AllocationHandle> pool_handle(const PoolImpl& p) {
+  p.require_open(kind_name(p), "get_allocation_handle");
+  std::lock_guard lock(p.handle_mutex_);
+  if (!p.handle_ || p.handle_->is_closed()) p.handle_ = std::make_shared<AllocationHandle>(export_pool(p));
+  return p.handle_;
+}
+
 }  // namespace
 
 void PoolImpl::prepare_pointer_export() const {
@@ -154,6 +161,10 @@ bool closed(const R& mr) noexcept {
 }
 }  // namespace
 
+std::shared_ptr<AllocationHandle> DeviceMemoryResource::get_allocation_handle() const {
+  return detail::pool_handle(open_pool(*this, "DeviceMemoryResource", "get_allocation_handle"));
+}
+
 AllocationHandle DeviceMemoryResource::allocation_handle() const {
   return detail::export_pool(open_pool(*this, "DeviceMemoryResource", "allocation_handle"));
 }
@@ -191,6 +202,10 @@ DeviceMemoryResource DeviceMemoryResource::from_registry(const Uuid& uuid) {
 bool DeviceMemoryResource::is_closed() const noexcept { return closed(*this); }
 
 // ---- PinnedMemoryResource ------------------------------------------------------
+
+std::shared_ptr<AllocationHandle> PinnedMemoryResource::get_allocation_handle() const {
+  return detail::pool_handle(open_pool(*this, "PinnedMemoryResource", "get_allocation_handle"));
+}
 
 AllocationHandle PinnedMemoryResource::allocation_handle() const {
   return detail::export_pool(open_pool(*this, "PinnedMemoryResource", "allocation_handle"));

@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <typeinfo>
@@ -72,6 +73,10 @@ class PoolImpl final : public MemoryResource::Impl {
   // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
   const FileDescriptor mapped_from_;
+  // The handle get_allocation_handle gives: made once, kept with the pool,
+  // replaced once its holder closed it (src/ipc/pool_ipc.cpp).
+  mutable std::mutex handle_mutex_;
+  mutable std::shared_ptr<AllocationHandle> handle_;
   // The driver refuses cuMemPoolExportPointer (CUDA_ERROR_INVALID_VALUE) on a pool that was never
   // exported as a shareable handle; a pointer exported first exports the pool once (src/ipc/pool_ipc.cpp).
   void prepare_pointer_export() const;
