@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <typeinfo>
 #include <vector>
 
 #include "program_support.hpp"
@@ -285,6 +286,14 @@ nb::object program_compile(PyProgram& p, std::string target_type, nb::handle nam
   return nb::cast(std::move(result));
 }
 
+// A read: without the GIL where it may wait on the filesystem; an in-memory
+// hit is shorter than giving the GIL away and taking it back.
+std::optional<cucore::ObjectCode> cache_read(ProgramCache& c, const std::string& k) {
+  if (typeid(c) == typeid(cucore::InMemoryProgramCache)) return c.get(k);
+  nb::gil_scoped_release nogil;
+  return c.get(k);
+}
+
 void bind_cache(nb::module_& m) {
   auto base = nb::class_<ProgramCache>(m, "_ProgramCache",
       "Base of program caches: a mapping from keys (bytes, or str as UTF-8) to compiled bytes. Reads return "
@@ -292,31 +301,19 @@ void bind_cache(nb::module_& m) {
       "use get().");
   base.def("__getitem__", [](ProgramCache& c, nb::handle key) {
         std::string k = key_arg(key);
-        std::optional<cucore::ObjectCode> o;
-        {
-          nb::gil_scoped_release nogil;
-          o = c.get(k);
-        }
+        std::optional<cucore::ObjectCode> o = cache_read(c, k);
         if (!o) raise_key_error(key);
         return code_bytes(*o);
       }, nb::arg("key"))
       .def("get", [](ProgramCache& c, nb::handle key, nb::handle default_) -> nb::object {
         std::string k = key_arg(key);
-        std::optional<cucore::ObjectCode> o;
-        {
-          nb::gil_scoped_release nogil;
-          o = c.get(k);
-        }
+        std::optional<cucore::ObjectCode> o = cache_read(c, k);
         if (!o) return nb::borrow(default_);
         return code_bytes(*o);
       }, nb::arg("key"), nb::arg("default") = nb::none(), "The stored bytes, or `default`.")
       .def("get_object_code", [](ProgramCache& c, nb::handle key) -> nb::object {
         std::string k = key_arg(key);
-        std::optional<cucore::ObjectCode> o;
-        {
-          nb::gil_scoped_release nogil;
-          o = c.get(k);
-        }
+        std::optional<cucore::ObjectCode> o = cache_read(c, k);
         if (!o) return nb::none();
         return nb::cast(std::move(*o));
       }, nb::arg("key"), "cucore extra: the entry as an ObjectCode sharing the cache's storage (no copy), or None.")
