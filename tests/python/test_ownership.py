@@ -15,6 +15,7 @@ import weakref
 import pytest
 
 import cucore
+from conftest import HAS_GPU
 from cucore import (
     Buffer,
     DeviceMemoryResource,
@@ -231,18 +232,40 @@ def test_resource_outlives_its_python_object_through_the_buffer():
     assert len(freed) == 1 and dead() is None
 
 
+def host_blocks(size=64):
+    """Host blocks for Buffers over a LegacyPinnedMemoryResource, which frees
+    each through cuMemFreeHost when the Buffer goes: on a GPU, page-locked
+    blocks from the driver (one per Buffer, so each is freed once, by its
+    owner); without a driver nothing can free them, and ctypes memory (kept
+    here) stands in."""
+    keep = []
+    if not HAS_GPU:
+        def block():
+            keep.append((ctypes.c_char * size)())
+            return ctypes.addressof(keep[-1])
+        return block
+    cucore.Device(0).set_current()
+    cuda = ctypes.CDLL("libcuda.so.1")
+
+    def block():
+        p = ctypes.c_void_p()
+        assert cuda.cuMemAllocHost_v2(ctypes.byref(p), ctypes.c_size_t(size)) == 0
+        return p.value
+    return block
+
+
 def test_a_buffers_memory_resource_is_the_face_it_came_from_while_that_lives():
     # cucore's own resources: the face is found through the resource's state
     # (its face slot and nanobind's instances), no table of the binding's.
     from cucore import LegacyPinnedMemoryResource, StatisticsResourceAdaptor
 
-    host = (ctypes.c_char * 64)()
+    host = host_blocks()
     mr = LegacyPinnedMemoryResource()
     stats = StatisticsResourceAdaptor(mr)
-    b = Buffer.from_handle(ctypes.addressof(host), 64, mr=mr)
-    s = Buffer.from_handle(ctypes.addressof(host), 64, mr=stats)
+    b = Buffer.from_handle(host(), 64, mr=mr)
+    s = Buffer.from_handle(host(), 64, mr=stats)
     assert b.memory_resource is mr and s.memory_resource is stats
-    assert Buffer.from_handle(ctypes.addressof(host), 64, mr=mr).memory_resource is mr, "the first face stays"
+    assert Buffer.from_handle(host(), 64, mr=mr).memory_resource is mr, "the first face stays"
     del mr, stats
     collect()
     # Gone: a plain MemoryResource over the same state, itself kept while it lives.
@@ -254,7 +277,7 @@ def test_a_buffers_memory_resource_is_the_face_it_came_from_while_that_lives():
     buffers, faces = [], []
     for _ in range(32):
         m = LegacyPinnedMemoryResource()
-        buffers.append(Buffer.from_handle(ctypes.addressof(host), 64, mr=m))
+        buffers.append(Buffer.from_handle(host(), 64, mr=m))
         del m
         collect()
         faces.append(LegacyPinnedMemoryResource())  # often where the last one was
