@@ -121,4 +121,53 @@ std::int64_t required_span(std::span<const std::int64_t> shape, std::span<const 
 std::int64_t required_size_in_bytes(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
                                     std::int64_t itemsize);
 
+// ---- transformations ---------------------------------------------------------------------
+// New layouts of the same elements (cuda.core's _StridedLayout methods). Each
+// takes a shape and strides (empty: C-contiguous) and returns the new shape
+// with its strides, always spelled out. Axes may be negative (from the end).
+struct Strided {
+  std::vector<std::int64_t> shape, strides;
+  friend bool operator==(const Strided&, const Strided&) = default;
+};
+// The axes in the order of `axis_order`, a permutation of them.
+// std::invalid_argument for one of another length, an axis out of range or
+// given twice.
+Strided permuted(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                 std::span<const std::int64_t> axis_order);
+// Without the extents of 1; an empty layout (an extent of 0) as shape {0},
+// strides {0}.
+Strided squeezed(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// With extents of 1 inserted at `axes` (axes of the result, unique). The new
+// axis takes the stride that spans the axis after it (extent * stride), or the
+// last stride at the end, or 1 for a 0-d layout.
+Strided unsqueezed(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                   std::span<const std::int64_t> axes);
+// Bit i (1 <= i < ndim) set: axis i merges with axis i - 1 (in C index order,
+// strides[i - 1] == strides[i] * shape[i]). Masks of layouts of one ndim AND
+// together; flattened merges only the axes whose bits are set.
+std::uint64_t flattened_axis_mask(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// The mask of the axes in [start_axis, end_axis] (inclusive, negative from the
+// end): every bit of (start_axis, end_axis]. std::invalid_argument naming an
+// axis out of range.
+std::uint64_t axis_range_mask(std::size_t ndim, std::int64_t start_axis, std::int64_t end_axis);
+// Runs of mergeable axes (bits of `mask`) as one axis each. A 0-d layout is
+// shape {1}, strides {1}.
+Strided flattened(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides, std::uint64_t mask);
+// The same elements in C index order under `new_shape` (one extent may be -1:
+// inferred). std::invalid_argument when the volumes differ, the -1 cannot be
+// inferred, or the strides cannot be split to the new shape.
+Strided reshaped(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                 std::span<const std::int64_t> new_shape);
+// Broadcast to `new_shape` (as NumPy): from the right each extent is 1 or the
+// new one; added axes and broadcast extents of 1 get stride 0.
+// std::invalid_argument otherwise.
+Strided broadcast_to(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                     std::span<const std::int64_t> new_shape);
+// Every element at its own offset, by a sufficient test: with the extents of 1
+// dropped, no stride is 0 and, sorted by magnitude, each stride spans the
+// extent times the stride below it. True for every layout made from a dense one
+// by the transformations above (broadcast aside); a layout that interleaves
+// its axes may be unique yet report false (as cuda.core's is_unique may).
+bool is_unique(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+
 }  // namespace cucore

@@ -117,6 +117,54 @@ class _StridedLayout:
         when negative strides reach before the element at index 0."""
         return _core._layout_required_size_in_bytes(self._shape, self._strides, self._itemsize)
 
+    @property
+    def is_unique(self) -> bool:
+        """Every element at its own offset. True for every layout made from a dense one by
+        permuting, squeezing, unsqueezing, flattening or reshaping; false for a broadcast one
+        (a stride of 0 on an extent above 1). A layout whose axes interleave may be unique yet
+        report False: the exact check is costly (as in cuda.core)."""
+        return _core._layout_is_unique(self._shape, self._strides)
+
+    def _derived(self, shape_strides: Tuple[Tuple[int, ...], Tuple[int, ...]]) -> "_StridedLayout":
+        shape, strides = shape_strides
+        return _StridedLayout(shape, strides, self._itemsize)
+
+    def permuted(self, axis_order: Tuple[int, ...]) -> "_StridedLayout":
+        """The axes (shape and strides) in the order of ``axis_order``, a permutation of them."""
+        return self._derived(_core._layout_permuted(self._shape, self._strides, axis_order))
+
+    def squeezed(self) -> "_StridedLayout":
+        """Without the extents of 1; an empty layout (volume 0) as shape (0,), strides (0,)."""
+        return self._derived(_core._layout_squeezed(self._shape, self._strides))
+
+    def unsqueezed(self, axis: Union[int, Tuple[int, ...]]) -> "_StridedLayout":
+        """Extents of 1 inserted at ``axis``: an int in [0, ndim] or a tuple of unique axes of
+        the result. The layout itself for an empty tuple."""
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        if not axes:
+            return self
+        return self._derived(_core._layout_unsqueezed(self._shape, self._strides, axes))
+
+    def flattened_axis_mask(self) -> int:
+        """The axes ``flattened`` can merge, as a mask (bit i: axis i merges with axis i - 1);
+        masks of layouts of one ndim combine with ``&``."""
+        return _core._layout_flattened_axis_mask(self._shape, self._strides)
+
+    def flattened(self, start_axis: int = 0, end_axis: int = -1, mask: Optional[int] = None) -> "_StridedLayout":
+        """Consecutive axes merged into one where one stride walks them (in C index order):
+        those in [start_axis, end_axis], or those of ``mask`` (see flattened_axis_mask)."""
+        return self._derived(_core._layout_flattened(self._shape, self._strides, start_axis, end_axis, mask))
+
+    def reshaped(self, shape: Tuple[int, ...]) -> "_StridedLayout":
+        """The same elements, in C index order, under ``shape`` (one extent may be -1); ValueError
+        when the volumes differ or the strides cannot be split to it."""
+        return self._derived(_core._layout_reshaped(self._shape, self._strides, shape))
+
+    def broadcast_to(self, shape: Tuple[int, ...]) -> "_StridedLayout":
+        """Broadcast to ``shape`` as NumPy does: added axes and broadcast extents of 1 get
+        stride 0; ValueError when the shapes are incompatible."""
+        return self._derived(_core._layout_broadcast_to(self._shape, self._strides, shape))
+
     def to_dense(self, stride_order: _Order = "K") -> "_StridedLayout":
         """Dense strides of the same shape and itemsize; see dense_like."""
         return _StridedLayout.dense_like(self, stride_order)

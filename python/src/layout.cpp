@@ -7,6 +7,7 @@
 #include <cucore/strided_layout.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -100,6 +101,9 @@ Ints dense(const Ints& shape, Order order, const Ints& perm) {
   if (order == Order::perm) return cucore::dense_strides(shape, perm);
   return cucore::dense_strides(shape, order == Order::f ? LayoutOrder::f : LayoutOrder::c);
 }
+
+// A transformed layout as (shape, strides) tuples.
+nb::tuple pair(const cucore::Strided& l) { return nb::make_tuple(to_tuple(l.shape), to_tuple(l.strides)); }
 
 }  // namespace
 
@@ -266,6 +270,89 @@ void bind_layout(nb::module_& m) {
         return nb::make_tuple(shape, itemsize, full);
       },
       nb::arg("shape"), nb::arg("strides").none(), nb::arg("itemsize"));
+  // The transformations (cuda.core's permuted, squeezed, ...): each returns
+  // the new (shape, strides); ValueError naming the method for a bad argument.
+  m.def(
+      "_layout_permuted",
+      [](nb::handle shape, nb::handle strides, nb::handle axis_order) {
+        const std::string what = "_StridedLayout.permuted";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints perm = ints(int_tuple(axis_order, what + ": axis_order"), what + ": axis_order");
+        return pair(layout_call(what, [&] { return cucore::permuted(sh, st, perm); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("axis_order"));
+
+  m.def(
+      "_layout_squeezed",
+      [](nb::handle shape, nb::handle strides) {
+        const std::string what = "_StridedLayout.squeezed";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return pair(layout_call(what, [&] { return cucore::squeezed(sh, st); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none());
+
+  m.def(
+      "_layout_unsqueezed",
+      [](nb::handle shape, nb::handle strides, nb::handle axes) {
+        const std::string what = "_StridedLayout.unsqueezed";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints ax = ints(int_tuple(axes, what + ": axis"), what + ": axis");
+        return pair(layout_call(what, [&] { return cucore::unsqueezed(sh, st, ax); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("axes"));
+
+  m.def(
+      "_layout_flattened_axis_mask",
+      [](nb::handle shape, nb::handle strides) {
+        const std::string what = "_StridedLayout.flattened_axis_mask";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return layout_call(what, [&] { return cucore::flattened_axis_mask(sh, st); });
+      },
+      nb::arg("shape"), nb::arg("strides").none());
+
+  // mask None: the axes in [start_axis, end_axis].
+  m.def(
+      "_layout_flattened",
+      [](nb::handle shape, nb::handle strides, std::int64_t start_axis, std::int64_t end_axis,
+         std::optional<std::uint64_t> mask) {
+        const std::string what = "_StridedLayout.flattened";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return pair(layout_call(what, [&] {
+          const std::uint64_t m = mask ? *mask : cucore::axis_range_mask(sh.size(), start_axis, end_axis);
+          return cucore::flattened(sh, st, m);
+        }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("start_axis"), nb::arg("end_axis"),
+      nb::arg("mask").none());
+
+  m.def(
+      "_layout_reshaped",
+      [](nb::handle shape, nb::handle strides, nb::handle new_shape) {
+        const std::string what = "_StridedLayout.reshaped";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints ns = ints(int_tuple(new_shape, what + ": shape"), what + ": shape");
+        return pair(layout_call(what, [&] { return cucore::reshaped(sh, st, ns); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("new_shape"));
+
+  m.def(
+      "_layout_broadcast_to",
+      [](nb::handle shape, nb::handle strides, nb::handle new_shape) {
+        const std::string what = "_StridedLayout.broadcast_to";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints ns = ints(int_tuple(new_shape, what + ": shape"), what + ": shape");
+        return pair(layout_call(what, [&] { return cucore::broadcast_to(sh, st, ns); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("new_shape"));
+
+  m.def(
+      "_layout_is_unique",
+      [](nb::handle shape, nb::handle strides) {
+        const std::string what = "_StridedLayout.is_unique";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return layout_call(what, [&] { return cucore::is_unique(sh, st); });
+      },
+      nb::arg("shape"), nb::arg("strides").none());
 }
 
 }  // namespace cucore::python

@@ -5,6 +5,8 @@
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cucore {
 namespace {
@@ -283,6 +285,237 @@ std::int64_t required_size_in_bytes(std::span<const std::int64_t> shape, std::sp
   std::int64_t bytes = 0;
   if (!mul(required_span(shape, strides), itemsize, bytes)) overflow("the layout's span in bytes overflows 64 bits");
   return bytes;
+}
+
+// ---- transformations ---------------------------------------------------------------------
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+// The strides spelled out: the dense C strides for an empty span.
+Ints full_strides(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  check(shape, strides);
+  if (strides.empty()) return dense_strides(shape);
+  return Ints(strides.begin(), strides.end());
+}
+
+std::int64_t checked_mul(std::int64_t a, std::int64_t b) {
+  std::int64_t out = 0;
+  if (!mul(a, b, out)) overflow("the layout's strides overflow 64 bits");
+  return out;
+}
+
+// `axis` in [-n, n) as [0, n); false when out of range.
+bool normalize_axis(std::int64_t& axis, std::size_t n) noexcept {
+  const auto sn = static_cast<std::int64_t>(n);
+  if (axis < -sn || axis >= sn) return false;
+  if (axis < 0) axis += sn;
+  return true;
+}
+
+std::string dims(std::size_t n) { return std::to_string(n) + "D tensor"; }
+
+}  // namespace
+
+Strided permuted(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                 std::span<const std::int64_t> axis_order) {
+  const Ints st = full_strides(shape, strides);
+  const std::size_t n = shape.size();
+  if (axis_order.size() != n)
+    throw std::invalid_argument("Permutation must have the same length as the number of dimensions, got " +
+                                std::to_string(axis_order.size()) + " for " + dims(n) + ".");
+  Strided out{Ints(n), Ints(n)};
+  std::vector<bool> seen(n, false);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t a = axis_order[i];
+    if (!normalize_axis(a, n))
+      throw std::invalid_argument("Invalid permutation: axis " + std::to_string(axis_order[i]) +
+                                  " out of range for " + dims(n));
+    const auto ua = static_cast<std::size_t>(a);
+    if (seen[ua])
+      throw std::invalid_argument("Invalid permutation: axis " + std::to_string(axis_order[i]) +
+                                  " appears multiple times.");
+    seen[ua] = true;
+    out.shape[i] = shape[ua];
+    out.strides[i] = st[ua];
+  }
+  return out;
+}
+
+Strided squeezed(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  const Ints st = full_strides(shape, strides);
+  if (has_zero_extent(shape)) return {{0}, {0}};
+  Strided out;
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1) {
+      out.shape.push_back(shape[i]);
+      out.strides.push_back(st[i]);
+    }
+  return out;
+}
+
+Strided unsqueezed(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                   std::span<const std::int64_t> axes) {
+  const Ints st = full_strides(shape, strides);
+  const std::size_t n = shape.size(), out_n = n + axes.size();
+  std::vector<bool> added(out_n, false);
+  for (std::int64_t given : axes) {
+    std::int64_t a = given;
+    if (!normalize_axis(a, out_n))
+      throw std::invalid_argument("Invalid axis: " + std::to_string(given) + " out of range for " + dims(out_n));
+    if (added[static_cast<std::size_t>(a)])
+      throw std::invalid_argument("Axis " + std::to_string(given) + " appears multiple times.");
+    added[static_cast<std::size_t>(a)] = true;
+  }
+  Strided out{Ints(out_n), Ints(out_n)};
+  std::size_t in = 0;
+  for (std::size_t i = 0; i < out_n; ++i) {
+    if (!added[i]) {
+      out.shape[i] = shape[in];
+      out.strides[i] = st[in++];
+      continue;
+    }
+    out.shape[i] = 1;
+    // The stride a C-order split of the next axis would give it.
+    out.strides[i] = in < n ? checked_mul(shape[in], st[in]) : (n > 0 ? st[n - 1] : 1);
+  }
+  return out;
+}
+
+std::uint64_t flattened_axis_mask(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  const Ints st = full_strides(shape, strides);
+  if (shape.size() > 64) throw std::invalid_argument("an axis mask holds at most 64 axes, got " + dims(shape.size()));
+  std::uint64_t mask = 0;
+  for (std::size_t i = 1; i < shape.size(); ++i) {
+    std::int64_t span = 0;
+    if (mul(st[i], shape[i], span) && span == st[i - 1]) mask |= std::uint64_t{1} << i;
+  }
+  return mask;
+}
+
+std::uint64_t axis_range_mask(std::size_t ndim, std::int64_t start_axis, std::int64_t end_axis) {
+  if (ndim > 64) throw std::invalid_argument("an axis mask holds at most 64 axes, got " + dims(ndim));
+  const std::int64_t start_given = start_axis, end_given = end_axis;
+  if (!normalize_axis(start_axis, ndim))
+    throw std::invalid_argument("Invalid start axis: " + std::to_string(start_given) + " out of range for " +
+                                dims(ndim));
+  if (!normalize_axis(end_axis, ndim))
+    throw std::invalid_argument("Invalid end axis: " + std::to_string(end_given) + " out of range for " +
+                                dims(ndim));
+  std::uint64_t mask = 0;
+  for (std::int64_t i = start_axis + 1; i <= end_axis; ++i) mask |= std::uint64_t{1} << i;
+  return mask;
+}
+
+Strided flattened(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides, std::uint64_t mask) {
+  const Ints st = full_strides(shape, strides);
+  if (shape.empty()) return {{1}, {1}};
+  Strided out;
+  for (std::size_t i = 0; i < shape.size();) {
+    std::int64_t extent = shape[i], stride = st[i];
+    std::size_t j = i + 1;
+    for (; j < shape.size() && j < 64 && (mask >> j & 1); ++j) {
+      std::int64_t span = 0;
+      if (!mul(st[j], shape[j], span) || span != stride) break;
+      extent = checked_mul(extent, shape[j]);
+      stride = st[j];
+    }
+    out.shape.push_back(extent);
+    out.strides.push_back(stride);
+    i = j;
+  }
+  return out;
+}
+
+Strided reshaped(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                 std::span<const std::int64_t> new_shape) {
+  const Ints st = full_strides(shape, strides);
+  const std::int64_t old_volume = volume(shape);
+  Strided out{Ints(new_shape.begin(), new_shape.end()), Ints(new_shape.size(), 0)};
+  std::size_t inferred = new_shape.size();
+  std::int64_t sub = 1;
+  for (std::size_t i = 0; i < new_shape.size(); ++i) {
+    if (new_shape[i] < -1) throw std::invalid_argument("Extents must be non-negative");
+    if (new_shape[i] == -1) {
+      if (inferred != new_shape.size()) throw std::invalid_argument("There can be at most one -1 extent in a shape");
+      inferred = i;
+    } else if (!mul(sub, new_shape[i], sub)) {
+      overflow("the new shape's element count overflows 64 bits");
+    }
+  }
+  if (inferred == new_shape.size()) {
+    if (sub != old_volume)
+      throw std::invalid_argument("The original volume " + std::to_string(old_volume) + " and the new volume " +
+                                  std::to_string(sub) + " must be equal.");
+  } else {
+    if (sub == 0) throw std::invalid_argument("The -1 extent is ambiguous when the specified sub-volume is 0");
+    if (old_volume % sub != 0)
+      throw std::invalid_argument("The original volume " + std::to_string(old_volume) +
+                                  " must be divisible by the specified sub-volume " + std::to_string(sub) + ".");
+    out.shape[inferred] = old_volume / sub;
+  }
+  // No element: any strides do (zeros, as for the other empty layouts).
+  if (old_volume == 0) return out;
+  // Split the merged runs from the right, each into the new extents that
+  // multiply to it; extents of 1 take the stride in place.
+  const Strided flat = flattened(shape, st, ~std::uint64_t{0});
+  std::size_t k = out.shape.size();
+  for (std::size_t g = flat.shape.size(); g-- > 0;) {
+    const std::int64_t extent = flat.shape[g];
+    std::int64_t stride = flat.strides[g], vol = 1;
+    while (k > 0 && (out.shape[k - 1] == 1 || vol < extent)) {
+      --k;
+      out.strides[k] = stride;
+      stride = checked_mul(stride, out.shape[k]);
+      vol = checked_mul(vol, out.shape[k]);
+    }
+    if (vol != extent) throw std::invalid_argument("Layout strides are incompatible with the new shape");
+  }
+  return out;
+}
+
+Strided broadcast_to(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                     std::span<const std::int64_t> new_shape) {
+  const Ints st = full_strides(shape, strides);
+  check_extents(new_shape);
+  const std::size_t n = shape.size(), out_n = new_shape.size();
+  if (out_n < n)
+    throw std::invalid_argument("The broadcast shape ndim (" + std::to_string(out_n) +
+                                ") must be greater than or equal to the input shape ndim (" + std::to_string(n) +
+                                ").");
+  Strided out{Ints(new_shape.begin(), new_shape.end()), Ints(out_n, 0)};
+  const std::size_t lead = out_n - n;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (shape[i] == new_shape[lead + i])
+      out.strides[lead + i] = st[i];
+    else if (shape[i] != 1)
+      throw std::invalid_argument(
+          "Shapes cannot be broadcast together: the original extent must be 1 or be equal to broadcast extent, got " +
+          std::to_string(shape[i]) + " and " + std::to_string(new_shape[lead + i]) + " for axis " +
+          std::to_string(i) + ".");
+  }
+  return out;
+}
+
+bool is_unique(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
+  check(shape, strides);
+  if (strides.empty() || has_zero_extent(shape)) return true;
+  std::vector<std::pair<std::uint64_t, std::int64_t>> axes;  // (|stride|, extent)
+  for (std::size_t i = 0; i < shape.size(); ++i)
+    if (shape[i] != 1) {
+      if (strides[i] == 0) return false;
+      axes.emplace_back(magnitude(strides[i]), shape[i]);
+    }
+  std::sort(axes.begin(), axes.end());
+  for (std::size_t i = 1; i < axes.size(); ++i) {
+    // |stride_i| >= |stride_{i-1}| * extent_{i-1}: the lower axis' elements
+    // all lie below this axis' step. A span beyond 64 bits is more than any stride.
+    __extension__ typedef unsigned __int128 u128;
+    const u128 span = static_cast<u128>(axes[i - 1].first) *
+                                   static_cast<std::uint64_t>(axes[i - 1].second);
+    if (axes[i].first < span) return false;
+  }
+  return true;
 }
 
 }  // namespace cucore
