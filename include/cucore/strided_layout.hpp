@@ -97,14 +97,16 @@ bool is_contiguous_f(std::span<const std::int64_t> shape, std::span<const std::i
 bool is_contiguous_any(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
 
 // ---- reach ----------------------------------------------------------------------------------
-// The lowest and highest offset (in elements, from the element at index
-// 0, ..., 0) that an element reaches; {0, -1} for an empty shape.
-// std::overflow_error naming the stride when a reach does not fit.
+// The lowest and highest offset (in elements) that an element reaches, from
+// the element at index 0, ..., 0 placed at `slice_offset` (where slicing put
+// it: see sliced); {0, -1} for an empty shape. std::overflow_error naming the
+// stride when a reach does not fit.
 struct OffsetBounds {
   std::int64_t min = 0, max = -1;
   friend constexpr bool operator==(const OffsetBounds&, const OffsetBounds&) = default;
 };
-OffsetBounds offset_bounds(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+OffsetBounds offset_bounds(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                           std::int64_t slice_offset = 0);
 // The same in bytes, as a half-open range: [min * itemsize, (max + 1) * itemsize)
 // ({0, 0} for an empty shape). std::overflow_error when either does not fit.
 struct ByteBounds {
@@ -113,12 +115,130 @@ struct ByteBounds {
 };
 ByteBounds byte_bounds(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
                        std::int64_t itemsize);
-// What memory starting at the element at index 0, ..., 0 must hold: max + 1
-// elements (0 for an empty shape), in bytes times the itemsize.
-// std::invalid_argument when negative strides reach before that element (no
-// size from the start holds it); std::overflow_error when it does not fit.
-std::int64_t required_span(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// What memory must hold from its start, the element at index 0, ..., 0 at
+// `slice_offset`: max + 1 elements (0 for an empty shape), in bytes times the
+// itemsize. std::invalid_argument when negative strides reach before the
+// start (no size from there holds the layout); std::overflow_error when it
+// does not fit.
+std::int64_t required_span(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                           std::int64_t slice_offset = 0);
 std::int64_t required_size_in_bytes(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
-                                    std::int64_t itemsize);
+                                    std::int64_t itemsize, std::int64_t slice_offset = 0);
+// slice_offset * itemsize: std::overflow_error when it does not fit.
+std::int64_t offset_in_bytes(std::int64_t slice_offset, std::int64_t itemsize);
+
+// ---- transformations ---------------------------------------------------------------------
+// New layouts of the same elements (cuda.core's _StridedLayout methods). Each
+// takes a shape and strides (empty: C-contiguous; all 0 when an extent is 0)
+// and returns the new shape with its strides, always spelled out. Axes may be negative (from the end).
+struct Strided {
+  std::vector<std::int64_t> shape, strides;
+  friend bool operator==(const Strided&, const Strided&) = default;
+};
+// The axes in the order of `axis_order`, a permutation of them.
+// std::invalid_argument for one of another length, an axis out of range or
+// given twice.
+Strided permuted(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                 std::span<const std::int64_t> axis_order);
+// Without the extents of 1; an empty layout (an extent of 0) as shape {0},
+// strides {0}.
+Strided squeezed(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// With extents of 1 inserted at `axes` (axes of the result, unique). The new
+// axis takes the stride that spans the axis after it (extent * stride), or the
+// last stride at the end, or 1 for a 0-d layout.
+Strided unsqueezed(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                   std::span<const std::int64_t> axes);
+// Bit i (1 <= i < ndim) set: axis i merges with axis i - 1 (in C index order,
+// strides[i - 1] == strides[i] * shape[i]). Masks of layouts of one ndim AND
+// together; flattened merges only the axes whose bits are set.
+std::uint64_t flattened_axis_mask(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+// The mask of the axes in [start_axis, end_axis] (inclusive, negative from the
+// end): every bit of (start_axis, end_axis]. std::invalid_argument naming an
+// axis out of range.
+std::uint64_t axis_range_mask(std::size_t ndim, std::int64_t start_axis, std::int64_t end_axis);
+// Runs of mergeable axes (bits of `mask`) as one axis each. A 0-d layout is
+// shape {1}, strides {1}.
+Strided flattened(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides, std::uint64_t mask);
+// The same elements in C index order under `new_shape` (one extent may be -1:
+// inferred). std::invalid_argument when the volumes differ, the -1 cannot be
+// inferred, or the strides cannot be split to the new shape.
+Strided reshaped(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                 std::span<const std::int64_t> new_shape);
+// Broadcast to `new_shape` (as NumPy): from the right each extent is 1 or the
+// new one; added axes and broadcast extents of 1 get stride 0.
+// std::invalid_argument otherwise.
+Strided broadcast_to(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                     std::span<const std::int64_t> new_shape);
+// Every element at its own offset, by a sufficient test: with the extents of 1
+// dropped, no stride is 0 and, sorted by magnitude, each stride spans the
+// extent times the stride below it. True for every layout made from a dense one
+// by the transformations above (broadcast aside); a layout that interleaves
+// its axes may be unique yet report false (as cuda.core's is_unique may).
+bool is_unique(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides);
+
+// ---- slicing and repacking ---------------------------------------------------------------
+// A layout whose element at index 0, ..., 0 lies `offset` elements from the
+// memory's start (what slicing moves; a view of the memory starts there).
+struct OffsetStrided {
+  Strided layout;
+  std::int64_t offset = 0;
+  friend bool operator==(const OffsetStrided&, const OffsetStrided&) = default;
+};
+// One entry of layout[...]: an index, which removes its axis, or a range
+// start:stop:step as Python's slice gives them after PySlice_Unpack (an open
+// end is kOpenLow or kOpenHigh; the step is not 0).
+struct AxisSlice {
+  static constexpr std::int64_t kOpenLow = INT64_MIN, kOpenHigh = INT64_MAX;
+  bool is_index = false;
+  std::int64_t start = 0, stop = kOpenHigh, step = 1;
+  static AxisSlice index(std::int64_t i) { return {true, i, 0, 1}; }
+  // start:stop:step; the open ends of Python's slice(None, None, step).
+  static AxisSlice range(std::int64_t start, std::int64_t stop, std::int64_t step = 1) {
+    return {false, start, stop, step};
+  }
+  static AxisSlice all(std::int64_t step = 1) {
+    return step < 0 ? range(kOpenHigh, kOpenLow, step) : range(0, kOpenHigh, step);
+  }
+};
+// The extent start:stop:step selects from `extent`, with start and stop
+// clamped into the axis as Python's PySlice_AdjustIndices does (start is
+// then the first index taken when the result is not 0). std::invalid_argument
+// for a step of 0.
+std::int64_t adjust_slice(std::int64_t extent, std::int64_t& start, std::int64_t& stop, std::int64_t step);
+// layout[slices] (cuda.core's _StridedLayout.sliced, NumPy's basic indexing):
+// the slices apply to the leading axes, the rest stay. An index in
+// [-extent, extent) drops its axis and moves the offset by index * stride; a
+// range keeps its axis with the selected extent and stride * step, moving
+// the offset by start * stride when it selects anything. When an extent ends
+// up 0 every stride is 0. `offset` is the layout's own offset (the result
+// adds to it). std::invalid_argument for more slices than axes or an index
+// out of range (naming the axis and its extent); std::overflow_error for
+// strides or an offset beyond 64 bits.
+OffsetStrided sliced(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides, std::int64_t offset,
+                     std::span<const AxisSlice> slices);
+// The same memory seen with items of `new_itemsize` bytes (both item sizes
+// powers of two; cuda.core's repacked): `axis` (stride 1, extent not 0) holds itemsize /
+// new_itemsize times as many items when they shrink (the other strides and
+// the offset scale up), or new_itemsize / itemsize times fewer when they grow,
+// which asks that the extent, the other strides and the offset divide by that
+// factor and that `data_ptr` (the memory's start, 0: unknown) be aligned to
+// new_itemsize; without keep_dim an axis packed down to extent 1 is dropped.
+// The same layout for the same itemsize. std::invalid_argument naming the
+// value that does not fit; std::overflow_error beyond 64 bits.
+struct Repacked {
+  OffsetStrided layout;
+  std::int64_t itemsize = 0;
+};
+Repacked repacked(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides, std::int64_t offset,
+                  std::int64_t itemsize, std::int64_t new_itemsize, std::int64_t data_ptr = 0, std::int64_t axis = -1,
+                  bool keep_dim = true);
+// The largest item size, up to max_itemsize, repacked could take along
+// `axis`: the gcd of max_itemsize, |data_ptr| and in bytes the offset, the
+// extent of `axis` and the other strides' magnitudes; `itemsize` itself when
+// the axis' stride is not 1 or its extent is 0. std::invalid_argument for an
+// axis out of range (a 0-d layout has none) or a max_itemsize below itemsize.
+std::int64_t max_compatible_itemsize(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                                     std::int64_t offset, std::int64_t itemsize, std::int64_t max_itemsize = 16,
+                                     std::int64_t data_ptr = 0, std::int64_t axis = -1);
 
 }  // namespace cucore

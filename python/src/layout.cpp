@@ -7,6 +7,7 @@
 #include <cucore/strided_layout.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -101,6 +102,9 @@ Ints dense(const Ints& shape, Order order, const Ints& perm) {
   return cucore::dense_strides(shape, order == Order::f ? LayoutOrder::f : LayoutOrder::c);
 }
 
+// A transformed layout as (shape, strides) tuples.
+nb::tuple pair(const cucore::Strided& l) { return nb::make_tuple(to_tuple(l.shape), to_tuple(l.strides)); }
+
 }  // namespace
 
 void bind_layout(nb::module_& m) {
@@ -158,29 +162,29 @@ void bind_layout(nb::module_& m) {
       nb::arg("shape"), nb::arg("stride_order").none());
 
   // The dense strides of the layout in `stride_order` ('K': the layout's own
-  // order), or None when the layout is already dense in it (cuda.core's
-  // dense_like then returns the layout itself).
+  // order), or None when the layout is already dense in it and keep_if_dense
+  // (it has no slice offset: cuda.core's dense_like then returns it itself).
   m.def(
       "_layout_dense_like",
-      [](nb::handle shape, nb::handle strides, nb::handle stride_order) -> nb::object {
+      [](nb::handle shape, nb::handle strides, nb::handle stride_order, bool keep_if_dense) -> nb::object {
         const std::string what = "_StridedLayout.dense_like";
         const Ints sh = ints(shape, what + ".shape"), st = strides_of(strides, what);
         Ints perm;
         Order order = order_arg(stride_order, true, perm, what);
         return layout_call(what, [&]() -> nb::object {
           if (order == Order::keep) {
-            if (cucore::is_contiguous_any(sh, st)) return nb::none();
+            if (keep_if_dense && cucore::is_contiguous_any(sh, st)) return nb::none();
             perm.resize(sh.size());
             cucore::stride_order(sh, st, perm);
             order = Order::perm;
-          } else if ((order == Order::c && cucore::is_contiguous_c(sh, st)) ||
-                     (order == Order::f && cucore::is_contiguous_f(sh, st))) {
+          } else if (keep_if_dense && ((order == Order::c && cucore::is_contiguous_c(sh, st)) ||
+                                       (order == Order::f && cucore::is_contiguous_f(sh, st)))) {
             return nb::none();
           }
           return to_tuple(dense(sh, order, perm));
         });
       },
-      nb::arg("shape"), nb::arg("strides").none(), nb::arg("stride_order").none());
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("stride_order").none(), nb::arg("keep_if_dense"));
 
   m.def(
       "_layout_volume",
@@ -234,23 +238,32 @@ void bind_layout(nb::module_& m) {
 
   m.def(
       "_layout_offset_bounds",
-      [](nb::handle shape, nb::handle strides) {
+      [](nb::handle shape, nb::handle strides, std::int64_t slice_offset) {
         const Ints sh = ints(shape, "_StridedLayout.shape"), st = strides_of(strides, "_StridedLayout");
         const cucore::OffsetBounds b =
-            layout_call("_StridedLayout.offset_bounds", [&] { return cucore::offset_bounds(sh, st); });
+            layout_call("_StridedLayout.offset_bounds", [&] { return cucore::offset_bounds(sh, st, slice_offset); });
         return nb::make_tuple(b.min, b.max);
       },
-      nb::arg("shape"), nb::arg("strides").none());
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("slice_offset"));
 
   m.def(
       "_layout_required_size_in_bytes",
-      [](nb::handle shape, nb::handle strides, nb::handle itemsize) {
+      [](nb::handle shape, nb::handle strides, nb::handle itemsize, std::int64_t slice_offset) {
         const Ints sh = ints(shape, "_StridedLayout.shape"), st = strides_of(strides, "_StridedLayout");
         const std::int64_t isz = int64_arg(itemsize, "_StridedLayout.itemsize");
         return layout_call("_StridedLayout.required_size_in_bytes",
-                           [&] { return cucore::required_size_in_bytes(sh, st, isz); });
+                           [&] { return cucore::required_size_in_bytes(sh, st, isz, slice_offset); });
       },
-      nb::arg("shape"), nb::arg("strides").none(), nb::arg("itemsize"));
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("itemsize"), nb::arg("slice_offset"));
+
+  m.def(
+      "_layout_slice_offset_in_bytes",
+      [](std::int64_t slice_offset, nb::handle itemsize) {
+        const std::int64_t isz = int64_arg(itemsize, "_StridedLayout.itemsize");
+        return layout_call("_StridedLayout.slice_offset_in_bytes",
+                           [&] { return cucore::offset_in_bytes(slice_offset, isz); });
+      },
+      nb::arg("slice_offset"), nb::arg("itemsize"));
 
   // What layouts compare and hash by: (shape, itemsize, the strides in full:
   // None as the dense C strides), so a C-contiguous layout equals its dense()
@@ -266,6 +279,159 @@ void bind_layout(nb::module_& m) {
         return nb::make_tuple(shape, itemsize, full);
       },
       nb::arg("shape"), nb::arg("strides").none(), nb::arg("itemsize"));
+  // The transformations (cuda.core's permuted, squeezed, ...): each returns
+  // the new (shape, strides); ValueError naming the method for a bad argument.
+  m.def(
+      "_layout_permuted",
+      [](nb::handle shape, nb::handle strides, nb::handle axis_order) {
+        const std::string what = "_StridedLayout.permuted";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints perm = ints(int_tuple(axis_order, what + ": axis_order"), what + ": axis_order");
+        return pair(layout_call(what, [&] { return cucore::permuted(sh, st, perm); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("axis_order"));
+
+  m.def(
+      "_layout_squeezed",
+      [](nb::handle shape, nb::handle strides) {
+        const std::string what = "_StridedLayout.squeezed";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return pair(layout_call(what, [&] { return cucore::squeezed(sh, st); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none());
+
+  m.def(
+      "_layout_unsqueezed",
+      [](nb::handle shape, nb::handle strides, nb::handle axes) {
+        const std::string what = "_StridedLayout.unsqueezed";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints ax = ints(int_tuple(axes, what + ": axis"), what + ": axis");
+        return pair(layout_call(what, [&] { return cucore::unsqueezed(sh, st, ax); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("axes"));
+
+  m.def(
+      "_layout_flattened_axis_mask",
+      [](nb::handle shape, nb::handle strides) {
+        const std::string what = "_StridedLayout.flattened_axis_mask";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return layout_call(what, [&] { return cucore::flattened_axis_mask(sh, st); });
+      },
+      nb::arg("shape"), nb::arg("strides").none());
+
+  // mask None: the axes in [start_axis, end_axis].
+  m.def(
+      "_layout_flattened",
+      [](nb::handle shape, nb::handle strides, std::int64_t start_axis, std::int64_t end_axis,
+         std::optional<std::uint64_t> mask) {
+        const std::string what = "_StridedLayout.flattened";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return pair(layout_call(what, [&] {
+          const std::uint64_t m = mask ? *mask : cucore::axis_range_mask(sh.size(), start_axis, end_axis);
+          return cucore::flattened(sh, st, m);
+        }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("start_axis"), nb::arg("end_axis"),
+      nb::arg("mask").none());
+
+  m.def(
+      "_layout_reshaped",
+      [](nb::handle shape, nb::handle strides, nb::handle new_shape) {
+        const std::string what = "_StridedLayout.reshaped";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints ns = ints(int_tuple(new_shape, what + ": shape"), what + ": shape");
+        return pair(layout_call(what, [&] { return cucore::reshaped(sh, st, ns); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("new_shape"));
+
+  m.def(
+      "_layout_broadcast_to",
+      [](nb::handle shape, nb::handle strides, nb::handle new_shape) {
+        const std::string what = "_StridedLayout.broadcast_to";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const Ints ns = ints(int_tuple(new_shape, what + ": shape"), what + ": shape");
+        return pair(layout_call(what, [&] { return cucore::broadcast_to(sh, st, ns); }));
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("new_shape"));
+
+  // layout[slices]: an int, a slice or a tuple of them (cuda.core's sliced),
+  // as (shape, strides, slice_offset).
+  m.def(
+      "_layout_sliced",
+      [](nb::handle shape, nb::handle strides, std::int64_t slice_offset, nb::handle slices) {
+        const std::string what = "_StridedLayout.sliced";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        nb::tuple items = PyTuple_Check(slices.ptr()) ? nb::borrow<nb::tuple>(slices) : nb::make_tuple(slices);
+        std::vector<cucore::AxisSlice> specs;
+        specs.reserve(items.size());
+        for (nb::handle item : items) {
+          if (PyLong_Check(item.ptr())) {
+            int overflow = 0;
+            const long long i = PyLong_AsLongLongAndOverflow(item.ptr(), &overflow);
+            if (overflow != 0)  // beyond every extent
+              raise_value_error("Invalid index: " + repr_text(item) + " out of range for axis " +
+                                std::to_string(specs.size()));
+            specs.push_back(cucore::AxisSlice::index(i));
+          } else if (PySlice_Check(item.ptr())) {
+            // Python's own reading of the slice: None ends, indices through
+            // __index__, a step of 0 refused (ValueError).
+            Py_ssize_t start = 0, stop = 0, step = 0;
+            if (PySlice_Unpack(item.ptr(), &start, &stop, &step) < 0) throw nb::python_error();
+            specs.push_back(cucore::AxisSlice::range(start, stop, step));
+          } else {
+            nb::object text = nb::steal(PyObject_Str(item.ptr()));
+            if (!text.is_valid()) throw nb::python_error();
+            raise_type_error("Invalid slice: " + std::string(nb::borrow<nb::str>(text).c_str()) +
+                             ". Expected slice instance or integer.");
+          }
+        }
+        const cucore::OffsetStrided out =
+            layout_call(what, [&] { return cucore::sliced(sh, st, slice_offset, specs); });
+        return nb::make_tuple(to_tuple(out.layout.shape), to_tuple(out.layout.strides), out.offset);
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("slice_offset"), nb::arg("slices").none());
+
+  // (shape, strides, slice_offset, itemsize) repacked to `new_itemsize`.
+  m.def(
+      "_layout_repacked",
+      [](nb::handle shape, nb::handle strides, std::int64_t slice_offset, std::int64_t itemsize,
+         nb::handle new_itemsize, nb::handle data_ptr, nb::handle axis, bool keep_dim) {
+        const std::string what = "_StridedLayout.repacked";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const std::int64_t isz = int64_arg(new_itemsize, what + ": itemsize");
+        const std::int64_t ptr = int64_arg(data_ptr, what + ": data_ptr");
+        const std::int64_t ax = int64_arg(axis, what + ": axis");
+        const cucore::Repacked out = layout_call(
+            what, [&] { return cucore::repacked(sh, st, slice_offset, itemsize, isz, ptr, ax, keep_dim); });
+        return nb::make_tuple(to_tuple(out.layout.layout.shape), to_tuple(out.layout.layout.strides),
+                              out.layout.offset, out.itemsize);
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("slice_offset"), nb::arg("itemsize"),
+      nb::arg("new_itemsize"), nb::arg("data_ptr"), nb::arg("axis"), nb::arg("keep_dim"));
+
+  m.def(
+      "_layout_max_compatible_itemsize",
+      [](nb::handle shape, nb::handle strides, std::int64_t slice_offset, std::int64_t itemsize,
+         nb::handle max_itemsize, nb::handle data_ptr, nb::handle axis) {
+        const std::string what = "_StridedLayout.max_compatible_itemsize";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        const std::int64_t most = int64_arg(max_itemsize, what + ": max_itemsize");
+        const std::int64_t ptr = int64_arg(data_ptr, what + ": data_ptr");
+        const std::int64_t ax = int64_arg(axis, what + ": axis");
+        return layout_call(
+            what, [&] { return cucore::max_compatible_itemsize(sh, st, slice_offset, itemsize, most, ptr, ax); });
+      },
+      nb::arg("shape"), nb::arg("strides").none(), nb::arg("slice_offset"), nb::arg("itemsize"),
+      nb::arg("max_itemsize"), nb::arg("data_ptr"), nb::arg("axis"));
+
+  m.def(
+      "_layout_is_unique",
+      [](nb::handle shape, nb::handle strides) {
+        const std::string what = "_StridedLayout.is_unique";
+        const Ints sh = ints(shape, what + ": shape"), st = strides_of(strides, what);
+        return layout_call(what, [&] { return cucore::is_unique(sh, st); });
+      },
+      nb::arg("shape"), nb::arg("strides").none());
 }
 
 }  // namespace cucore::python

@@ -171,16 +171,21 @@ cucore::DataType bytes_type(std::size_t itemsize, const std::string& what) {
 // C-contiguous) and element type, checked by libcucore (no negative extent,
 // at most kMaxNdim dimensions, nothing that overflows or wraps): ValueError
 // naming `what` otherwise.
-cucore::StridedMemoryView relaid(const cucore::StridedMemoryView& v, std::span<const std::int64_t> shape,
-                                 const std::optional<std::vector<std::int64_t>>& strides, cucore::DataType dtype,
-                                 const std::string& what) {
+cucore::StridedMemoryView relaid_at(const cucore::StridedMemoryView& v, void* data, std::span<const std::int64_t> shape,
+                                    const std::optional<std::vector<std::int64_t>>& strides, cucore::DataType dtype,
+                                    const std::string& what) {
   try {
-    return cucore::StridedMemoryView(v.data(), shape,
+    return cucore::StridedMemoryView(data, shape,
                                      strides ? std::span<const std::int64_t>(*strides) : std::span<const std::int64_t>(),
                                      dtype, v.device(), v.readonly(), v.owner());
   } catch (const std::invalid_argument& e) {
     raise_value_error(what + ": " + e.what());
   }
+}
+cucore::StridedMemoryView relaid(const cucore::StridedMemoryView& v, std::span<const std::int64_t> shape,
+                                 const std::optional<std::vector<std::int64_t>>& strides, cucore::DataType dtype,
+                                 const std::string& what) {
+  return relaid_at(v, v.data(), shape, strides, dtype, what);
 }
 
 // The view's strides as cuda.core reports them: None for the C-contiguous
@@ -192,33 +197,68 @@ nb::object reported_strides(const PyView& v) {
 }
 
 nb::object layout_of(const PyView& v) {
-  return nb::module_::import_("cucore._layout").attr("_StridedLayout")(to_tuple(v.view.shape()), reported_strides(v),
-                                                                        v.view.itemsize());
+  nb::object cls = nb::module_::import_("cucore._layout").attr("_StridedLayout");
+  if (v.slice_offset != 0)
+    return cls.attr("_at")(to_tuple(v.view.shape()), reported_strides(v), v.view.itemsize(), v.slice_offset);
+  return cls(to_tuple(v.view.shape()), reported_strides(v), v.view.itemsize());
 }
 
-// `out` takes the layout's shape and strides; its itemsize must be the view's.
-void apply_layout(PyView& out, nb::handle layout) {
+// `out` takes the layout's shape, strides and slice offset; its itemsize must
+// be the view's. The data moves to the layout's slice offset, counted (as
+// cuda.core counts it, from the Buffer's start) from where the memory of
+// `out` starts: its data less its own slice offset.
+std::size_t layout_itemsize(nb::handle layout) {
   nb::object cls = nb::module_::import_("cucore._layout").attr("_StridedLayout");
   if (!nb::isinstance(layout, cls))
     raise_type_error(std::string("StridedMemoryView.view: layout must be a _StridedLayout, got ") +
                      Py_TYPE(layout.ptr())->tp_name);
-  const auto isz = static_cast<std::size_t>(uint64_arg(layout.attr("itemsize"), "layout.itemsize"));
-  if (isz != out.view.itemsize())
+  return static_cast<std::size_t>(uint64_arg(layout.attr("itemsize"), "layout.itemsize"));
+}
+
+// `type`: the new view's element type, whose size must be the layout's (a
+// repacked layout goes with a dtype of its itemsize).
+void apply_layout(PyView& out, nb::handle layout, cucore::DataType type) {
+  const std::size_t isz = layout_itemsize(layout);
+  if (isz != type.itemsize())
     raise_value_error("StridedMemoryView.view: the layout's itemsize (" + std::to_string(isz) +
-                      " bytes) must match the dtype's (" + std::to_string(out.view.itemsize()) + " bytes)");
+                      " bytes) must match the dtype's (" + std::to_string(type.itemsize()) + " bytes)");
   const std::vector<std::int64_t> shape = int64_tuple_arg(layout.attr("shape"), "layout.shape");
   nb::object st = layout.attr("strides");
   std::optional<std::vector<std::int64_t>> strides;
   if (!st.is_none()) strides = int64_tuple_arg(st, "layout.strides");
-  out.view = relaid(out.view, shape, strides, out.view.dtype(), "StridedMemoryView.view");
-  out.has_strides = strides.has_value();
+  const std::int64_t offset = int64_arg(layout.attr("slice_offset"), "layout.slice_offset");
+  const auto sisz = static_cast<std::int64_t>(isz);
+  std::int64_t old_bytes = 0, new_bytes = 0;
+  try {
+    // The old offset in the old items: the memory's start stays put.
+    old_bytes = cucore::offset_in_bytes(out.slice_offset, static_cast<std::int64_t>(out.view.itemsize()));
+    new_bytes = cucore::offset_in_bytes(offset, sisz);
+  } catch (const std::overflow_error& e) {
+    raise_value_error(std::string("StridedMemoryView.view: ") + e.what());
+  }
+  // Unsigned: the address arithmetic wraps as the pointers do; the view's
+  // constructor refuses a layout whose reach wraps.
+  const std::uintptr_t start = out.view.ptr() - static_cast<std::uintptr_t>(old_bytes);
+  void* data = reinterpret_cast<void*>(start + static_cast<std::uintptr_t>(new_bytes));
   if (out.exporting_obj.is_valid() && PyObject_TypeCheck(out.exporting_obj.ptr(), g_types.buffer)) {
+    // Every element inside the buffer, as cuda.core's required_size_in_bytes
+    // check (negative offsets refused, naming them).
     const cucore::Buffer& b = *nb::inst_ptr<cucore::Buffer>(out.exporting_obj);
-    const std::size_t need = out.view.span_bytes();
-    if (need > b.size())
+    std::int64_t need = 0;
+    try {
+      need = cucore::required_size_in_bytes(shape, strides ? std::span<const std::int64_t>(*strides)
+                                                           : std::span<const std::int64_t>(),
+                                            sisz, offset);
+    } catch (const std::exception& e) {
+      raise_value_error(std::string("StridedMemoryView.view: ") + e.what());
+    }
+    if (static_cast<std::uint64_t>(need) > b.size())
       raise_value_error("StridedMemoryView.view: the layout reaches " + std::to_string(need) +
                         " bytes but the buffer has " + std::to_string(b.size()));
   }
+  out.view = relaid_at(out.view, data, shape, strides, type, "StridedMemoryView.view");
+  out.has_strides = strides.has_value();
+  out.slice_offset = offset;
 }
 
 // dst <- src on `stream`; blocking None blocks when either side is host-only memory (as cuda.core).
@@ -343,29 +383,35 @@ void bind_view(nb::module_& m) {
         out.view = v.view;
         out.device_id = v.device_id;
         out.has_strides = v.has_strides;
+        out.slice_offset = v.slice_offset;
         out.dtype_known = v.dtype_known;
         out.exporting_obj = v.exporting_obj;
         out.dtype_obj = v.dtype_obj;
+        cucore::DataType type = v.view.dtype();
         if (!dtype.is_none()) {
+          // The dtype's itemsize is the layout's, or with no layout the view's.
           nb::object dt = nb::module_::import_("numpy").attr("dtype")(dtype);
-          nb::object current = v.dtype_obj.is_valid() ? v.dtype_obj : numpy_dtype(v);
-          const auto want = nb::cast<int64_t>(dt.attr("itemsize")), have = nb::cast<int64_t>(current.attr("itemsize"));
+          const auto want = nb::cast<int64_t>(dt.attr("itemsize"));
+          const auto have = static_cast<int64_t>(layout.is_none() ? v.view.itemsize() : layout_itemsize(layout));
           if (want != have)
             raise_value_error("StridedMemoryView.view: the dtype's itemsize (" + std::to_string(want) +
-                              " bytes) must match the view's (" + std::to_string(have) + " bytes)");
+                              " bytes) must match the " + (layout.is_none() ? "view's" : "layout's") + " (" +
+                              std::to_string(have) + " bytes)");
           out.dtype_obj = nb::object();
           dlpack::DLDataType dl{};
           out.dtype_known = dl_from_numpy_dtype(dt, dl);
-          cucore::DataType type = cucore::DataType::from_dlpack(dl);
+          type = cucore::DataType::from_dlpack(dl);
           if (!out.dtype_known) {
             out.dtype_obj = dt;
             type = bytes_type(static_cast<std::size_t>(want), "StridedMemoryView.view");
           }
-          const std::optional<std::vector<std::int64_t>> strides(
-              std::in_place, v.view.strides().begin(), v.view.strides().end());
-          out.view = relaid(v.view, v.view.shape(), strides, type, "StridedMemoryView.view");
+          if (layout.is_none()) {
+            const std::optional<std::vector<std::int64_t>> strides(
+                std::in_place, v.view.strides().begin(), v.view.strides().end());
+            out.view = relaid(v.view, v.view.shape(), strides, type, "StridedMemoryView.view");
+          }
         }
-        if (!layout.is_none()) apply_layout(out, layout);
+        if (!layout.is_none()) apply_layout(out, layout, type);
         return nb::cast(std::move(out));
       }, nb::arg("layout") = nb::none(), nb::arg("dtype") = nb::none(),
          "A new view of the same memory with another layout (a _StridedLayout: shape, strides, itemsize) "

@@ -22,6 +22,10 @@ struct PyView {
   cucore::StridedMemoryView view;
   int device_id = -1;  // as cuda.core reports it (the Buffer's for from_buffer, else the view's)
   bool has_strides = false;  // false: C-contiguous, reported as strides None
+  // The slice offset (in elements) of the layout the view was made with: its
+  // data lies that far into the memory it views (cuda.core's view keeps the
+  // layout, and a later view(layout) counts from the same start).
+  std::int64_t slice_offset = 0;
   // false: an element type DLPack has no code for (a struct, ...): the view's
   // dtype is its bytes (kDLUInt, 8, itemsize) and dtype_obj NumPy's.
   bool dtype_known = true;

@@ -499,3 +499,327 @@ TEST(StridedLayoutTest, ViewsUseTheLayout) {
     }
   }
 }
+
+// ---- slicing and repacking ---------------------------------------------------------------
+namespace {
+
+// The indices start:stop:step selects from 0..n-1, written from the rule
+// Python documents (ends past the axis clamp to it, negative ends count from
+// the end, open ends are the axis' ends in the step's direction), walking the
+// indices one by one.
+Ints selected(std::int64_t n, const AxisSlice& s) {
+  const bool up = s.step > 0;
+  // The open ends (INT64_MIN, INT64_MAX) clamp to the axis' ends like any far end.
+  const auto end = [&](std::int64_t v) {
+    if (v < 0) v += n;
+    return up ? std::clamp<std::int64_t>(v, 0, n) : std::clamp<std::int64_t>(v, -1, n - 1);
+  };
+  const std::int64_t from = end(s.start), to = end(s.stop);
+  Ints out;
+  for (std::int64_t x = from; up ? x < to : x > to; x += s.step) out.push_back(x);
+  return out;
+}
+
+AxisSlice random_slice(std::mt19937& rng, std::int64_t n) {
+  std::uniform_int_distribution<int> pick(0, 9), end(-6, 6), step(-3, 3);
+  if (pick(rng) < 3) return AxisSlice::index(std::uniform_int_distribution<std::int64_t>(-n - 1, n)(rng));
+  std::int64_t st = 0;
+  while (st == 0) st = step(rng);
+  AxisSlice s = AxisSlice::all(st);
+  if (pick(rng) < 6) s.start = end(rng);
+  if (pick(rng) < 6) s.stop = end(rng);
+  return s;
+}
+
+}  // namespace
+
+TEST(StridedLayoutTest, SlicingSelectsWhatPythonSlicingSelects) {
+  std::mt19937 rng(21);
+  int indexed = 0, empty = 0, moved = 0;
+  for (int c = 0; c < kCases; ++c) {
+    const Layout l = random_layout(rng);
+    const std::int64_t offset = std::uniform_int_distribution<std::int64_t>(0, 5)(rng);
+    const Ints full = l.strides.empty() ? dense_strides(l.shape) : l.strides;
+    std::vector<AxisSlice> slices;
+    const auto count = std::uniform_int_distribution<std::size_t>(0, l.shape.size())(rng);
+    for (std::size_t i = 0; i < count; ++i) slices.push_back(random_slice(rng, l.shape[i]));
+    // The indices each original axis runs over; an index keeps one and drops the axis.
+    std::vector<Ints> picks;
+    Ints kept;  // the original axis of each result axis
+    bool bad = false;
+    for (std::size_t i = 0; i < l.shape.size(); ++i) {
+      const std::int64_t n = l.shape[i];
+      if (i >= slices.size()) {
+        picks.push_back(Ints(static_cast<std::size_t>(n)));
+        std::iota(picks.back().begin(), picks.back().end(), 0);
+        kept.push_back(static_cast<std::int64_t>(i));
+      } else if (slices[i].is_index) {
+        const std::int64_t x = slices[i].start;
+        bad = bad || x < -n || x >= n;
+        picks.push_back({x < 0 ? x + n : x});
+      } else {
+        picks.push_back(selected(n, slices[i]));
+        kept.push_back(static_cast<std::int64_t>(i));
+      }
+    }
+    if (bad) {
+      ++indexed;
+      ASSERT_TRUE(contains(invalid_message([&] { sliced(l.shape, l.strides, offset, slices); }), "Invalid index: "));
+      continue;
+    }
+    const OffsetStrided got = sliced(l.shape, l.strides, offset, slices);
+    ASSERT_EQ(got.layout.shape.size(), kept.size());
+    bool any_empty = false;
+    for (std::size_t k = 0; k < kept.size(); ++k) {
+      ASSERT_EQ(got.layout.shape[k], static_cast<std::int64_t>(picks[static_cast<std::size_t>(kept[k])].size()));
+      any_empty = any_empty || got.layout.shape[k] == 0;
+    }
+    if (any_empty) {
+      // A slice that selects nothing zeroes every stride (cuda.core's); an
+      // axis already empty and not sliced keeps the given strides.
+      bool by_slice = l.strides.empty();
+      for (std::size_t i = 0; i < slices.size(); ++i) by_slice = by_slice || (!slices[i].is_index && picks[i].empty());
+      empty += by_slice;
+      if (by_slice) {
+        ASSERT_EQ(got.layout.strides, Ints(kept.size(), 0)) << describe(l.shape, l.strides);
+      }
+      continue;
+    }
+    // Element by element: each result index lands where its original index does.
+    moved += got.offset != offset;
+    for_each_index(got.layout.shape, identity(kept.size()), [&](const Ints& idx) {
+      Ints orig(l.shape.size());
+      std::size_t k = 0;
+      for (std::size_t i = 0; i < l.shape.size(); ++i)
+        orig[i] = i < slices.size() && slices[i].is_index ? picks[i][0] : picks[i][static_cast<std::size_t>(idx[k++])];
+      ASSERT_EQ(got.offset + offset_of(got.layout.shape, got.layout.strides, idx),
+                offset + offset_of(l.shape, full, orig))
+          << describe(l.shape, l.strides);
+    });
+    if (count == 0) {
+      ASSERT_EQ(got, (OffsetStrided{{l.shape, full}, offset}));
+    }
+  }
+  EXPECT_GT(indexed, 30);
+  EXPECT_GT(empty, 30);
+  EXPECT_GT(moved, 200);
+}
+
+TEST(StridedLayoutTest, SliceEndsClampAsPythons) {
+  struct Case {
+    std::int64_t extent, start, stop, step, first, count;
+  };
+  constexpr std::int64_t lo = AxisSlice::kOpenLow, hi = AxisSlice::kOpenHigh;
+  // list(range(n))[start:stop:step] in Python: its first element and its length.
+  for (const Case& k : {Case{5, hi, lo, -1, 4, 5}, Case{5, 10, -10, -2, 4, 3}, Case{5, -10, 10, 1, 0, 5},
+                        Case{5, 3, 1, 1, 3, 0}, Case{5, -2, hi, 1, 3, 2}, Case{5, 1, -1, 2, 1, 2},
+                        Case{0, 0, hi, 1, 0, 0}, Case{7, 6, 0, -3, 6, 2}, Case{3, lo, hi, INT64_MAX, 0, 1},
+                        Case{3, hi, lo, INT64_MIN, 2, 1}}) {
+    std::int64_t start = k.start, stop = k.stop;
+    EXPECT_EQ(adjust_slice(k.extent, start, stop, k.step), k.count) << k.extent << " " << k.start << ":" << k.stop;
+    if (k.count > 0) {
+      EXPECT_EQ(start, k.first);
+    }
+  }
+  std::int64_t a = 0, b = 3;
+  EXPECT_EQ(invalid_message([&] { adjust_slice(3, a, b, 0); }), "slice step cannot be zero");
+  EXPECT_EQ(invalid_message([] { sliced(Ints{2, 3}, {}, 0, std::vector<AxisSlice>(3, AxisSlice::all())); }),
+            "The number of slices (3) is greater than the number of dimensions (2).");
+  EXPECT_EQ(invalid_message([] { sliced(Ints{2, 3}, {}, 0, std::vector<AxisSlice>{AxisSlice::all(), AxisSlice::index(-4)}); }),
+            "Invalid index: -4 out of range for axis 1 with extent 3");
+  // A range that selects nothing moves no offset (its start may lie past the axis).
+  EXPECT_EQ(sliced(Ints{4, 3}, {}, 2, std::vector<AxisSlice>{AxisSlice::range(1, 3), AxisSlice::range(5, 7)}),
+            (OffsetStrided{{{2, 0}, {0, 0}}, 5}));
+  EXPECT_EQ(sliced(Ints{4}, Ints{3}, 0, std::vector<AxisSlice>{AxisSlice::range(5, AxisSlice::kOpenHigh)}),
+            (OffsetStrided{{{0}, {0}}, 0}));
+  // cuda.core's example: dropping the last column leaves a gap, not contiguous.
+  const OffsetStrided gap = sliced(Ints{5, 3, 7}, {}, 0,
+                                   std::vector<AxisSlice>{AxisSlice::all(), AxisSlice::all(), AxisSlice::range(0, -1)});
+  EXPECT_EQ(gap.layout, (Strided{{5, 3, 6}, {21, 7, 1}}));
+  EXPECT_FALSE(is_contiguous_any(gap.layout.shape, gap.layout.strides));
+  // Reversed: the offset moves to the last element; the bounds stay the memory's.
+  const OffsetStrided rev = sliced(Ints{4}, {}, 0, std::vector<AxisSlice>{AxisSlice::all(-1)});
+  EXPECT_EQ(rev, (OffsetStrided{{{4}, {-1}}, 3}));
+  EXPECT_EQ(offset_bounds(rev.layout.shape, rev.layout.strides, rev.offset), (OffsetBounds{0, 3}));
+  EXPECT_EQ(required_size_in_bytes(rev.layout.shape, rev.layout.strides, 4, rev.offset), 16);
+  EXPECT_TRUE(contains(invalid_message([&] { required_span(rev.layout.shape, rev.layout.strides, 2); }),
+                       "negative strides reach offset -1"));
+  EXPECT_TRUE(contains(overflow_message([] { sliced(Ints{2}, Ints{INT64_MAX / 2 + 1}, 0,
+                                                    std::vector<AxisSlice>{AxisSlice::all(2)}); }),
+                       "times the step"));
+  EXPECT_TRUE(contains(overflow_message([] { sliced(Ints{3}, Ints{INT64_MAX / 2 + 1}, 0,
+                                                    std::vector<AxisSlice>{AxisSlice::index(2)}); }),
+                       "slice offset overflows"));
+  EXPECT_TRUE(contains(overflow_message([] { offset_in_bytes(INT64_MAX / 4 + 1, 4); }), "slice offset"));
+}
+
+namespace {
+// The bytes of every element, the axes of `axes` counting with its last
+// fastest: what a repacked layout must cover in the same order.
+std::vector<wide> bytes_in_order(const Ints& shape, const Ints& strides, std::int64_t offset, std::int64_t itemsize,
+                                 const Ints& axes) {
+  std::vector<wide> out;
+  for_each_index(shape, axes, [&](const Ints& idx) {
+    const wide first = (offset + offset_of(shape, strides, idx)) * itemsize;
+    for (std::int64_t b = 0; b < itemsize; ++b) out.push_back(first + b);
+  });
+  return out;
+}
+}  // namespace
+
+TEST(StridedLayoutTest, RepackingCoversTheSameBytesInTheSameOrder) {
+  std::mt19937 rng(22);
+  int packed = 0, unpacked = 0, refused = 0;
+  for (int c = 0; c < kCases; ++c) {
+    Layout l = random_layout(rng);
+    if (l.shape.empty()) continue;
+    const std::size_t n = l.shape.size();
+    const auto axis = std::uniform_int_distribution<std::size_t>(0, n - 1)(rng);
+    Ints full = l.strides.empty() ? dense_strides(l.shape) : l.strides;
+    if (rng() % 4 != 0) {  // mostly a stride-1 axis, with the others scaled to allow packing
+      const std::int64_t scale = std::int64_t(1) << (rng() % 3);
+      for (std::size_t i = 0; i < n; ++i) full[i] = i == axis ? 1 : full[i] * scale;
+      l.shape[axis] *= scale;
+    }
+    const std::int64_t itemsize = std::int64_t(1) << (rng() % 4), new_itemsize = std::int64_t(1) << (rng() % 5);
+    const std::int64_t offset = std::uniform_int_distribution<std::int64_t>(0, 2)(rng) * (rng() % 2 ? 4 : 1);
+    const std::int64_t data_ptr = rng() % 4 == 0 ? 4 : 0;
+    const bool keep = rng() % 2;
+    const std::int64_t factor = new_itemsize > itemsize ? new_itemsize / itemsize : itemsize / new_itemsize;
+    const bool pack = new_itemsize > itemsize;
+    bool ok = full[axis] == 1 && l.shape[axis] != 0;
+    if (pack) {
+      ok = ok && data_ptr % new_itemsize == 0 && l.shape[axis] % factor == 0 && offset % factor == 0;
+      for (std::size_t i = 0; i < n; ++i) ok = ok && (i == axis || full[i] % factor == 0);
+    }
+    if (new_itemsize == itemsize) ok = true;
+    const auto call = [&] {
+      return repacked(l.shape, full, offset, itemsize, new_itemsize, data_ptr, static_cast<std::int64_t>(axis), keep);
+    };
+    if (!ok) {
+      ++refused;
+      ASSERT_FALSE(invalid_message(call).empty()) << describe(l.shape, full);
+      continue;
+    }
+    const Repacked r = call();
+    ASSERT_EQ(r.itemsize, new_itemsize);
+    packed += pack;
+    unpacked += new_itemsize < itemsize;
+    // The packed axis innermost: each new item spans consecutive old ones along it.
+    Ints axes;
+    for (std::size_t i = 0; i < n; ++i)
+      if (i != axis) axes.push_back(static_cast<std::int64_t>(i));
+    const Ints old_axes = [&] { Ints a = axes; a.push_back(static_cast<std::int64_t>(axis)); return a; }();
+    const bool dropped = r.layout.layout.shape.size() < n;
+    ASSERT_EQ(dropped, pack && !keep && l.shape[axis] == factor);
+    Ints new_axes;
+    for (std::size_t i = 0; i < r.layout.layout.shape.size(); ++i)
+      if (dropped || i != axis) new_axes.push_back(static_cast<std::int64_t>(i));
+    if (!dropped) new_axes.push_back(static_cast<std::int64_t>(axis));
+    ASSERT_EQ(bytes_in_order(r.layout.layout.shape, r.layout.layout.strides, r.layout.offset, r.itemsize, new_axes),
+              bytes_in_order(l.shape, full, offset, itemsize, old_axes))
+        << describe(l.shape, full) << " " << itemsize << " -> " << new_itemsize;
+  }
+  EXPECT_GT(packed, 100);
+  EXPECT_GT(unpacked, 100);
+  EXPECT_GT(refused, 100);
+}
+
+TEST(StridedLayoutTest, RepackingRefusalsNameTheValue) {
+  const Ints shape = {5, 4};
+  // cuda.core's example: (5, 4) of 4 bytes as 2, 8 and 16.
+  EXPECT_EQ(repacked(shape, {}, 0, 4, 2).layout, (OffsetStrided{{{5, 8}, {8, 1}}, 0}));
+  EXPECT_EQ(repacked(shape, {}, 0, 4, 8).layout, (OffsetStrided{{{5, 2}, {2, 1}}, 0}));
+  EXPECT_EQ(repacked(shape, {}, 0, 4, 16).layout, (OffsetStrided{{{5, 1}, {1, 1}}, 0}));
+  EXPECT_EQ(repacked(shape, {}, 0, 4, 16, 0, -1, false).layout, (OffsetStrided{{{5}, {1}}, 0}));
+  EXPECT_EQ(repacked(shape, {}, 6, 4, 1).layout.offset, 24);
+  const auto msg = [&](Ints st, std::int64_t off, std::int64_t to, std::int64_t ptr, std::int64_t axis) {
+    return invalid_message([&] { repacked(shape, st, off, 4, to, ptr, axis); });
+  };
+  EXPECT_EQ(msg({}, 0, 16, 8, -1), "The data pointer (8) must be aligned to the packed itemsize (16).");
+  EXPECT_EQ(msg({1, 5}, 0, 8, 0, -1), "The axis 1 stride must be 1, got 5.");
+  EXPECT_EQ(msg({}, 0, 32, 0, -1), "The axis 1 extent (4) must be divisible by 8.");
+  EXPECT_EQ(msg({}, 3, 8, 0, -1), "The slice offset (3) must be divisible by 2.");
+  EXPECT_EQ(msg({5, 1}, 0, 8, 0, -1), "The 0 axis stride (5) must be divisible by 2.");
+  EXPECT_EQ(msg({}, 0, 8, 0, 2), "Invalid axis: 2 out of range for 2D tensor");
+  EXPECT_EQ(msg({}, 0, 12, 0, -1), "the new itemsize must be a power of two, got 12");
+  EXPECT_EQ(invalid_message([] { repacked(Ints{3, 0}, {}, 0, 4, 2); }), "The axis 1 stride must be 1, got 0.");
+  EXPECT_EQ(invalid_message([] { repacked(Ints{3, 0}, Ints{1, 1}, 0, 4, 2); }),
+            "The axis 1 extent must be non-zero, got 0.");
+  EXPECT_EQ(invalid_message([] { repacked(Ints{}, {}, 0, 4, 2); }), "Invalid axis: -1 out of range for 0D tensor");
+  // Unpacking needs no alignment and scales the other strides and the offset.
+  EXPECT_EQ(repacked(Ints{3, 2}, Ints{-6, 1}, 9, 8, 2, 4).layout, (OffsetStrided{{{3, 8}, {-24, 1}}, 36}));
+  EXPECT_TRUE(contains(overflow_message([] { repacked(Ints{2, 2}, Ints{INT64_MAX / 2, 1}, 0, 16, 1); }),
+                       "overflow"));
+}
+
+TEST(StridedLayoutTest, MaxCompatibleItemsizeIsTheLargestRepackingThatWorks) {
+  std::mt19937 rng(23);
+  int above = 0;
+  for (int c = 0; c < kCases; ++c) {
+    Layout l = random_layout(rng);
+    if (l.shape.empty()) continue;
+    Ints full = l.strides.empty() ? dense_strides(l.shape) : l.strides;
+    const std::size_t axis = l.shape.size() - 1;
+    if (rng() % 3 != 0) full[axis] = 1;
+    for (std::size_t i = 0; i < axis; ++i) full[i] *= std::int64_t(1) << (rng() % 4);
+    const std::int64_t itemsize = std::int64_t(1) << (rng() % 3), most = std::int64_t(1) << (rng() % 3 + 2);
+    if (most < itemsize) continue;
+    const std::int64_t offset = std::uniform_int_distribution<std::int64_t>(0, 8)(rng);
+    const std::int64_t ptr = std::int64_t(rng() % 5) * 4 * itemsize;
+    const std::int64_t best = max_compatible_itemsize(l.shape, full, offset, itemsize, most, ptr);
+    if (full[axis] != 1 || l.shape[axis] == 0) {
+      ASSERT_EQ(best, itemsize);
+      continue;
+    }
+    // The largest power of two up to `most` that repacked takes.
+    std::int64_t expect = itemsize;
+    for (std::int64_t p = itemsize * 2; p <= most; p *= 2) {
+      bool ok = true;
+      try {
+        repacked(l.shape, full, offset, itemsize, p, ptr);
+      } catch (const std::invalid_argument&) {
+        ok = false;
+      }
+      if (ok) expect = p;
+      else break;
+    }
+    above += expect > itemsize;
+    ASSERT_EQ(best, expect) << describe(l.shape, full) << " offset " << offset << " ptr " << ptr;
+  }
+  EXPECT_GT(above, 200);
+  // A pointer misaligned for the itemsize itself: the gcd goes below it (unpacking works).
+  EXPECT_EQ(max_compatible_itemsize(Ints{8}, {}, 0, 4, 16, 2), 2);
+  EXPECT_EQ(max_compatible_itemsize(Ints{8}, {}, 0, 4), 16);
+  EXPECT_EQ(max_compatible_itemsize(Ints{8}, {}, 1, 4), 4);
+  EXPECT_EQ(invalid_message([] { max_compatible_itemsize(Ints{8}, {}, 0, 8, 4); }),
+            "max_itemsize (4) cannot be less than itemsize (8).");
+  EXPECT_EQ(invalid_message([] { max_compatible_itemsize(Ints{8}, {}, 0, 8, 16, 0, 1); }),
+            "Invalid axis: 1 out of range for 1D tensor");
+  EXPECT_EQ(invalid_message([] { max_compatible_itemsize(Ints{}, {}, 0, 8); }),
+            "Invalid axis: -1 out of range for 0D tensor");
+}
+
+TEST(StridedLayoutTest, TransformationsAsCudaCoreDocumentsThem) {
+  // reshaped: cuda.core's examples, its strides for new extents of 1, and
+  // NumPy's reshape through an extent of 1 whose stride breaks a run.
+  EXPECT_EQ(reshaped(Ints{5, 3, 4}, {}, Ints{20, 3}), (Strided{{20, 3}, {3, 1}}));
+  EXPECT_EQ(reshaped(Ints{5, 3, 4}, {}, Ints{4, -1}), (Strided{{4, 15}, {15, 1}}));
+  const Strided p = permuted(Ints{5, 3, 4}, {}, Ints{2, 0, 1});
+  EXPECT_EQ(reshaped(p.shape, p.strides, Ints{4, 15}), (Strided{{4, 15}, {1, 4}}));
+  EXPECT_EQ(invalid_message([&] { reshaped(p.shape, p.strides, Ints{20, 3}); }),
+            "Layout strides are incompatible with the new shape");
+  EXPECT_EQ(reshaped(Ints{1, 1}, Ints{5, 7}, Ints{1, 1, 1}), (Strided{{1, 1, 1}, {7, 7, 7}}));
+  EXPECT_EQ(reshaped(Ints{2, 1, 3}, Ints{3, 7, 1}, Ints{6}), (Strided{{6}, {1}}));
+  EXPECT_EQ(reshaped(Ints{2, 1, 3}, Ints{3, 7, 1}, Ints{2, 3}), (Strided{{2, 3}, {3, 1}}));
+  // flattened: cuda.core's examples, the masks combined.
+  EXPECT_EQ(flattened(Ints{3, 2}, Ints{2, 1}, ~std::uint64_t{0}), (Strided{{6}, {1}}));
+  EXPECT_EQ(flattened(Ints{3, 2}, Ints{1, 3}, ~std::uint64_t{0}), (Strided{{3, 2}, {1, 3}}));
+  const Ints s2 = {1, 12, 4};
+  const std::uint64_t mask = flattened_axis_mask(Ints{4, 5, 3}, {}) & flattened_axis_mask(Ints{4, 5, 3}, s2);
+  EXPECT_EQ(flattened(Ints{4, 5, 3}, {}, mask), (Strided{{4, 15}, {15, 1}}));
+  EXPECT_EQ(flattened(Ints{4, 5, 3}, s2, mask), (Strided{{4, 15}, {1, 4}}));
+  // An empty C-contiguous layout's strides are all 0, as cuda.core spells them.
+  EXPECT_EQ(permuted(Ints{0, 3}, {}, Ints{1, 0}), (Strided{{3, 0}, {0, 0}}));
+  EXPECT_EQ(squeezed(Ints{2, 0, 1}, {}), (Strided{{0}, {0}}));
+}
