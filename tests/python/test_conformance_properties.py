@@ -538,7 +538,7 @@ KNOWN_LACKING_CLASSES = {
 KNOWN_LACKING_NAMES = {
     "Buffer.set_deallocation_stream", "ManagedBuffer.set_deallocation_stream",
     "ManagedMemoryResource.attributes", "ManagedMemoryResource.is_closed", "ManagedMemoryResource.close",
-    "ObjectCode.get_module", "ProgramOptions.use_bundled_headers",
+    "ObjectCode.get_module",
     "_StridedLayout.is_unique", "_StridedLayout.broadcast_to", "_StridedLayout.flattened",
     "_StridedLayout.flattened_axis_mask", "_StridedLayout.max_compatible_itemsize", "_StridedLayout.permuted",
     "_StridedLayout.repacked", "_StridedLayout.reshaped", "_StridedLayout.sliced", "_StridedLayout.squeezed",
