@@ -293,6 +293,14 @@ TEST(CompilerHandles, EveryNvJitLinkHandleIsDestroyedOnceOnSuccessAndOnEachFailu
   }
   EXPECT_EQ(Counts::made, 2);
   EXPECT_EQ(Counts::destroyed, 2);  // with the Linker
+  // link() completes the handle handle() made rather than making another.
+  Counts::reset(nullptr);
+  Linker first({ptx}, LinkerOptions{.arch = "sm_90"});
+  void* const h = first.handle();
+  EXPECT_FALSE(first.link(CodeType::cubin).code().empty());
+  EXPECT_EQ(first.handle(), h);
+  EXPECT_EQ(Counts::made, 1);
+  EXPECT_EQ(Counts::destroyed, 0);
 }
 
 // ---- the driver's linker ---------------------------------------------------
