@@ -48,7 +48,7 @@ TYPES = {
                 "Optional[Sequence[Tuple[str, Union[str, bytes, bytearray]]]]"),
     "bool": ("bool", "Optional[bool]"),
 }
-NVRTC_KINDS = {"none", "arch", "toggle", "boolean", "value", "values", "macros", "include_paths"}
+NVRTC_KINDS = {"none", "arch", "toggle", "boolean", "value", "values", "macros", "include_paths", "bundled"}
 NVVM_KINDS = {"ignored", "unsupported", "arch", "toggle", "digit", "opt"}
 NVJITLINK_KINDS = {"none", "arch", "toggle", "boolean", "value", "number", "values"}
 PTX_KINDS = {"copy", "given"}

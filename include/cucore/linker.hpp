@@ -2,6 +2,7 @@
 // Linking: several ObjectCodes (cubin, PTX, LTO-IR, fatbin, object, library)
 // into one cubin (or PTX, after link-time optimization). nvJitLink does it when
 // present; otherwise the driver's linker (cuLink*), which cannot do LTO.
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -50,6 +51,10 @@ struct LinkerOptions {
   std::vector<std::string> as_nvjitlink_flags() const;
 };
 
+namespace detail {
+struct LinkState;
+}
+
 // Not thread-safe: one Linker is used by one thread at a time (each link()
 // runs the whole link afresh, so a Linker can link again, e.g. after a failure).
 class Linker {
@@ -58,12 +63,16 @@ class Linker {
   // chosen backend cannot honour are std::invalid_argument. LTO-IR inputs or
   // link-time optimization with no usable nvJitLink: FeatureUnavailableError.
   explicit Linker(std::vector<ObjectCode> object_codes, LinkerOptions options = {});
+  Linker(Linker&&) noexcept;
+  Linker& operator=(Linker&&) noexcept;
+  ~Linker();
 
   // target: CodeType::cubin, or CodeType::ptx (which needs options.ptx).
   // Failures throw CompileError whose log() is the linker's error log; a
   // closed Linker throws ClosedError.
   ObjectCode link(CodeType target);
-  // Lets go of the inputs (idempotent); the logs of the last link() stay.
+  // Lets go of the inputs and the link state (idempotent); the logs of the
+  // last link() stay.
   void close() noexcept;
   bool is_closed() const noexcept { return closed_; }
 
@@ -75,7 +84,20 @@ class Linker {
   const LinkerOptions& options() const noexcept { return options_; }  // arch resolved
   const std::vector<ObjectCode>& object_codes() const noexcept { return codes_; }
 
+  // The backend's link state, as cuda.core's Linker.handle: an nvJitLinkHandle
+  // (backend "nvJitLink") or a CUlinkState ("driver", made in the current
+  // context, else the device's primary one). Made on first need with the
+  // options and every input added; the next link() completes that one, and it
+  // stays (the same handle, the backend's logs readable through it) until a
+  // later link() starts afresh with a new one, or close(). Null once closed.
+  // Adding an input can fail: CompileError, as from link().
+  void* handle();
+
  private:
+  // A link state with the options set and every input added.
+  std::unique_ptr<detail::LinkState> make_state();
+
+  std::unique_ptr<detail::LinkState> state_;
   std::vector<ObjectCode> codes_;
   LinkerOptions options_;
   std::string backend_;

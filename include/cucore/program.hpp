@@ -50,6 +50,11 @@ struct ProgramOptions {
   std::vector<std::variant<std::string, std::pair<std::string, std::string>>> define_macro{};
   std::vector<std::string> undefine_macro{};
   std::vector<std::string> include_path{};
+  // NVRTC's own CUDA and CCCL headers (NVRTC 13.3 and later; older:
+  // FeatureUnavailableError), installed by NVRTC on first use in nvrtc-bundled-
+  // headers under cucore's cache directory and searched after include_path; the
+  // toolkit's headers (use_toolkit_headers) are then not added
+  std::optional<bool> use_bundled_headers{};
   std::vector<std::string> pre_include{};
   std::optional<bool> no_source_include{};
   std::string std{};  // "c++17"; unset: NVRTC's default
@@ -147,9 +152,11 @@ class Program {
   const std::vector<std::string>& nvrtc_flags() const noexcept;
 
   // The compiler's own program for this source, made on first call (an
-  // nvrtcProgram for C++, an nvvmProgram holding the modules for NVVM; null
-  // for PTX and once closed), destroyed by close() or with the last copy.
-  // compile() does not use it: each compile makes its own.
+  // nvrtcProgram for C++, an nvvmProgram holding the modules for NVVM; for
+  // PTX, as cuda.core, the handle of a Linker holding the source, an
+  // nvJitLinkHandle or a CUlinkState as Linker::handle() says; null once
+  // closed), destroyed by close() or with the last copy. compile() does not
+  // use it: each compile makes its own.
   void* handle() const;
   // What became of the precompiled header the last compile() of this program
   // (or a copy) was asked to create; nullopt when none was asked (or not C++).

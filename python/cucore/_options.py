@@ -140,6 +140,11 @@ class ProgramOptions:
         Passed as NVRTC ``--undefine-macro``.
     include_path : _StrList
         Passed as NVRTC ``--include-path``.
+    use_bundled_headers : Optional[bool]
+        NVRTC's own CUDA and CCCL headers (NVRTC 13.3 and later; older: FeatureUnavailableError), installed by
+        NVRTC on first use in nvrtc-bundled-headers under cucore's cache directory and searched after
+        include_path; the toolkit's headers (use_toolkit_headers) are then not added. Passed as NVRTC
+        ``--use-bundled-headers``.
     pre_include : _StrList
         Passed as NVRTC ``--pre-include``.
     no_source_include : Optional[bool]
@@ -236,6 +241,7 @@ class ProgramOptions:
     define_macro: Union[str, Tuple[str, str], Sequence[Union[str, Tuple[str, str]]], None] = None
     undefine_macro: _StrList = None
     include_path: _StrList = None
+    use_bundled_headers: Optional[bool] = None
     pre_include: _StrList = None
     no_source_include: Optional[bool] = None
     std: Optional[str] = None

@@ -200,6 +200,7 @@ enum class HandleKind : int {
   graph_exec,         // CUgraphExec
   graph_node,         // CUgraphNode
   graph_conditional,  // CUgraphConditionalHandle (taken as a kernel argument, never returned)
+  link_state,         // CUlinkState (the driver's linker)
   nvrtc_program,      // cuda.bindings.nvrtc.nvrtcProgram
   count
 };

@@ -86,6 +86,12 @@ std::map<std::string, std::string> mapping_arg(nb::handle h) {
 
 std::string name_arg(nb::handle name) { return str_arg(name, "name"); }
 
+// A linker's handle as cuda.core gives it: nvJitLink's an int (cuda.bindings has no class for it), the
+// driver's a CUlinkState.
+nb::object linker_handle(const std::string& backend, std::uintptr_t h) {
+  return backend == "nvJitLink" ? nb::int_(h) : bindings_handle(HandleKind::link_state, h);
+}
+
 #define CUCORE_FROM(kind)                                                                            \
   def_static(                                                                                        \
       "from_" #kind,                                                                                 \
@@ -642,12 +648,15 @@ void bind_program(nb::module_& m) {
                    "The flags NVRTC receives (cucore extra).")
       .def_prop_ro("handle", [](const PyProgram& p) -> nb::object {
         const std::string& type = p.program.code_type();
-        if (type == "ptx") return nb::none();  // the linker's, made per compile
         const auto h = reinterpret_cast<std::uintptr_t>(p.program.handle());
-        // As cuda.core: an nvrtcProgram object for NVRTC, a plain int for NVVM (cuda.bindings has no class for it).
-        return type == "c++" ? bindings_handle(HandleKind::nvrtc_program, h) : nb::int_(h);
+        // As cuda.core: an nvrtcProgram object for NVRTC, a plain int for NVVM (cuda.bindings has no class for
+        // it), and for PTX its linker's handle.
+        if (type == "c++") return bindings_handle(HandleKind::nvrtc_program, h);
+        if (type == "ptx") return linker_handle(p.program.backend(), h);
+        return nb::int_(h);
       }, "The compiler's program, made on first use, as cuda.core gives it: a cuda.bindings.nvrtc.nvrtcProgram "
-         "(C++; an int without cuda.bindings) or the nvvmProgram as an int (NVVM); 0 once closed; None for PTX.")
+         "(C++; an int without cuda.bindings), the nvvmProgram as an int (NVVM), or for PTX the handle of the "
+         "program's linker (see Linker.handle); 0 once closed.")
       .def_prop_ro("is_closed", [](const PyProgram& p) { return p.program.is_closed(); })
       .def_prop_ro("pch_status", [](const PyProgram& p) -> nb::object {
         auto s = p.program.pch_status();
@@ -696,8 +705,12 @@ void bind_program(nb::module_& m) {
       .def("get_error_log", [](const cucore::Linker& l) { return l.error_log(); })
       .def("get_info_log", [](const cucore::Linker& l) { return l.info_log(); })
       .def_prop_ro("backend", [](const cucore::Linker& l) { return typing_value("CompilerBackendType", l.backend()); })
-      .def_prop_ro("handle", [](const cucore::Linker&) { return nb::none(); },
-                   "None: cucore makes the linker's handle per link() call.")
+      .def_prop_ro("handle", [](cucore::Linker& l) {
+        return linker_handle(l.backend(), reinterpret_cast<std::uintptr_t>(l.handle()));
+      }, "The link state, as cuda.core gives it: the nvJitLinkHandle as an int (backend 'nvJitLink', as "
+         "cuda.bindings.nvjitlink takes it) or a cuda.bindings.driver.CUlinkState ('driver'; an int without "
+         "cuda.bindings); made on first use with every input added, completed by the next link(), kept until a "
+         "later link() makes a new one, or close(); 0 once closed.")
       .def_prop_ro("is_closed", &cucore::Linker::is_closed)
       .def("close", &cucore::Linker::close)
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })

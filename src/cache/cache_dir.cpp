@@ -16,6 +16,9 @@
 #include <cstring>
 #include <memory>
 #include <random>
+#include <stdexcept>
+
+#include "compile/program_compile.hpp"
 
 namespace fs = std::filesystem;
 
@@ -52,6 +55,22 @@ std::string ancestor_name(const fs::path& dir, int levels) {
 
 constexpr const char* kUseYourOwn = "use a directory of your own (XDG_CACHE_HOME, or the cache's path)";
 
+}  // namespace
+
+namespace {
+// NVRTC makes and fills the directory; its parent, cucore's cache root, is
+// made private first, so nobody else can plant headers there.
+std::string bundled_headers_dir() {
+  const fs::path root = cucore_cache_root();
+  std::string why;
+  const int fd = open_private_dir(root, true, why);
+  if (fd < 0)
+    throw std::runtime_error("ProgramOptions::use_bundled_headers: NVRTC's headers go under cucore's cache "
+                             "directory " + root.string() + ", which cannot be used: " + why);
+  ::close(fd);
+  return (root / "nvrtc-bundled-headers").string();
+}
+const bool g_registered = (set_bundled_headers_dir(bundled_headers_dir), true);
 }  // namespace
 
 bool private_dir_is_safe(int fd, const fs::path& dir, std::string& why) {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -251,9 +252,134 @@ Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
   }
 }
 
+namespace detail {
+// One link: the backend's handle (exactly one of the boxes holds one) and, for
+// the driver, the log buffers it writes into while the state lives.
+struct LinkState {
+  NvJitLinkBox nvjitlink;
+  CuLinkStateHandle culink;
+  std::string info, err;
+  bool completed = false;  // link() ran (or tried) its completion: the next starts afresh
+
+  void* handle() const noexcept {
+    return nvjitlink ? static_cast<void*>(nvjitlink.get()) : static_cast<void*>(culink.get());
+  }
+};
+}  // namespace detail
+
+Linker::Linker(Linker&&) noexcept = default;
+Linker& Linker::operator=(Linker&&) noexcept = default;
+Linker::~Linker() = default;
+
+namespace {
+constexpr std::size_t kDriverLogSize = 1 << 20;
+
+// The state's logs, trimmed (the driver's buffers are C strings).
+void read_logs(const detail::LinkState& s, std::string& error_log, std::string& info_log) {
+  if (s.nvjitlink) {
+    const auto& t = detail::nvjitlink();
+    error_log = nvjitlink_log(s.nvjitlink.get(), t.nvJitLinkGetErrorLogSize, t.nvJitLinkGetErrorLog);
+    info_log = nvjitlink_log(s.nvjitlink.get(), t.nvJitLinkGetInfoLogSize, t.nvJitLinkGetInfoLog);
+  } else {
+    info_log = trimmed(std::string(s.info.c_str()));
+    error_log = trimmed(std::string(s.err.c_str()));
+  }
+}
+}  // namespace
+
+std::unique_ptr<detail::LinkState> Linker::make_state() {
+  auto s = std::make_unique<detail::LinkState>();
+  // On failure, keep the logs for error_log()/info_log() and throw.
+  auto fail = [&](const std::string& what, const std::string& result) {
+    read_logs(*s, error_log_, info_log_);
+    std::string first = first_error_line(error_log_);
+    throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (" + what + ": " + result +
+                           ")" + (first.empty() ? "" : ": " + first),
+                       error_log_);
+  };
+  if (backend_ == "nvJitLink") {
+    const auto& t = detail::nvjitlink();
+    const std::vector<std::string> flags = options_.as_nvjitlink_flags();
+    std::vector<const char*> argv;
+    argv.reserve(flags.size());
+    for (const auto& f : flags) argv.push_back(f.c_str());
+    if (nvJitLinkResult r =
+            detail::create_nvjitlink(t, static_cast<std::uint32_t>(argv.size()), argv.data(), s->nvjitlink);
+        r != NVJITLINK_SUCCESS) {
+      std::string all;
+      for (const auto& f : flags) all += " " + f;
+      throw CompileError(std::string("nvJitLinkCreate failed: ") + nvjitlink_result_name(r) + " (options:" + all + ")",
+                         {});
+    }
+    for (const auto& c : codes_) {
+      auto bytes = c.code();
+      std::size_t size = bytes.size();
+      // PTX is a C string to nvJitLink: the size leaves the NUL out.
+      if (c.code_type() == CodeType::ptx && size && bytes[size - 1] == std::byte{0}) --size;
+      const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
+      if (nvJitLinkResult r = t.nvJitLinkAddData(s->nvjitlink.get(), nvjitlink_input_type(c.code_type()),
+                                                 bytes.data(), size, name.c_str());
+          r != NVJITLINK_SUCCESS)
+        fail("adding '" + name + "'", nvjitlink_result_name(r));
+    }
+    return s;
+  }
+  const auto& d = detail::driver();
+  // cuLink* works in the current context: use the device's primary one if
+  // none is current (as the runtime API would).
+  CUcontext ctx = nullptr;
+  if (d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) (void)Device().set_current();
+  detail::require(reinterpret_cast<const void*>(d.cuLinkCreate), 0, "the driver's linker (cuLinkCreate)");
+  s->info.assign(kDriverLogSize, '\0');
+  s->err.assign(kDriverLogSize, '\0');
+  std::vector<CUjit_option> keys;
+  std::vector<void*> values;
+  auto add = [&](CUjit_option k, std::uintptr_t v) {
+    keys.push_back(k);
+    values.push_back(reinterpret_cast<void*>(v));
+  };
+  keys.push_back(CU_JIT_INFO_LOG_BUFFER);
+  values.push_back(s->info.data());
+  add(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, kDriverLogSize);
+  keys.push_back(CU_JIT_ERROR_LOG_BUFFER);
+  values.push_back(s->err.data());
+  add(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, kDriverLogSize);
+  const ArchParts arch = parse_arch(options_.arch);
+  std::uintptr_t target_value = static_cast<std::uintptr_t>(arch.number);
+  if (arch.suffix == 'a') target_value += CU_COMPUTE_ACCELERATED_TARGET_BASE;
+  if (arch.suffix == 'f') target_value += CU_COMPUTE_FAMILY_TARGET_BASE;
+  add(CU_JIT_TARGET, target_value);
+  if (options_.max_register_count) add(CU_JIT_MAX_REGISTERS, static_cast<std::uintptr_t>(*options_.max_register_count));
+  if (options_.verbose.value_or(false)) add(CU_JIT_LOG_VERBOSE, 1);
+  if (options_.optimization_level)
+    add(CU_JIT_OPTIMIZATION_LEVEL, static_cast<std::uintptr_t>(*options_.optimization_level));
+  if (options_.debug.value_or(false)) add(CU_JIT_GENERATE_DEBUG_INFO, 1);
+  if (options_.lineinfo.value_or(false)) add(CU_JIT_GENERATE_LINE_INFO, 1);
+  if (CUresult r = detail::create_culink(d, static_cast<unsigned>(keys.size()), keys.data(), values.data(), s->culink);
+      r != CUDA_SUCCESS)
+    fail("cuLinkCreate", result_name(r));
+  for (const auto& c : codes_) {
+    auto bytes = c.code();
+    const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
+    if (CUresult r = d.cuLinkAddData(s->culink.get(), driver_input_type(c.code_type()),
+                                     const_cast<std::byte*>(bytes.data()), bytes.size(), name.c_str(), 0, nullptr,
+                                     nullptr);
+        r != CUDA_SUCCESS)
+      fail("adding '" + name + "'", result_name(r));
+  }
+  return s;
+}
+
+void* Linker::handle() {
+  if (closed_) return nullptr;
+  if (!state_) state_ = make_state();
+  return state_->handle();
+}
+
 void Linker::close() noexcept {
   codes_.clear();
   codes_.shrink_to_fit();
+  state_.reset();
   closed_ = true;
 }
 
@@ -270,43 +396,24 @@ ObjectCode Linker::link(CodeType target) {
                                     : "Linker::link: LinkerOptions::ptx is set, so the output is PTX; link(\"ptx\")");
   error_log_.clear();
   info_log_.clear();
+  // The state handle() gave, if no link has completed it yet; else a new one
+  // (the old one goes first).
+  if (state_ && state_->completed) state_.reset();
+  if (!state_) state_ = make_state();
+  detail::LinkState& s = *state_;
+  s.completed = true;
   std::vector<std::byte> out;
 
-  if (backend_ == "nvJitLink") {
+  if (s.nvjitlink) {
     const auto& t = detail::nvjitlink();
-    const std::vector<std::string> flags = options_.as_nvjitlink_flags();
-    std::vector<const char*> argv;
-    argv.reserve(flags.size());
-    for (const auto& s : flags) argv.push_back(s.c_str());
-    detail::NvJitLinkBox box;
-    if (nvJitLinkResult r = detail::create_nvjitlink(t, static_cast<std::uint32_t>(argv.size()), argv.data(), box);
-        r != NVJITLINK_SUCCESS) {
-      std::string all;
-      for (const auto& s : flags) all += " " + s;
-      throw CompileError(std::string("nvJitLinkCreate failed: ") + nvjitlink_result_name(r) + " (options:" + all + ")",
-                         {});
-    }
-    const nvJitLinkHandle h = box.get();
-    // On failure, keep the logs for error_log()/info_log() and throw.
+    const nvJitLinkHandle h = s.nvjitlink.get();
     auto fail = [&](const char* what, nvJitLinkResult r) {
-      error_log_ = nvjitlink_log(h, t.nvJitLinkGetErrorLogSize, t.nvJitLinkGetErrorLog);
-      info_log_ = nvjitlink_log(h, t.nvJitLinkGetInfoLogSize, t.nvJitLinkGetInfoLog);
+      read_logs(s, error_log_, info_log_);
       std::string first = first_error_line(error_log_);
       throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (" + what + ": " +
                              nvjitlink_result_name(r) + ")" + (first.empty() ? "" : ": " + first),
                          error_log_);
     };
-    for (const auto& c : codes_) {
-      auto bytes = c.code();
-      std::size_t size = bytes.size();
-      // PTX is a C string to nvJitLink: the size leaves the NUL out.
-      if (c.code_type() == CodeType::ptx && size && bytes[size - 1] == std::byte{0}) --size;
-      const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
-      if (nvJitLinkResult r = t.nvJitLinkAddData(h, nvjitlink_input_type(c.code_type()), bytes.data(), size,
-                                                 name.c_str());
-          r != NVJITLINK_SUCCESS)
-        fail(("adding '" + name + "'").c_str(), r);
-    }
     if (nvJitLinkResult r = t.nvJitLinkComplete(h); r != NVJITLINK_SUCCESS) fail("nvJitLinkComplete", r);
     std::size_t size = 0;
     nvJitLinkResult r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubinSize(h, &size)
@@ -316,73 +423,22 @@ ObjectCode Linker::link(CodeType target) {
     r = target == CodeType::cubin ? t.nvJitLinkGetLinkedCubin(h, out.data())
                           : t.nvJitLinkGetLinkedPtx(h, reinterpret_cast<char*>(out.data()));
     if (r != NVJITLINK_SUCCESS) fail("getting the output", r);
-    error_log_ = nvjitlink_log(h, t.nvJitLinkGetErrorLogSize, t.nvJitLinkGetErrorLog);
-    info_log_ = nvjitlink_log(h, t.nvJitLinkGetInfoLogSize, t.nvJitLinkGetInfoLog);
   } else {
     const auto& d = detail::driver();
-    // cuLink* works in the current context: use the device's primary one if
-    // none is current (as the runtime API would).
-    CUcontext ctx = nullptr;
-    if (d.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) (void)Device().set_current();
-    detail::require(reinterpret_cast<const void*>(d.cuLinkCreate), 0, "the driver's linker (cuLinkCreate)");
-    constexpr std::size_t kLogSize = 1 << 20;
-    std::string info(kLogSize, '\0'), err(kLogSize, '\0');
-    std::vector<CUjit_option> keys;
-    std::vector<void*> values;
-    auto add = [&](CUjit_option k, std::uintptr_t v) {
-      keys.push_back(k);
-      values.push_back(reinterpret_cast<void*>(v));
-    };
-    keys.push_back(CU_JIT_INFO_LOG_BUFFER);
-    values.push_back(info.data());
-    add(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, kLogSize);
-    keys.push_back(CU_JIT_ERROR_LOG_BUFFER);
-    values.push_back(err.data());
-    add(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, kLogSize);
-    const ArchParts arch = parse_arch(options_.arch);
-    std::uintptr_t target_value = static_cast<std::uintptr_t>(arch.number);
-    if (arch.suffix == 'a') target_value += CU_COMPUTE_ACCELERATED_TARGET_BASE;
-    if (arch.suffix == 'f') target_value += CU_COMPUTE_FAMILY_TARGET_BASE;
-    add(CU_JIT_TARGET, target_value);
-    if (options_.max_register_count) add(CU_JIT_MAX_REGISTERS, static_cast<std::uintptr_t>(*options_.max_register_count));
-    if (options_.verbose.value_or(false)) add(CU_JIT_LOG_VERBOSE, 1);
-    if (options_.optimization_level)
-      add(CU_JIT_OPTIMIZATION_LEVEL, static_cast<std::uintptr_t>(*options_.optimization_level));
-    if (options_.debug.value_or(false)) add(CU_JIT_GENERATE_DEBUG_INFO, 1);
-    if (options_.lineinfo.value_or(false)) add(CU_JIT_GENERATE_LINE_INFO, 1);
-
-    detail::CuLinkStateHandle state;
-    auto logs = [&] {
-      info_log_ = trimmed(std::string(info.c_str()));
-      error_log_ = trimmed(std::string(err.c_str()));
-    };
-    auto fail = [&](const std::string& what, CUresult r) {
-      logs();
-      std::string first = first_error_line(error_log_);
-      throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (" + what + ": " +
-                             result_name(r) + ")" + (first.empty() ? "" : ": " + first),
-                         error_log_);
-    };
-    if (CUresult r = detail::create_culink(d, static_cast<unsigned>(keys.size()), keys.data(), values.data(), state);
-        r != CUDA_SUCCESS)
-      fail("cuLinkCreate", r);
-    for (const auto& c : codes_) {
-      auto bytes = c.code();
-      const std::string name = c.name().empty() ? std::string(to_string(c.code_type())) : c.name();
-      if (CUresult r = d.cuLinkAddData(state.get(), driver_input_type(c.code_type()),
-                                       const_cast<std::byte*>(bytes.data()), bytes.size(), name.c_str(), 0, nullptr,
-                                       nullptr);
-          r != CUDA_SUCCESS)
-        fail("adding '" + name + "'", r);
-    }
     void* cubin = nullptr;
     std::size_t size = 0;
-    if (CUresult r = d.cuLinkComplete(state.get(), &cubin, &size); r != CUDA_SUCCESS) fail("cuLinkComplete", r);
-    // The cubin belongs to the link state: copy it before cuLinkDestroy.
+    if (CUresult r = d.cuLinkComplete(s.culink.get(), &cubin, &size); r != CUDA_SUCCESS) {
+      read_logs(s, error_log_, info_log_);
+      std::string first = first_error_line(error_log_);
+      throw CompileError("linking '" + options_.name + "' for " + options_.arch + " failed (cuLinkComplete: " +
+                             result_name(r) + ")" + (first.empty() ? "" : ": " + first),
+                         error_log_);
+    }
+    // The cubin belongs to the link state, which a later link() or close() destroys: copy it.
     const auto* p = static_cast<const std::byte*>(cubin);
     out.assign(p, p + size);
-    logs();
   }
+  read_logs(s, error_log_, info_log_);
 
   if (out.empty()) throw CompileError("linking '" + options_.name + "' produced no output", error_log_);
   // The inputs' name expressions still name the same kernels after linking.

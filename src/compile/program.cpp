@@ -184,7 +184,8 @@ void macros(Flags& f, const char* flag, const Macros& v, const RenderContext&) {
 }
 void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v, const RenderContext& c) {
   values(f, flag, v, c);
-  if (!c.options.use_toolkit_headers) return;
+  // NVRTC's bundled headers stand in for the toolkit's (two CCCLs would mix).
+  if (!c.options.use_toolkit_headers || c.options.use_bundled_headers.value_or(false)) return;
   // After the caller's paths, so their headers win.
   if (c.toolkit == detail::ToolkitFlags::placeholder) {
     f.push_back(std::string(flag) + "=<toolkit headers>");
@@ -192,6 +193,14 @@ void include_paths(Flags& f, const char* flag, const std::vector<std::string>& v
   }
   const auto& toolkit = toolkit_include_flags();
   f.insert(f.end(), toolkit.begin(), toolkit.end());
+}
+
+void bundled(Flags& f, const char* flag, const std::optional<bool>& v, const RenderContext& c) {
+  if (!v.value_or(false)) return;
+  // The directory is this user's (keys and rendered options stay portable with the placeholder).
+  f.push_back(std::string(flag) + "=" +
+              (c.toolkit == detail::ToolkitFlags::placeholder ? std::string("<nvrtc bundled headers>")
+                                                              : detail::bundled_headers_dir()));
 }
 
 // Whether a field is set, as cuda.core's NVVM check reads it: a switch when
@@ -212,6 +221,7 @@ template <typename T>
 bool is_set_macros(const T& v) { return is_set(v); }
 template <typename T>
 bool is_set_include_paths(const T& v) { return is_set(v); }
+bool is_set_bundled(const std::optional<bool>& v) { return v.value_or(false); }
 template <typename T>
 bool is_set_arch(const T&) { return false; }
 template <typename T>
@@ -393,6 +403,14 @@ Program::Program(std::string code, std::string code_type, ProgramOptions options
   // Fail on bad options now, not at compile; NVRTC's flags are rendered once,
   // here (the toolkit's directories can wait: a placeholder stands for them).
   if (code_type_ == "c++") {
+    if (options_.use_bundled_headers.value_or(false)) {
+      // NVRTC learned --use-bundled-headers in 13.3; an older one would only say "invalid option".
+      const auto [major, minor] = nvrtc_version();
+      if (major * 100 + minor < 1303)
+        throw FeatureUnavailableError("ProgramOptions::use_bundled_headers (NVRTC's bundled headers)",
+                                      "NVRTC 13.3 or later; this NVRTC is " + std::to_string(major) + "." +
+                                          std::to_string(minor));
+    }
     state_->kind = detail::ProgramState::Kind::nvrtc;
     state_->nvrtc_flags = detail::nvrtc_flags(options_, detail::ToolkitFlags::placeholder);
   } else if (code_type_ == "nvvm") {
@@ -443,10 +461,14 @@ void* Program::handle() const {
       h = std::move(prog);
     } else if (state_->kind == detail::ProgramState::Kind::nvvm) {
       h = make_nvvm_program(detail::libnvvm(), code_, options_);
+    } else {
+      h = Linker({ObjectCode::from_ptx(std::string_view(code_), options_.name)},
+                 detail::linker_options_for_ptx(options_));
     }
   }
   if (const auto* p = std::get_if<detail::NvrtcProgramHandle>(&h)) return p->get();
   if (const auto* p = std::get_if<detail::NvvmProgramHandle>(&h)) return p->get();
+  if (auto* l = std::get_if<Linker>(&h)) return l->handle();
   return nullptr;
 }
 
@@ -470,6 +492,20 @@ std::atomic<detail::CompileThroughCache> g_compile_through_cache{nullptr};
 
 void detail::set_compile_through_cache(CompileThroughCache fn) noexcept {
   g_compile_through_cache.store(fn, std::memory_order_release);
+}
+
+namespace {
+std::atomic<detail::BundledHeadersDir> g_bundled_headers_dir{nullptr};
+}  // namespace
+
+void detail::set_bundled_headers_dir(BundledHeadersDir fn) noexcept {
+  g_bundled_headers_dir.store(fn, std::memory_order_release);
+}
+
+std::string detail::bundled_headers_dir() {
+  auto fn = g_bundled_headers_dir.load(std::memory_order_acquire);
+  if (!fn) throw std::logic_error("use_bundled_headers: no cache layer is registered to say where the headers go");
+  return fn();
 }
 
 ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const {

@@ -22,8 +22,9 @@ struct ProgramState {
   std::atomic<int> pch_status{-1};       // a PchStatus, or -1 for none
   std::atomic<bool> closed{false};
   std::mutex handle_mutex;
-  // Program::handle()'s program, made on demand; its box releases it.
-  std::variant<std::monostate, NvrtcProgramHandle, NvvmProgramHandle> handle;
+  // Program::handle()'s program (for PTX a linker of the source, whose handle it gives), made on demand;
+  // its box releases it.
+  std::variant<std::monostate, NvrtcProgramHandle, NvvmProgramHandle, Linker> handle;
 
   ProgramState() = default;
   ProgramState(const ProgramState&) = delete;
@@ -59,5 +60,12 @@ ObjectCode compile_program(const Program& program, CodeType target, const std::v
 using CompileThroughCache = ObjectCode (*)(const Program& program, CodeType target,
                                            std::vector<std::string> name_expressions, ProgramCache& cache);
 void set_compile_through_cache(CompileThroughCache fn) noexcept;
+
+// The directory NVRTC installs its bundled headers in (use_bundled_headers):
+// nvrtc-bundled-headers under cucore's cache root, which cache/ (a floor above)
+// keeps private; it registers how it is found. Throws when it cannot be used.
+using BundledHeadersDir = std::string (*)();
+void set_bundled_headers_dir(BundledHeadersDir fn) noexcept;
+std::string bundled_headers_dir();
 
 }  // namespace cucore::detail

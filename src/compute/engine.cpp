@@ -1,8 +1,5 @@
 // Compiling, caching and loading algorithm builds; the dispatch helpers.
-#define OPENSSL_SUPPRESS_DEPRECATED
 #include "compute/engine.hpp"
-
-#include <openssl/sha.h>
 
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
@@ -23,6 +20,7 @@
 #include "cache/program_key.hpp"
 #include "cache/single_flight.hpp"
 #include "files/regular_file.hpp"
+#include "hashing/hashing.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
 #include "loader/toolkit.hpp"
@@ -31,17 +29,15 @@ namespace cucore::compute::detail {
 
 namespace {
 
+// Each blob prefixed by its 64-bit length, so no two lists share a digest.
 std::string sha256_of(const std::vector<std::vector<std::byte>>& blobs) {
-  SHA256_CTX ctx;
-  SHA256_Init(&ctx);
+  ::cucore::detail::Sha256 h;
   for (const auto& b : blobs) {
     const std::uint64_t n = b.size();
-    SHA256_Update(&ctx, &n, sizeof n);
-    SHA256_Update(&ctx, b.data(), b.size());
+    h.update(&n, sizeof n);
+    h.update(b.data(), b.size());
   }
-  unsigned char out[SHA256_DIGEST_LENGTH];
-  SHA256_Final(out, &ctx);
-  return std::string(reinterpret_cast<const char*>(out), sizeof out);
+  return h.digest();
 }
 
 template <typename T>
@@ -54,13 +50,7 @@ bool read_at(std::span<const std::byte> b, std::uint64_t off, T& v) {
 }  // namespace
 
 std::string sha256_hex(const std::vector<std::vector<std::byte>>& blobs) {
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string raw = sha256_of(blobs), hex;
-  for (unsigned char c : raw) {
-    hex += kDigits[c >> 4];
-    hex += kDigits[c & 15];
-  }
-  return hex;
+  return ::cucore::detail::to_hex(sha256_of(blobs));
 }
 
 namespace {

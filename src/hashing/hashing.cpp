@@ -27,6 +27,26 @@ std::string sha256(std::string_view data) {
     throw std::runtime_error("OpenSSL: SHA-256 failed");
   return std::string(reinterpret_cast<const char*>(out), sizeof out);
 }
+
+static_assert(sizeof(SHA256_CTX) <= kSha256StateSize && alignof(SHA256_CTX) <= 16);
+namespace {
+SHA256_CTX* ctx_of(unsigned char* state) { return reinterpret_cast<SHA256_CTX*>(state); }
+}  // namespace
+Sha256::Sha256() {
+  if (SHA256_Init(ctx_of(state_)) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+}
+Sha256::~Sha256() = default;
+void Sha256::update(const void* data, std::size_t size) {
+  if (done_) throw std::logic_error("Sha256::update after digest()");
+  if (SHA256_Update(ctx_of(state_), data, size) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+}
+std::string Sha256::digest() {
+  if (done_) throw std::logic_error("Sha256::digest called twice");
+  done_ = true;
+  unsigned char out[SHA256_DIGEST_LENGTH];
+  if (SHA256_Final(out, ctx_of(state_)) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+  return std::string(reinterpret_cast<const char*>(out), sizeof out);
+}
 #else
 namespace {
 const EVP_MD* sha256_md() {
@@ -48,6 +68,32 @@ std::string sha256(std::string_view data) {
   if (!ctx || EVP_DigestInit_ex2(ctx.get(), sha256_md(), nullptr) != 1 ||
       EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1 || EVP_DigestFinal_ex(ctx.get(), out, &n) != 1 ||
       n != kSha256Size)
+    throw std::runtime_error("OpenSSL: SHA-256 failed");
+  return std::string(reinterpret_cast<const char*>(out), n);
+}
+
+// The context pointer lives in the opaque state.
+namespace {
+EVP_MD_CTX*& ctx_of(unsigned char* state) { return *reinterpret_cast<EVP_MD_CTX**>(state); }
+}  // namespace
+Sha256::Sha256() {
+  ctx_of(state_) = EVP_MD_CTX_new();
+  if (!ctx_of(state_) || EVP_DigestInit_ex2(ctx_of(state_), sha256_md(), nullptr) != 1) {
+    EVP_MD_CTX_free(ctx_of(state_));
+    throw std::runtime_error("OpenSSL: SHA-256 failed");
+  }
+}
+Sha256::~Sha256() { EVP_MD_CTX_free(ctx_of(state_)); }
+void Sha256::update(const void* data, std::size_t size) {
+  if (done_) throw std::logic_error("Sha256::update after digest()");
+  if (EVP_DigestUpdate(ctx_of(state_), data, size) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+}
+std::string Sha256::digest() {
+  if (done_) throw std::logic_error("Sha256::digest called twice");
+  done_ = true;
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  if (EVP_DigestFinal_ex(ctx_of(state_), out, &n) != 1 || n != kSha256Size)
     throw std::runtime_error("OpenSSL: SHA-256 failed");
   return std::string(reinterpret_cast<const char*>(out), n);
 }

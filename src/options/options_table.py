@@ -21,7 +21,9 @@ L(field, type, nvjitlink, ...): a LinkerOptions field.
     given. NVRTC kinds: none (not a flag), arch ("-arch=sm_90", first), toggle
     (the flag when true), boolean ("flag=true|false" when set), value ("flag=v"
     when set), values ("flag=v" for each entry), macros (define_macro),
-    include_paths (include_path, then the toolkit's headers). libNVVM kinds:
+    include_paths (include_path, then the toolkit's headers unless
+    use_bundled_headers), bundled ("flag=<dir>" when true: the directory
+    NVRTC installs its own headers in). libNVVM kinds:
     ignored, unsupported (refused when set), arch ("-arch=compute_90"),
     toggle, digit ("flag=1|0"), opt ("-opt=3|0"). nvJitLink kinds: none, arch,
     toggle, boolean ("=true|false", "=1|0" with link-time optimization),
@@ -74,6 +76,7 @@ PROGRAM = [
     P('define_macro', 'macros', 'macros --define-macro', 'unsupported', doc='"NAME" or {"NAME", "VALUE"}'),
     P('undefine_macro', 'strs', 'values --undefine-macro', 'unsupported'),
     P('include_path', 'strs', 'include_paths --include-path', 'unsupported'),
+    P('use_bundled_headers', 'bool?', 'bundled --use-bundled-headers', 'unsupported', doc="NVRTC's own CUDA and CCCL headers (NVRTC 13.3 and later; older: FeatureUnavailableError), installed by NVRTC on first use in nvrtc-bundled-headers under cucore's cache directory and searched after include_path; the toolkit's headers (use_toolkit_headers) are then not added"),
     P('pre_include', 'strs', 'values --pre-include', 'unsupported'),
     P('no_source_include', 'bool?', 'toggle --no-source-include', 'unsupported'),
     P('std', 'str', 'value --std', 'unsupported', doc='"c++17"; unset: NVRTC\'s default'),

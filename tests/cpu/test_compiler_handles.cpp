@@ -255,6 +255,9 @@ ObjectCode kernel_ptx() {
       .compile(CodeType::ptx);
 }
 
+// Each handle goes exactly once: a linked one stays (Linker::handle() names it)
+// until the next link() or close(); one that fails while being made goes with
+// the failure; one that fails to complete stays until the next link().
 TEST(CompilerHandles, EveryNvJitLinkHandleIsDestroyedOnceOnSuccessAndOnEachFailure) {
   const ObjectCode ptx = kernel_ptx();
   NvJitLinkCounts counts;
@@ -263,20 +266,41 @@ TEST(CompilerHandles, EveryNvJitLinkHandleIsDestroyedOnceOnSuccessAndOnEachFailu
   Counts::reset(nullptr);
   EXPECT_FALSE(linker.link(CodeType::cubin).code().empty());
   EXPECT_EQ(Counts::made, 1);
-  EXPECT_EQ(Counts::destroyed, 1);
-  for (const char* call :
-       {"nvJitLinkAddData", "nvJitLinkComplete", "nvJitLinkGetLinkedCubinSize", "nvJitLinkGetLinkedCubin"}) {
+  EXPECT_EQ(Counts::destroyed, 0);
+  Counts::reset("nvJitLinkAddData");
+  EXPECT_THROW((void)linker.link(CodeType::cubin), CompileError);
+  EXPECT_EQ(Counts::made, 1);
+  EXPECT_EQ(Counts::destroyed, 2) << "the linked handle, then the half-made one";
+  for (const char* call : {"nvJitLinkComplete", "nvJitLinkGetLinkedCubinSize", "nvJitLinkGetLinkedCubin"}) {
+    const bool held = std::strcmp(call, "nvJitLinkComplete") != 0;  // the one before failed to complete, kept
     Counts::reset(call);
     EXPECT_THROW((void)linker.link(CodeType::cubin), CompileError) << call;
     EXPECT_EQ(Counts::made, 1) << call;
-    EXPECT_EQ(Counts::destroyed, 1) << call << " failed: the handle is destroyed once";
+    EXPECT_EQ(Counts::destroyed, held ? 1 : 0) << call;
   }
   Counts::reset("nvJitLinkCreate");
   EXPECT_THROW((void)linker.link(CodeType::cubin), CompileError);
   EXPECT_EQ(Counts::made, 0);
-  EXPECT_EQ(Counts::destroyed, 0);  // nothing made, nothing destroyed
+  EXPECT_EQ(Counts::destroyed, 1);  // the failed one before; nothing made
   Counts::reset(nullptr);
   EXPECT_FALSE(linker.link(CodeType::cubin).code().empty());  // still usable after every failure
+  linker.close();
+  EXPECT_EQ(Counts::made, 1);
+  EXPECT_EQ(Counts::destroyed, 1);
+  {
+    Linker dropped({ptx}, LinkerOptions{.arch = "sm_90"});
+    (void)dropped.handle();
+  }
+  EXPECT_EQ(Counts::made, 2);
+  EXPECT_EQ(Counts::destroyed, 2);  // with the Linker
+  // link() completes the handle handle() made rather than making another.
+  Counts::reset(nullptr);
+  Linker first({ptx}, LinkerOptions{.arch = "sm_90"});
+  void* const h = first.handle();
+  EXPECT_FALSE(first.link(CodeType::cubin).code().empty());
+  EXPECT_EQ(first.handle(), h);
+  EXPECT_EQ(Counts::made, 1);
+  EXPECT_EQ(Counts::destroyed, 0);
 }
 
 // ---- the driver's linker ---------------------------------------------------
@@ -330,6 +354,8 @@ struct FakeLinkDriver {
   FakeLinkDriver& operator=(const FakeLinkDriver&) = delete;
 };
 
+// A link state stays after its link (Linker::handle() names it) and goes once:
+// with the next link(), the failure that leaves it half made, close().
 TEST(CompilerHandles, EveryDriverLinkStateIsDestroyedOnceOnSuccessAndOnEachFailure) {
   const ObjectCode ptx = kernel_ptx();
   // A driver of another major release than nvJitLink's: the driver's linker links.
@@ -338,19 +364,32 @@ TEST(CompilerHandles, EveryDriverLinkStateIsDestroyedOnceOnSuccessAndOnEachFailu
   ASSERT_EQ(linker.backend(), "driver");
   Counts::reset(nullptr);
   const ObjectCode cubin = linker.link(CodeType::cubin);
-  EXPECT_EQ(cubin.code().size(), sizeof(FakeLinkDriver::cubin));  // copied out before cuLinkDestroy
+  EXPECT_EQ(cubin.code().size(), sizeof(FakeLinkDriver::cubin));  // copied out of the state
   EXPECT_EQ(Counts::made, 1);
-  EXPECT_EQ(Counts::destroyed, 1);
-  for (const char* call : {"cuLinkAddData", "cuLinkComplete"}) {
-    Counts::reset(call);
-    EXPECT_THROW((void)linker.link(CodeType::cubin), CompileError) << call;
-    EXPECT_EQ(Counts::made, 1) << call;
-    EXPECT_EQ(Counts::destroyed, 1) << call << " failed: the link state is destroyed once";
-  }
+  EXPECT_EQ(Counts::destroyed, 0);
+  EXPECT_EQ(linker.handle(), static_cast<void*>(&FakeLinkDriver::state));
+  EXPECT_EQ(Counts::made, 1);  // the same state, not another
+  // A failed add: the linked state goes, and the new one with the failure.
+  Counts::reset("cuLinkAddData");
+  EXPECT_THROW((void)linker.link(CodeType::cubin), CompileError);
+  EXPECT_EQ(Counts::made, 1);
+  EXPECT_EQ(Counts::destroyed, 2);
+  // A failed completion keeps its state (its logs) until the next link.
+  Counts::reset("cuLinkComplete");
+  EXPECT_THROW((void)linker.link(CodeType::cubin), CompileError);
+  EXPECT_EQ(Counts::made, 1);
+  EXPECT_EQ(Counts::destroyed, 0);
   Counts::reset("cuLinkCreate");
   EXPECT_THROW((void)linker.link(CodeType::cubin), CompileError);
   EXPECT_EQ(Counts::made, 0);
-  EXPECT_EQ(Counts::destroyed, 0);
+  EXPECT_EQ(Counts::destroyed, 1);
+  EXPECT_THROW((void)linker.handle(), CompileError);  // handle() makes its state the same way
+  Counts::reset(nullptr);
+  EXPECT_NE(linker.handle(), nullptr);
+  linker.close();
+  EXPECT_EQ(Counts::made, 1);
+  EXPECT_EQ(Counts::destroyed, 1);
+  EXPECT_EQ(linker.handle(), nullptr);
   Counts::reset(nullptr);
 }
 

@@ -67,6 +67,20 @@ std::size_t added(const std::function<void()>& fn) {
 
 }  // namespace
 
+// Operator keys digest the LTO-IR blobs, each after its 64-bit length: the
+// value is fixed (a change would orphan every cached build).
+TEST(ComputeBuild, LtoirDigestIsSha256OverLengthPrefixedBlobs) {
+  auto bytes = [](std::string_view s) {
+    std::vector<std::byte> v(s.size());
+    std::memcpy(v.data(), s.data(), s.size());
+    return v;
+  };
+  EXPECT_EQ(compute::detail::sha256_hex({bytes("\x01\x02\x03"), {}, bytes("hello")}),
+            "091a6561f8a98de7d511ca62300c3e531cb01de3b804d31ae16ae13bcf04ba6f");
+  EXPECT_NE(compute::detail::sha256_hex({bytes("ab"), bytes("c")}),
+            compute::detail::sha256_hex({bytes("a"), bytes("bc")}));
+}
+
 TEST(ComputeBuild, ReduceKeysDifferByOperatorTypeIteratorAndArch) {
   auto plus_i32 = [] { Reduce(ptr<int>(), ptr<int>(), OpKind::plus, Type::int32(), {.build = sm90()}); };
   EXPECT_EQ(added(plus_i32), 1u);

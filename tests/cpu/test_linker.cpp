@@ -91,6 +91,32 @@ TEST(Linker, CloseReleasesTheInputsAndRefusesLink) {
   EXPECT_TRUE(linker.is_closed());
 }
 
+// handle() is the nvJitLink state the next link() completes: made once, the
+// same before and after that link (the linked cubin is read back through it),
+// a new one for a later link, null once closed.
+TEST(Linker, HandleIsTheNvJitLinkStateLinkCompletes) {
+  ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
+  ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);
+  Linker linker({caller, callee}, {.arch = "sm_90", .link_time_optimization = true});
+  ASSERT_EQ(linker.backend(), "nvJitLink");
+  void* const h = linker.handle();
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(linker.handle(), h);
+  const ObjectCode cubin = linker.link(CodeType::cubin);
+  EXPECT_EQ(linker.handle(), h);
+  const auto& t = cucore::detail::nvjitlink();
+  std::size_t size = 0;
+  ASSERT_EQ(t.nvJitLinkGetLinkedCubinSize(static_cast<nvJitLinkHandle>(h), &size), NVJITLINK_SUCCESS);
+  EXPECT_EQ(size, cubin.code().size());  // the very link link() returned
+  EXPECT_TRUE(is_elf(linker.link(CodeType::cubin)));
+  void* const again = linker.handle();
+  ASSERT_NE(again, nullptr);
+  ASSERT_EQ(t.nvJitLinkGetLinkedCubinSize(static_cast<nvJitLinkHandle>(again), &size), NVJITLINK_SUCCESS);
+  EXPECT_EQ(size, cubin.code().size());
+  linker.close();
+  EXPECT_EQ(linker.handle(), nullptr);
+}
+
 TEST(Linker, LtoCanEmitPtxWithTheCalleeInlined) {
   ObjectCode caller = compile(kCaller, "caller.cu", CodeType::ltoir, true);
   ObjectCode callee = compile(kCallee, "callee.cu", CodeType::ltoir, true);

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -339,6 +340,73 @@ TEST(Program, PtxSourceLinksToCubinOrPassesThrough) {
   } catch (const CompileError& e) {
     EXPECT_FALSE(e.log().empty());
   }
+}
+
+// A PTX program's handle is its linker's (as cuda.core's): nvJitLink's state
+// with the source added, kept until close().
+TEST(Program, PtxHandleIsItsLinkersState) {
+  std::string ptx = text_of(Program(kSaxpy, "c++", sm90()).compile(CodeType::ptx).code());
+  Program p(ptx, "ptx", sm90());
+  ASSERT_EQ(p.backend(), "nvJitLink");
+  void* const h = p.handle();
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(p.handle(), h);
+  // A live nvJitLink state: it completes into a cubin.
+  const auto& t = cucore::detail::nvjitlink();
+  ASSERT_EQ(t.nvJitLinkComplete(static_cast<nvJitLinkHandle>(h)), NVJITLINK_SUCCESS);
+  std::size_t size = 0;
+  ASSERT_EQ(t.nvJitLinkGetLinkedCubinSize(static_cast<nvJitLinkHandle>(h), &size), NVJITLINK_SUCCESS);
+  EXPECT_GT(size, 0u);
+  EXPECT_TRUE(is_elf(p.compile(CodeType::cubin)));  // compile() makes its own
+  p.close();
+  EXPECT_EQ(p.handle(), nullptr);
+}
+
+// use_bundled_headers: NVRTC's own headers, from NVRTC 13.3; an older NVRTC is
+// refused when the Program is made, naming the option and the version.
+TEST(Program, BundledHeadersNeedNvrtc133) {
+  const auto [major, minor] = cucore::nvrtc_version();
+  ProgramOptions o = sm90();
+  o.use_bundled_headers = true;
+  if (major * 100 + minor >= 1303) {
+    EXPECT_NO_THROW(Program(kSaxpy, "c++", o));
+    return;
+  }
+  try {
+    Program(kSaxpy, "c++", o);
+    FAIL() << "NVRTC " << major << "." << minor << " has no bundled headers";
+  } catch (const cucore::FeatureUnavailableError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("use_bundled_headers"), std::string::npos) << what;
+    EXPECT_NE(what.find("NVRTC 13.3"), std::string::npos) << what;
+    EXPECT_NE(what.find("this NVRTC is " + std::to_string(major) + "." + std::to_string(minor)), std::string::npos)
+        << what;
+  }
+  o.use_bundled_headers = false;
+  EXPECT_NO_THROW(Program(kSaxpy, "c++", o));
+}
+
+// The flag names nvrtc-bundled-headers under cucore's cache root (made
+// private), and the toolkit's headers give way to NVRTC's.
+TEST(ProgramOptionsFlags, BundledHeadersNameTheCacheDirectoryAndDropTheToolkits) {
+  const fs::path dir = temp_dir("bundled");
+  const char* old = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = old ? old : "";
+  ::setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  ProgramOptions o{.arch = "sm_90", .include_path = {"/mine"}, .use_bundled_headers = true};
+  const auto flags = o.as_nvrtc_flags();
+  if (old) {
+    ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  } else {
+    ::unsetenv("XDG_CACHE_HOME");
+  }
+  const std::vector<std::string> expected{"-arch=sm_90", "--include-path=/mine",
+                                          "--use-bundled-headers=" + (dir / "cucore/nvrtc-bundled-headers").string()};
+  EXPECT_EQ(flags, expected);
+  EXPECT_EQ(fs::status(dir / "cucore").permissions() & fs::perms::all, fs::perms::owner_all);
+  o.use_bundled_headers = false;
+  EXPECT_GT(o.as_nvrtc_flags().size(), 2u);  // the toolkit's directories are back
+  fs::remove_all(dir);
 }
 
 TEST(Program, BackendAndVersionQueries) {

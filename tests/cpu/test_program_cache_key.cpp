@@ -284,6 +284,18 @@ TEST(ProgramCacheIntegrity, Sha256MatchesTheStandardVectors) {
             "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
+TEST(ProgramCacheIntegrity, IncrementalSha256IsTheDigestOfTheConcatenation) {
+  // FIPS 180-2's two-block message, fed in uneven pieces (one crossing the 64-byte block).
+  const std::string msg = "abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+  detail::Sha256 h;
+  h.update(msg.substr(0, 3));
+  h.update(msg.data() + 3, 0);
+  h.update(msg.substr(3));
+  EXPECT_EQ(detail::to_hex(h.digest()), "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  EXPECT_THROW(h.update("x"), std::logic_error);  // spent
+  EXPECT_EQ(detail::to_hex(detail::Sha256().digest()), detail::to_hex(detail::sha256("")));
+}
+
 TEST(ProgramCacheIntegrity, ChecksumIsXxHash64) {
   // Reference values of the xxHash64 algorithm (seed 0).
   EXPECT_EQ(detail::checksum64("", 0), 0xEF46DB3751D8E999ULL);

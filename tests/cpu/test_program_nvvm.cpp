@@ -131,7 +131,12 @@ TEST(ProgramState, HandleCloseAndPchStatusAreShared) {
   EXPECT_THROW((void)p.compile(CodeType::ptx), ClosedError);
   p.close();  // idempotent
   Program ptx(".version 8.0\n.target sm_90\n.address_size 64\n", "ptx", test::sm90());
-  EXPECT_EQ(ptx.handle(), nullptr);  // the linker's, made per link
+  void* const link_state = ptx.handle();  // its linker's (cuda.core: self._linker.handle)
+  EXPECT_NE(link_state, nullptr);
+  Program ptx_copy = ptx;
+  EXPECT_EQ(ptx_copy.handle(), link_state);  // one linker for the copies
+  ptx_copy.close();
+  EXPECT_EQ(ptx.handle(), nullptr);
   Program nvvm(kernel_ir(), "nvvm", test::sm90());
   EXPECT_NE(nvvm.handle(), nullptr);
 }

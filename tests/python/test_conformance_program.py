@@ -96,6 +96,39 @@ def test_program_backend_handle_close_and_repr():
     assert q.is_closed
 
 
+def test_program_options_name_none_is_default_program():
+    # cuda.core 1.2: name=None falls back to the documented "default_program", which names the program to NVRTC.
+    o = ProgramOptions(name=None, arch=ARCH)
+    assert o.name == "default_program"
+    assert Program(KERNEL, "c++", o).compile("ptx").name == "default_program"
+    with pytest.raises(cucore.CompileError) as ei:
+        Program("int broken = ;", "c++", o).compile("ptx")
+    assert "default_program(1): error" in ei.value.log
+
+
+def test_use_bundled_headers_is_nvrtcs_own_from_13_3(tmp_path, monkeypatch):
+    # cuda.core 1.2: NVRTC's --use-bundled-headers with a directory under the user's cache.
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    o = ProgramOptions(arch=ARCH, use_bundled_headers=True)
+    headers = tmp_path / "cucore" / "nvrtc-bundled-headers"
+    flags = [f.decode() for f in o.as_bytes("nvrtc")]
+    assert flags == ["-arch=sm_90", f"--use-bundled-headers={headers}"]  # the toolkit's headers give way
+    with pytest.raises(cucore.CUDAError, match="not supported by NVVM backend: use_bundled_headers"):
+        o.as_bytes("nvvm")
+    major, minor = cucore._core.nvrtc_version()
+    code = '#include <cuda/std/type_traits>\nextern "C" __global__ void k(int* o) { *o = cuda::std::is_integral<int>::value; }'
+    if (major, minor) >= (13, 3):
+        assert Program(code, "c++", o).compile("ptx").code_type == "ptx"
+        assert (headers / "cccl" / "cuda" / "std" / "type_traits").is_file()
+        return
+    with pytest.raises(cucore.FeatureUnavailableError,
+                       match=rf"ProgramOptions::use_bundled_headers .* needs NVRTC 13\.3 or later; "
+                             rf"this NVRTC is {major}\.{minor}") as ei:
+        Program(code, "c++", o)
+    assert isinstance(ei.value, NotImplementedError)
+    assert not headers.exists()
+
+
 def test_compile_names_the_result_and_logs_warnings():
     name = "prog%d" % random.randrange(1 << 30)
     o = Program(KERNEL, "c++", ProgramOptions(name=name, arch=ARCH)).compile("ptx")

@@ -538,7 +538,7 @@ KNOWN_LACKING_CLASSES = {
 KNOWN_LACKING_NAMES = {
     "Buffer.set_deallocation_stream", "ManagedBuffer.set_deallocation_stream",
     "ManagedMemoryResource.attributes", "ManagedMemoryResource.is_closed", "ManagedMemoryResource.close",
-    "ObjectCode.get_module", "ProgramOptions.use_bundled_headers",
+    "ObjectCode.get_module",
     "graph.ChildGraphNode.update", "graph.EventRecordNode.update", "graph.EventWaitNode.update",
     "graph.HostCallbackNode.update", "graph.KernelNode.update", "graph.MemcpyNode.update", "graph.MemsetNode.update",
     "system.BAR1MemoryInfo.reserved", "system.ClockInfo.get_min_max_clock_of_pstate_mhz",

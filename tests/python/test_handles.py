@@ -7,6 +7,7 @@ CUmemoryPool): cucore returns those where cuda.bindings imports, plain ints
 where it does not (it is not a dependency). int() of either is the driver's
 handle, and from_handle takes both. Release failures in destructors, which
 nothing can raise, are CUDAWarning."""
+import ctypes
 import gc
 import subprocess
 import sys
@@ -66,16 +67,51 @@ def test_program_handles_by_backend(drv):
     p.close()
     assert type(p.handle) is nvrtc.nvrtcProgram and int(p.handle) == 0
     ptx = Program(KERNEL, "c++", ProgramOptions(arch="sm_90")).compile("ptx").code.decode()
-    assert Program(ptx, "ptx", ProgramOptions(arch="sm_90")).handle is None  # the linker's, made per compile
+    assert type(Program(ptx, "ptx", ProgramOptions(arch="sm_90")).handle) is int  # its linker's (nvJitLink here)
     q = Program(_nvvm_ir(), "nvvm", ProgramOptions(arch="sm_90"))
     assert type(q.handle) is int and q.handle != 0  # cuda.core: NVVM handles are ints
 
 
-def test_linker_handle_is_none():
+def _nvjitlink():
+    """The nvJitLink cucore loaded (the same library: a handle means nothing to another copy)."""
+    lib = ctypes.CDLL(cucore.pathfinder.find("nvjitlink").path)
+    lib.nvJitLinkComplete.argtypes = [ctypes.c_void_p]
+    lib.nvJitLinkGetLinkedCubinSize.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)]
+    return lib
+
+
+def _linked_cubin_size(lib, handle):
+    size = ctypes.c_size_t(0)
+    assert lib.nvJitLinkGetLinkedCubinSize(handle, ctypes.byref(size)) == 0  # NVJITLINK_SUCCESS
+    return size.value
+
+
+def test_linker_handle_is_the_nvjitlink_state_link_completes():
+    # cuda.core: the nvJitLinkHandle as an int (cuda.bindings.nvjitlink takes ints), made with the Linker.
     code = Program(KERNEL, "c++", ProgramOptions(arch="sm_90", relocatable_device_code=True)).compile("ptx")
     linker = cucore.Linker(code, options=cucore.LinkerOptions(arch="sm_90"))
-    assert linker.handle is None  # cucore makes the linker's handle per link()
-    assert linker.link("cubin").code_type == "cubin"
+    assert linker.backend == "nvJitLink"
+    h = linker.handle
+    assert type(h) is int and h != 0 and linker.handle == h  # made once
+    cubin = linker.link("cubin")
+    assert cubin.code_type == "cubin" and linker.handle == h  # the state link() completed
+    assert _linked_cubin_size(_nvjitlink(), h) == len(cubin.code)
+    linker.close()
+    assert linker.handle == 0
+
+
+def test_ptx_program_handle_is_its_linkers_state():
+    ptx = Program(KERNEL, "c++", ProgramOptions(arch="sm_90")).compile("ptx").code.decode()
+    p = Program(ptx, "ptx", ProgramOptions(arch="sm_90"))
+    assert p.backend == "nvJitLink"
+    h = p.handle
+    assert type(h) is int and h != 0 and p.handle == h
+    lib = _nvjitlink()
+    assert lib.nvJitLinkComplete(h) == 0  # a live state with the PTX added
+    assert _linked_cubin_size(lib, h) > 0
+    assert p.compile("cubin").code[:4] == b"\x7fELF"  # compile() links on its own
+    p.close()
+    assert p.handle == 0
 
 
 def test_stream_from_handle_takes_ints_and_custreams(drv):
