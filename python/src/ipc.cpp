@@ -3,9 +3,9 @@
 // members of DeviceMemoryResource / PinnedMemoryResource / Buffer / Event,
 // added to those classes here. libcucore owns every lifetime (the mapped
 // pools, the shared mappings, the registry, the one descriptor each Buffer
-// and Event keeps); this layer converts arguments. Pickling, multiprocessing's
-// reducers and the allocation handle each resource caches (a weak table keyed
-// by the resource's face) are in cucore/_ipc.py.
+// and Event keeps, the allocation handle each pool caches); this layer
+// converts arguments. Pickling and multiprocessing's reducers are in
+// cucore/_ipc.py.
 #include <nanobind/stl/shared_ptr.h>
 
 #include <cucore/ipc.hpp>
