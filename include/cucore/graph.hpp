@@ -59,6 +59,7 @@ class Device;
 namespace detail {
 struct GraphBox;
 struct GraphExecBox;
+struct NodeBox;
 struct BuilderState;
 }  // namespace detail
 
@@ -246,11 +247,14 @@ class NodeMaker {
 
  protected:
   NodeMaker() noexcept = default;
-  NodeMaker(std::shared_ptr<::cucore::detail::GraphBox> graph, CUgraphNode node) noexcept
-      : graph_(std::move(graph)), node_(node) {}
+  explicit NodeMaker(std::shared_ptr<::cucore::detail::GraphBox> graph) noexcept : graph_(std::move(graph)) {}
+  explicit NodeMaker(std::shared_ptr<::cucore::detail::NodeBox> node) noexcept;
+  // The graph, open, and for a GraphNode the node, not destroyed (ClosedError naming `operation`).
   const ::cucore::detail::GraphBox& open_graph(const char* operation) const;
+  // The node new nodes depend on: none for a GraphDefinition, this node for a GraphNode.
+  CUgraphNode after() const noexcept;
   std::shared_ptr<::cucore::detail::GraphBox> graph_;
-  CUgraphNode node_ = nullptr;  // null for a GraphDefinition (entry nodes)
+  std::shared_ptr<::cucore::detail::NodeBox> node_;  // null for a GraphDefinition (entry nodes)
 };
 }  // namespace detail
 
@@ -288,16 +292,20 @@ class GraphDefinition : public detail::NodeMaker {
   const std::shared_ptr<::cucore::detail::GraphBox>& box() const noexcept { return graph_; }
 };
 
+// A node of a definition. Every GraphNode of one CUgraphNode (copies, and
+// those nodes(), edges(), pred() and succ() give) shares one state while any
+// of them lives: destroy() through one invalidates them all, and == compares
+// that state (so a destroyed node still equals itself and nothing else).
 class GraphNode : public detail::NodeMaker {
  public:
   GraphNode() noexcept = default;  // invalid
 
-  CUgraphNode handle() const noexcept { return node_; }
+  CUgraphNode handle() const noexcept;  // null once destroyed
   CUgraphNodeType type() const;
   GraphDefinition graph() const;
   bool is_valid() const noexcept;
-  // Removes the node and its edges (idempotent).
-  void destroy();
+  // Removes the node and its edges (idempotent); every GraphNode of it is then invalid.
+  void destroy() const;
 
   std::vector<GraphNode> pred() const;  // the nodes it depends on
   std::vector<GraphNode> succ() const;  // the nodes that depend on it
@@ -322,9 +330,21 @@ class GraphNode : public detail::NodeMaker {
 
   friend bool operator==(const GraphNode& a, const GraphNode& b) noexcept { return a.node_ == b.node_; }
 
-  // Internal.
-  GraphNode(std::shared_ptr<::cucore::detail::GraphBox> graph, CUgraphNode node) noexcept
-      : NodeMaker(std::move(graph), node) {}
+  GraphNode(const GraphNode&) = default;
+  GraphNode(GraphNode&& other) noexcept;
+  GraphNode& operator=(const GraphNode& other);
+  GraphNode& operator=(GraphNode&& other) noexcept;
+  ~GraphNode();
+
+  // Internal: the node's shared state (its address identifies the node).
+  explicit GraphNode(std::shared_ptr<::cucore::detail::NodeBox> box) noexcept : NodeMaker(std::move(box)) {}
+  const std::shared_ptr<::cucore::detail::NodeBox>& box() const noexcept { return node_; }
+  // Internal, for the Python module's one object per node: registers this
+  // GraphNode as its node's face with an opaque `tag` (the Python object
+  // holding it); face() is the tag while that GraphNode lives unchanged, and
+  // null once it is destroyed or assigned (it never outlives its holder).
+  void set_face(const void* tag) const noexcept;
+  const void* face() const noexcept;
 
  private:
   const detail::NodeInfo* info(CUgraphNodeType expected, const char* what) const;

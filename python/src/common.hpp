@@ -200,6 +200,7 @@ enum class HandleKind : int {
   graph_exec,         // CUgraphExec
   graph_node,         // CUgraphNode
   graph_conditional,  // CUgraphConditionalHandle (taken as a kernel argument, never returned)
+  graph_node_type,    // the enum CUgraphNodeType (GraphNode.type), made the same way from an int
   nvrtc_program,      // cuda.bindings.nvrtc.nvrtcProgram
   count
 };

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "common.hpp"
 #include "launch_args.hpp"
@@ -54,7 +55,37 @@ CUCORE_CONDITIONAL_KIND(WhileNode)
 CUCORE_CONDITIONAL_KIND(SwitchNode)
 #undef CUCORE_CONDITIONAL_KIND
 
-nb::object wrap_node(const GraphNode& n) {
+// ---- GraphNode.type: a CUgraphNodeType member, as cuda.core gives it --------------------
+// cuda.bindings.driver.CUgraphNodeType where cuda.bindings imports (cuda.core's
+// own), else cucore.graph.CUgraphNodeType, the same names and values; a type
+// newer than this build's cuda.h is the plain int in that case.
+constexpr std::pair<const char*, CUgraphNodeType> kNodeTypes[] = {
+    {"CU_GRAPH_NODE_TYPE_KERNEL", CU_GRAPH_NODE_TYPE_KERNEL},
+    {"CU_GRAPH_NODE_TYPE_MEMCPY", CU_GRAPH_NODE_TYPE_MEMCPY},
+    {"CU_GRAPH_NODE_TYPE_MEMSET", CU_GRAPH_NODE_TYPE_MEMSET},
+    {"CU_GRAPH_NODE_TYPE_HOST", CU_GRAPH_NODE_TYPE_HOST},
+    {"CU_GRAPH_NODE_TYPE_GRAPH", CU_GRAPH_NODE_TYPE_GRAPH},
+    {"CU_GRAPH_NODE_TYPE_EMPTY", CU_GRAPH_NODE_TYPE_EMPTY},
+    {"CU_GRAPH_NODE_TYPE_WAIT_EVENT", CU_GRAPH_NODE_TYPE_WAIT_EVENT},
+    {"CU_GRAPH_NODE_TYPE_EVENT_RECORD", CU_GRAPH_NODE_TYPE_EVENT_RECORD},
+    {"CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL", CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL},
+    {"CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT", CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT},
+    {"CU_GRAPH_NODE_TYPE_MEM_ALLOC", CU_GRAPH_NODE_TYPE_MEM_ALLOC},
+    {"CU_GRAPH_NODE_TYPE_MEM_FREE", CU_GRAPH_NODE_TYPE_MEM_FREE},
+    {"CU_GRAPH_NODE_TYPE_BATCH_MEM_OP", CU_GRAPH_NODE_TYPE_BATCH_MEM_OP},
+    {"CU_GRAPH_NODE_TYPE_CONDITIONAL", CU_GRAPH_NODE_TYPE_CONDITIONAL},
+};
+
+nb::object node_type_object(CUgraphNodeType t) {
+  nb::object v = bindings_handle(HandleKind::graph_node_type, static_cast<std::uintptr_t>(t));
+  if (!PyLong_CheckExact(v.ptr())) return v;
+  for (const auto& [name, value] : kNodeTypes)
+    if (value == t) return nb::cast(t);
+  return v;
+}
+
+// A new Python object of the node's kind.
+nb::object new_node_object(const GraphNode& n) {
   switch (n.type()) {
     case CU_GRAPH_NODE_TYPE_KERNEL: return nb::cast(KernelNode(n));
     case CU_GRAPH_NODE_TYPE_MEMCPY: return nb::cast(MemcpyNode(n));
@@ -78,6 +109,19 @@ nb::object wrap_node(const GraphNode& n) {
       }
     default: return nb::cast(n);
   }
+}
+
+// One Python object per node, as cuda.core: the node's shared state (one per
+// CUgraphNode, libcucore's) records the GraphNode inside the node's live
+// Python object, and that GraphNode's destructor clears the record, so no
+// table or weak reference is kept here. Whoever reaches the node (the call
+// that made it, nodes(), edges(), pred, succ) gets that object while it lives.
+nb::object wrap_node(const GraphNode& n) {
+  if (PyObject* o = static_cast<PyObject*>(const_cast<void*>(n.face())); o && Py_REFCNT(o) > 0)
+    return nb::borrow(o);  // (a count of 0: being deallocated, its weak references' callbacks running)
+  nb::object o = new_node_object(n);
+  nb::inst_ptr<GraphNode>(o)->set_face(o.ptr());
+  return o;
 }
 
 // ---- options: cucore.graph's dataclasses, a dict, None, or any object with the fields ----
@@ -450,6 +494,11 @@ void bind_graph(nb::module_& parent) {
 
   nb::class_<cucore::graph::detail::NodeMaker>(m, "_NodeBuilder", nb::is_weak_referenceable());
 
+  auto node_types = nb::enum_<CUgraphNodeType>(m, "CUgraphNodeType", nb::is_arithmetic(),
+      "cuda.bindings.driver.CUgraphNodeType's names and values, for GraphNode.type where cuda.bindings "
+      "is not installed.");
+  for (const auto& [name, value] : kNodeTypes) node_types.value(name, value);
+
   auto def = nb::class_<GraphDefinition, cucore::graph::detail::NodeMaker>(m, "GraphDefinition",
       "A graph built node by node; instantiate() gives the executable Graph.", nb::is_weak_referenceable())
       .def(nb::init<>())
@@ -490,7 +539,11 @@ void bind_graph(nb::module_& parent) {
 
   auto node = nb::class_<GraphNode, cucore::graph::detail::NodeMaker>(m, "GraphNode",
       "A node of a graph definition; its builder methods add nodes that depend on it.", nb::is_weak_referenceable())
-      .def_prop_ro("type", [](const GraphNode& n) { return static_cast<int>(n.type()); })
+      .def_prop_ro("type", [](const GraphNode& n) -> nb::object {
+        if (!n.handle()) return nb::none();  // destroyed (cuda.core: None for no node)
+        return node_type_object(n.type());
+      }, "The node's CUgraphNodeType: cuda.bindings.driver's member where cuda.bindings is installed, "
+         "else cucore.graph.CUgraphNodeType's (the same names and values); None once destroyed.")
       .def_prop_ro("graph", &GraphNode::graph)
       .def_prop_ro("handle", [](const GraphNode& n) -> nb::object {
         if (!n.handle()) return nb::none();  // as cuda.core: no node (the entry point)
@@ -510,7 +563,8 @@ void bind_graph(nb::module_& parent) {
       .def("__eq__", [](const GraphNode& a, nb::handle b) {
         return nb::isinstance<GraphNode>(b) && a == nb::cast<const GraphNode&>(b);
       })
-      .def("__hash__", [](const GraphNode& n) { return nb::hash(nb::make_tuple("GraphNode", as_int(n.handle()))); })
+      // By the node's shared state: stable across destroy() (a set holding the node still finds it).
+      .def("__hash__", [](const GraphNode& n) { return nb::hash(nb::make_tuple("GraphNode", as_int(n.box().get()))); })
       .def("__repr__", &node_repr);
   bind_node_builders(node);
 

@@ -254,6 +254,7 @@ constexpr HandleClass kHandleClasses[] = {
     {0, "CUgraphExec", "cuda.bindings.driver.CUgraphExec"},
     {0, "CUgraphNode", "cuda.bindings.driver.CUgraphNode"},
     {0, "CUgraphConditionalHandle", "cuda.bindings.driver.CUgraphConditionalHandle"},
+    {0, "CUgraphNodeType", "cuda.bindings.driver.CUgraphNodeType"},
     {1, "nvrtcProgram", "cuda.bindings.nvrtc.nvrtcProgram"},
 };
 static_assert(std::size(kHandleClasses) == static_cast<std::size_t>(HandleKind::count));
