@@ -328,6 +328,28 @@ class GraphNode : public detail::NodeMaker {
   // The host function object of a callback node (empty for a raw CUhostFn).
   std::shared_ptr<const void> callback_owner() const;
 
+  // Changes what the node does in graphs instantiated from now on (cuda.core
+  // 1.2's update(); CUDA 12.2+, cuGraphNodeSetParams); executable graphs made
+  // before keep what they had. What the new parameters use (events, kernels,
+  // callbacks, child graphs) is kept by the graph. std::invalid_argument for a
+  // node of another kind; on a driver refusal the node is as it was.
+  void update_event(const Event& event) const;  // event record and wait nodes
+  void update_callback(std::function<void()> fn) const;
+  void update_callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner = {}) const;
+  void update_memset(const MemsetNodeParams& params) const;  // pitch is ignored for one row
+  void update_memcpy(const MemcpyNodeParams& params) const;
+  // A copy of `child` replaces the node's graph.
+  void update_child(const GraphDefinition& child) const;
+  // New dimensions; the kernel and its arguments stay.
+  void update_kernel(const LaunchConfig& config) const;
+  // A new launch: arguments packed and checked as launch() does.
+  template <typename... Args>
+    requires(!::cucore::detail::is_erased_pack_v<Args...>)
+  void update_kernel(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const;
+  // Internal: the same from packed arguments.
+  void update_packed_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
+                     const ::cucore::detail::ArgDesc* descs, std::size_t count) const;
+
   friend bool operator==(const GraphNode& a, const GraphNode& b) noexcept { return a.node_ == b.node_; }
 
   GraphNode(const GraphNode&) = default;
@@ -455,6 +477,20 @@ GraphNode detail::NodeMaker::launch(const LaunchConfig& config, const Kernel& ke
     [[maybe_unused]] CUdeviceptr slots[n ? n : 1];
     void* pointers[n ? n : 1] = {::cucore::detail::arg_address(kernel, I, args, slots[I])...};
     return add_kernel(config, kernel, pointers, descs, n);
+  }(std::index_sequence_for<Args...>{});
+}
+
+template <typename... Args>
+  requires(!::cucore::detail::is_erased_pack_v<Args...>)
+void GraphNode::update_kernel(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const {
+  (::cucore::detail::check_argument_type<Args>(), ...);
+  constexpr std::size_t n = sizeof...(Args);
+  static constexpr ::cucore::detail::ArgDesc descs[n ? n : 1] = {
+      ::cucore::detail::arg_desc<std::remove_cvref_t<Args>>()...};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [[maybe_unused]] CUdeviceptr slots[n ? n : 1];
+    void* pointers[n ? n : 1] = {::cucore::detail::arg_address(kernel, I, args, slots[I])...};
+    update_packed_kernel(config, kernel, pointers, descs, n);
   }(std::index_sequence_for<Args...>{});
 }
 

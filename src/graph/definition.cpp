@@ -821,4 +821,181 @@ std::shared_ptr<const void> GraphNode::callback_owner() const {
   return i ? i->callback : nullptr;
 }
 
+// ---- definition-node updates ---------------------------------------------------------------
+
+using detail::blank;
+using detail::host_trampoline;
+using detail::HostFunction;
+using detail::NodeInfo;
+using detail::work_context;
+
+namespace {
+// One cuGraphNodeSetParams; `info` (the node's new facts) replaces the old
+// ones only once the driver took the parameters.
+void set_params(const GraphNode& node, CUgraphNodeParams& params, std::shared_ptr<NodeInfo> info,
+                const char* what) {
+  const auto& d = driver();
+  require(reinterpret_cast<const void*>(d.cuGraphNodeSetParams), 12020,
+          "graph node updates (cuGraphNodeSetParams)");
+  check(d.cuGraphNodeSetParams(node.handle(), &params), what);
+  info->type = params.type;
+  GraphBox& top = node.box()->graph->top();
+  std::lock_guard lock(top.mutex);
+  top.nodes[node.handle()] = std::move(info);
+}
+
+// The node's facts as cucore recorded them, copied (a node cucore did not add: blank).
+std::shared_ptr<NodeInfo> copy_info(const GraphNode& node) {
+  GraphBox& top = node.box()->graph->top();
+  std::lock_guard lock(top.mutex);
+  auto it = top.nodes.find(node.handle());
+  return it == top.nodes.end() ? std::make_shared<NodeInfo>() : std::make_shared<NodeInfo>(*it->second);
+}
+
+void expect_type(const GraphNode& node, std::initializer_list<CUgraphNodeType> kinds, const char* what) {
+  if (!node.is_valid()) cucore::detail::throw_closed("GraphNode", what);
+  const CUgraphNodeType t = node.type();
+  for (CUgraphNodeType k : kinds)
+    if (t == k) return;
+  throw std::invalid_argument(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
+                              detail::node_type_name(*kinds.begin()) + " node");
+}
+}  // namespace
+
+void GraphNode::update_event(const Event& event) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_EVENT_RECORD, CU_GRAPH_NODE_TYPE_WAIT_EVENT}, "update (event)");
+  if (event.is_closed()) cucore::detail::throw_closed("Event", "update");
+  const bool record = type() == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+  CUgraphNodeParams p = blank(record ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+  if (record) p.eventRecord.event = event.handle();
+  else p.eventWait.event = event.handle();
+  auto info = copy_info(*this);
+  info->event = event;
+  graph_->retain(std::make_shared<const Event>(event));  // before the node can use it
+  set_params(*this, p, std::move(info), record ? "cuGraphNodeSetParams (event record)" : "cuGraphNodeSetParams (event wait)");
+}
+
+void GraphNode::update_callback(std::function<void()> fn) const {
+  if (!fn) throw std::invalid_argument("update: the callback function is empty");
+  auto owned = std::make_shared<const HostFunction>(std::move(fn));
+  update_callback(host_trampoline, const_cast<HostFunction*>(owned.get()), owned);
+}
+
+void GraphNode::update_callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_HOST}, "update (callback)");
+  if (!fn) throw std::invalid_argument("update: the callback function is null");
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_HOST);
+  p.host.fn = fn;
+  p.host.userData = user_data;
+  auto info = copy_info(*this);
+  info->callback = owner;
+  graph_->retain(std::move(owner));
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (host callback)");
+}
+
+void GraphNode::update_memset(const MemsetNodeParams& m) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_MEMSET}, "update (memset)");
+  if (m.element_size != 1 && m.element_size != 2 && m.element_size != 4)
+    throw std::invalid_argument("update: a memset element is 1, 2 or 4 bytes, not " + std::to_string(m.element_size));
+  if (m.width == 0 || m.height == 0) throw std::invalid_argument("update: memset width and height must be at least 1");
+  if (m.height > 1 && m.pitch < m.width * m.element_size)
+    throw std::invalid_argument("update: memset pitch (" + std::to_string(m.pitch) + " bytes) is less than a row of " +
+                                std::to_string(m.width * m.element_size) + " bytes");
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMSET);
+  p.memset.dst = m.dptr;
+  p.memset.pitch = m.height > 1 ? m.pitch : 0;
+  p.memset.value = m.value;
+  p.memset.elementSize = m.element_size;
+  p.memset.width = m.width;
+  p.memset.height = m.height;
+  p.memset.ctx = work_context();
+  auto info = copy_info(*this);
+  info->memset = m;
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (memset)");
+}
+
+void GraphNode::update_memcpy(const MemcpyNodeParams& m) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_MEMCPY}, "update (memcpy)");
+  if (m.size == 0) throw std::invalid_argument("update: memcpy size must be at least 1 byte");
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMCPY);
+  p.memcpy.copyCtx = work_context();
+  CUDA_MEMCPY3D& c = p.memcpy.copyParams;
+  c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;  // as memcpy() adds them
+  c.srcDevice = m.src;
+  c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.dstDevice = m.dst;
+  c.WidthInBytes = m.size;
+  c.Height = 1;
+  c.Depth = 1;
+  auto info = copy_info(*this);
+  info->memcpy = m;
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (memcpy)");
+}
+
+void GraphNode::update_child(const GraphDefinition& child) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_GRAPH}, "update (child graph)");
+  if (!child.is_valid()) cucore::detail::throw_closed("GraphDefinition", "update (the child)");
+  if (&child.box()->top() == &graph_->top())
+    throw std::invalid_argument("update: the child graph must not be of this node's own graph hierarchy");
+  child.box()->attach();  // the copy takes the child's references with it
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_GRAPH);
+  p.graph.graph = child.handle();
+  auto info = copy_info(*this);
+  graph_->retain(child.box());
+  set_params(*this, p, info, "cuGraphNodeSetParams (child graph)");
+  CUgraph copy = nullptr;
+  if (driver().cuGraphChildGraphNodeGetGraph(handle(), &copy) == CUDA_SUCCESS) info->child = copy;
+}
+
+void GraphNode::update_kernel(const LaunchConfig& config) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_KERNEL}, "update (kernel)");
+  if (config.cluster.is_set() || config.is_cooperative)
+    throw std::invalid_argument("update: graph kernel nodes take no cluster or cooperative configuration");
+  cucore::detail::NativeLaunchConfig native;
+  cucore::detail::to_native(config, nullptr, native);  // validates
+  const CUlaunchConfig& c = native.config;
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_KERNEL);
+  // The driver's current parameters: its own copies of the arguments stay valid for the call.
+  static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == sizeof(p.kernel), "the node's kernel parameters, one layout");
+  check(driver().cuGraphKernelNodeGetParams(handle(), reinterpret_cast<CUDA_KERNEL_NODE_PARAMS*>(&p.kernel)),
+        "cuGraphKernelNodeGetParams");
+  p.kernel.gridDimX = c.gridDimX;
+  p.kernel.gridDimY = c.gridDimY;
+  p.kernel.gridDimZ = c.gridDimZ;
+  p.kernel.blockDimX = c.blockDimX;
+  p.kernel.blockDimY = c.blockDimY;
+  p.kernel.blockDimZ = c.blockDimZ;
+  p.kernel.sharedMemBytes = c.sharedMemBytes;
+  auto info = copy_info(*this);
+  if (!info->kernel.kernel && p.kernel.kern) info->kernel.kernel = Kernel::from_handle(p.kernel.kern);
+  info->kernel.config = config;
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (kernel)");
+}
+
+void GraphNode::update_packed_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
+                              const ::cucore::detail::ArgDesc* descs, std::size_t count) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_KERNEL}, "update (kernel)");
+  if (config.cluster.is_set() || config.is_cooperative)
+    throw std::invalid_argument("update: graph kernel nodes take no cluster or cooperative configuration");
+  cucore::detail::KernelInfo& k = cucore::detail::checked_kernel(kernel, descs, count);
+  cucore::detail::NativeLaunchConfig native;
+  cucore::detail::to_native(config, nullptr, native);
+  const CUlaunchConfig& c = native.config;
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_KERNEL);
+  p.kernel.kern = k.handle;
+  p.kernel.ctx = work_context();
+  p.kernel.gridDimX = c.gridDimX;
+  p.kernel.gridDimY = c.gridDimY;
+  p.kernel.gridDimZ = c.gridDimZ;
+  p.kernel.blockDimX = c.blockDimX;
+  p.kernel.blockDimY = c.blockDimY;
+  p.kernel.blockDimZ = c.blockDimZ;
+  p.kernel.sharedMemBytes = c.sharedMemBytes;
+  p.kernel.kernelParams = count ? args : nullptr;  // copied by the driver
+  auto info = copy_info(*this);
+  info->kernel = {kernel, config};
+  graph_->retain(std::make_shared<const Kernel>(kernel), kernel.info());
+  set_params(*this, p, std::move(info), ("cuGraphNodeSetParams (kernel " + k.name + ")").c_str());
+}
+
 }  // namespace cucore::graph

@@ -3,7 +3,8 @@
 // drivers, foreign conditions), builder state errors, the update error naming
 // the first differing node, a broken capture reported with the call that broke
 // it, the release of what a graph retains once the driver lets go, and node
-// identity: one shared state per CUgraphNode, however the node is reached.
+// identity (one shared state per CUgraphNode, however the node is reached) and
+// definition-node updates (what reaches the driver, refusals leave the node be).
 #include <cucore/errors.hpp>
 #include <cucore/graph.hpp>
 #include <cucore/stream.hpp>
@@ -43,9 +44,13 @@ struct FakeGraphs {
   static inline std::vector<std::pair<void*, CUhostFn>> user_objects;  // (ptr, destroy)
   static inline int retained_on_graph = 0;
   static inline std::vector<std::pair<CUgraphNode, CUgraphNode>> edges;  // (from, to)
+  static inline std::vector<CUgraphNodeParams> set;                       // every cuGraphNodeSetParams's params
+  static inline CUresult set_result = CUDA_SUCCESS;
 
   static void reset() {
     edges.clear();
+    set.clear();
+    set_result = CUDA_SUCCESS;
     graph_nodes.clear();
     node_type.clear();
     added.clear();
@@ -118,6 +123,10 @@ struct FakeGraphs {
                                      const CUgraphEdgeData*, size_t n) {
       for (size_t i = 0; i < n; ++i) std::erase(edges, std::make_pair(from[i], to[i]));
       return CUDA_SUCCESS;
+    };
+    t.cuGraphNodeSetParams = [](CUgraphNode, CUgraphNodeParams* p) {
+      set.push_back(*p);
+      return set_result;
     };
     t.cuGraphDestroyNode = [](CUgraphNode node) {
       for (auto& [g, nodes] : graph_nodes) std::erase(nodes, node);
@@ -567,7 +576,9 @@ TEST_F(GraphFake, DestroyingANodeThroughOneGraphNodeInvalidatesEveryOne) {
   EXPECT_FALSE(fresh == a);
   EXPECT_FALSE(a.is_valid());
   for (const GraphNode& n : def.nodes())
-    if (n.handle() == old) EXPECT_EQ(state_of(n), state_of(fresh));
+    if (n.handle() == old) {
+      EXPECT_EQ(state_of(n), state_of(fresh));
+    }
 }
 
 TEST_F(GraphFake, TheNodeRegistryHoldsNoNodeAndStaysSmall) {
@@ -583,7 +594,9 @@ TEST_F(GraphFake, TheNodeRegistryHoldsNoNodeAndStaysSmall) {
   EXPECT_LT(def.box()->top().node_boxes.size(), 200u);
   // A node listed again after its GraphNodes are gone gets a new state; a held one, its own.
   for (const GraphNode& n : def.nodes())
-    if (n.handle() == kept.handle()) EXPECT_EQ(state_of(n), state_of(kept));
+    if (n.handle() == kept.handle()) {
+      EXPECT_EQ(state_of(n), state_of(kept));
+    }
 }
 
 TEST_F(GraphFake, AFaceLastsAsLongAsTheGraphNodeThatHoldsIt) {
@@ -610,4 +623,79 @@ TEST_F(GraphFake, AFaceLastsAsLongAsTheGraphNodeThatHoldsIt) {
   moved = def.empty();  // assigned: it now holds another node
   EXPECT_EQ(other.face(), nullptr);
   EXPECT_EQ(moved.face(), nullptr);
+}
+
+// ---- definition-node updates --------------------------------------------------------------
+
+TEST_F(GraphFake, NodeUpdatesReachTheDriverAndTheNodeReportsThem) {
+  GraphDefinition def;
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  fill.update_memset({.dptr = 0x2000, .value = 0xBEEF, .element_size = 2, .width = 8, .height = 3, .pitch = 64});
+  ASSERT_EQ(FakeGraphs::set.size(), 1u);
+  const CUDA_MEMSET_NODE_PARAMS_v2& m = FakeGraphs::set[0].memset;
+  EXPECT_EQ(FakeGraphs::set[0].type, CU_GRAPH_NODE_TYPE_MEMSET);
+  EXPECT_EQ(m.dst, CUdeviceptr(0x2000));
+  EXPECT_EQ(m.value, 0xBEEFu);
+  EXPECT_EQ(m.elementSize, 2u);
+  EXPECT_EQ(m.width, 8u);
+  EXPECT_EQ(m.height, 3u);
+  EXPECT_EQ(m.pitch, 64u);
+  const MemsetNodeParams now = fill.memset_params();
+  EXPECT_EQ(now.dptr, CUdeviceptr(0x2000));
+  EXPECT_EQ(now.value, 0xBEEFu);
+  EXPECT_EQ(now.element_size, 2u);
+  EXPECT_EQ(now.width, 8u);
+
+  GraphNode copy = def.memcpy(CUdeviceptr(0x3000), CUdeviceptr(0x4000), 32);
+  copy.update_memcpy({.dst = 0x5000, .src = 0x6000, .size = 48});
+  ASSERT_EQ(FakeGraphs::set.size(), 2u);
+  const CUDA_MEMCPY3D& c = FakeGraphs::set[1].memcpy.copyParams;
+  EXPECT_EQ(FakeGraphs::set[1].type, CU_GRAPH_NODE_TYPE_MEMCPY);
+  EXPECT_EQ(c.dstDevice, CUdeviceptr(0x5000));
+  EXPECT_EQ(c.srcDevice, CUdeviceptr(0x6000));
+  EXPECT_EQ(c.WidthInBytes, 48u);
+  EXPECT_EQ(c.Height, 1u);
+  EXPECT_EQ(copy.memcpy_params().size, 48u);
+  EXPECT_EQ(copy.memcpy_params().src, CUdeviceptr(0x6000));
+
+  int calls = 0;
+  GraphNode host = def.callback([&calls] { ++calls; });
+  auto before = host.callback_owner();
+  host.update_callback([&calls] { calls += 10; });
+  ASSERT_EQ(FakeGraphs::set.size(), 3u);
+  EXPECT_EQ(FakeGraphs::set[2].type, CU_GRAPH_NODE_TYPE_HOST);
+  EXPECT_NE(host.callback_owner(), before);
+  FakeGraphs::set[2].host.fn(FakeGraphs::set[2].host.userData);  // what the driver would call
+  EXPECT_EQ(calls, 10);
+}
+
+TEST_F(GraphFake, ARefusedOrImpossibleUpdateLeavesTheNodeAsItWas) {
+  GraphDefinition def;
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  FakeGraphs::set_result = CUDA_ERROR_INVALID_VALUE;
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}), CudaError);
+  FakeGraphs::set_result = CUDA_SUCCESS;
+  EXPECT_EQ(fill.memset_params().dptr, CUdeviceptr(0x1000));
+  EXPECT_EQ(fill.memset_params().value, 1u);
+
+  // Checked before the driver: nothing reaches it.
+  const auto reached = FakeGraphs::set.size();
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 3, .width = 16}), std::invalid_argument);
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 0}), std::invalid_argument);
+  EXPECT_THROW(fill.update_memcpy({.dst = 1, .src = 2, .size = 4}), std::invalid_argument);  // not a memcpy node
+  GraphNode empty = def.empty();
+  EXPECT_THROW(empty.update_callback([] {}), std::invalid_argument);
+  EXPECT_THROW(empty.update_child(def), std::invalid_argument);
+  GraphNode copy = def.memcpy(CUdeviceptr(0x3000), CUdeviceptr(0x4000), 32);
+  EXPECT_THROW(copy.update_memcpy({.dst = 1, .src = 2, .size = 0}), std::invalid_argument);
+  copy.destroy();
+  EXPECT_THROW(copy.update_memcpy({.dst = 1, .src = 2, .size = 4}), ClosedError);
+  EXPECT_EQ(FakeGraphs::set.size(), reached);
+
+  // An older driver: refused with what it needs.
+  fake.table.version = 12010;
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}),
+               FeatureUnavailableError);
+  EXPECT_EQ(FakeGraphs::set.size(), reached);
+  EXPECT_EQ(fill.memset_params().value, 1u);
 }

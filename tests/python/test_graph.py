@@ -438,6 +438,175 @@ def test_conditionals(mod):
         GraphDefinition().if_then(c_if)  # a condition of another graph
 
 
+def test_definition_node_updates_change_later_instantiations(mod):
+    """cuda.core 1.2's node update(): graphs instantiated after an update use
+    the new parameters, those made before keep the old; the node reports the
+    new ones; refused updates change nothing."""
+    import threading
+
+    n = 256
+    s = Device(0).create_stream()
+    add = mod.get_kernel("add_int")
+    zeros = np.zeros(n, np.int32)
+
+    # kernel: arguments, then dimensions, then kernel and arguments together
+    a, b = upload(zeros, s), upload(zeros, s)
+    g = GraphDefinition()
+    k = g.launch(cfg(n), add, a, 1, n)
+    old = g.instantiate()
+    k.update(args=(b, 5, n))
+    new = g.instantiate()
+    old.launch(s)
+    new.launch(s)
+    np.testing.assert_array_equal(download(a, np.int32, s), zeros + 1)
+    np.testing.assert_array_equal(download(b, np.int32, s), zeros + 5)
+    k.update(config=LaunchConfig(grid=1, block=128))
+    assert (k.grid, k.block) == ((1, 1, 1), (128, 1, 1))
+    g.instantiate().launch(s)
+    np.testing.assert_array_equal(download(b, np.int32, s), np.r_[np.full(128, 10), np.full(n - 128, 5)])
+    with pytest.raises(ValueError, match="changing kernel requires args"):
+        k.update(kernel=add)
+    with pytest.raises(TypeError):
+        k.update(config=object())
+    with pytest.raises(TypeError):
+        k.update(LaunchConfig(grid=1, block=1))  # keyword-only
+    k.update(kernel=add, args=(a, 100, n), config=cfg(n))
+    g.instantiate().launch(s)
+    np.testing.assert_array_equal(download(a, np.int32, s), zeros + 101)
+    assert k.grid == ((n + 255) // 256, 1, 1)
+
+    # memset: value, then destination and width
+    buf, other = upload(zeros, s), upload(zeros, s)
+    g = GraphDefinition()
+    ms = g.memset(buf, np.int32(7), n)
+    old = g.instantiate()
+    ms.update(value=np.int32(9))
+    assert (ms.value, ms.element_size, ms.width, ms.dptr) == (9, 4, n, int(buf.handle))
+    new = g.instantiate()
+    old.launch(s)
+    np.testing.assert_array_equal(download(buf, np.int32, s), zeros + 7)
+    new.launch(s)
+    np.testing.assert_array_equal(download(buf, np.int32, s), zeros + 9)
+    ms.update(dst=other, width=n // 2)
+    g.instantiate().launch(s)
+    np.testing.assert_array_equal(download(other, np.int32, s), np.r_[np.full(n // 2, 9), np.zeros(n // 2)])
+    with pytest.raises(TypeError):
+        ms.update(buf)  # keyword-only
+    with pytest.raises(ValueError):
+        ms.update(value=256)
+    with pytest.raises(ValueError, match="dst_owner requires dst"):
+        ms.update(dst_owner=buf)
+    with pytest.raises(OverflowError):
+        ms.update(width=-1)
+    assert (ms.value, ms.width, ms.dptr) == (9, n // 2, int(other.handle))
+
+    # memcpy: source and size
+    src1, src2, dst = upload(np.arange(n, dtype=np.int32), s), upload(2 * np.arange(n, dtype=np.int32), s), upload(zeros, s)
+    g = GraphDefinition()
+    mc = g.memcpy(dst, src1, n * 4)
+    old = g.instantiate()
+    mc.update(src=src2, size=n * 2)
+    assert (mc.src, mc.dst, mc.size) == (int(src2.handle), int(dst.handle), n * 2)
+    new = g.instantiate()
+    old.launch(s)
+    np.testing.assert_array_equal(download(dst, np.int32, s), np.arange(n))
+    dst.copy_from(zeros, stream=s)
+    new.launch(s)
+    np.testing.assert_array_equal(download(dst, np.int32, s), np.r_[2 * np.arange(n // 2), np.zeros(n // 2)])
+    with pytest.raises(OverflowError):
+        mc.update(size=-1)
+    with pytest.raises(TypeError):
+        mc.update(src=object())
+    assert mc.size == n * 2
+
+    # event record: the event a launch leaves pending while a callback blocks it
+    e1, e2 = Device(0).create_event(), Device(0).create_event()
+    started, release = threading.Event(), threading.Event()
+
+    def block():
+        started.set()
+        release.wait(30)
+
+    g = GraphDefinition()
+    rec = g.callback(block).record(e1)
+    old = g.instantiate()
+    rec.update(e2)
+    assert rec.event == e2
+    new = g.instantiate()
+
+    def records(graph, pending, done):
+        started.clear()
+        release.clear()
+        st = Device(0).create_stream()
+        graph.launch(st)
+        try:
+            assert started.wait(5)
+            assert pending.is_done is False and done.is_done is True
+        finally:
+            release.set()
+            st.sync()
+
+    records(old, e1, e2)
+    records(new, e2, e1)
+    with pytest.raises(TypeError):
+        rec.update(object())
+
+    # event wait: the updated node waits on the new event
+    g = GraphDefinition()
+    w = g.wait(e1)
+    w.update(e2)
+    assert w.event == e2
+
+    # host callback and child graph
+    called = []
+
+    def first():
+        called.append(1)
+
+    def second():
+        called.append(2)
+
+    g = GraphDefinition()
+    hc = g.callback(first)
+    old = g.instantiate()
+    hc.update(second)
+    assert hc.callback is second
+    new = g.instantiate()
+    old.launch(s)
+    s.sync()
+    new.launch(s)
+    s.sync()
+    assert called == [1, 2]
+    with pytest.raises(ValueError):
+        hc.update(first, user_data=b"x")  # user_data is for ctypes functions
+    with pytest.raises(TypeError):
+        hc.update(object())
+    assert hc.callback is second
+
+    c1, c2 = GraphDefinition(), GraphDefinition()
+    c1.callback(lambda: called.append("c1"))
+    c2.callback(lambda: called.append("c2"))
+    g = GraphDefinition()
+    ch = g.embed(c1)
+    old = g.instantiate()
+    ch.update(c2)
+    new = g.instantiate()
+    called.clear()
+    old.launch(s)
+    s.sync()
+    new.launch(s)
+    s.sync()
+    assert called == ["c1", "c2"]
+    with pytest.raises(ValueError):
+        ch.update(ch.child_graph)  # of its own hierarchy
+    with pytest.raises(TypeError):
+        ch.update(object())
+
+    ms.destroy()
+    with pytest.raises(cucore.ClosedError):
+        ms.update(value=1)
+
+
 def test_update_and_mismatch(mod):
     n = 65536
     rng = np.random.default_rng(6)
