@@ -59,6 +59,7 @@ class Device;
 namespace detail {
 struct GraphBox;
 struct GraphExecBox;
+struct NodeBox;
 struct BuilderState;
 }  // namespace detail
 
@@ -246,11 +247,14 @@ class NodeMaker {
 
  protected:
   NodeMaker() noexcept = default;
-  NodeMaker(std::shared_ptr<::cucore::detail::GraphBox> graph, CUgraphNode node) noexcept
-      : graph_(std::move(graph)), node_(node) {}
+  explicit NodeMaker(std::shared_ptr<::cucore::detail::GraphBox> graph) noexcept : graph_(std::move(graph)) {}
+  explicit NodeMaker(std::shared_ptr<::cucore::detail::NodeBox> node) noexcept;
+  // The graph, open, and for a GraphNode the node, not destroyed (ClosedError naming `operation`).
   const ::cucore::detail::GraphBox& open_graph(const char* operation) const;
+  // The node new nodes depend on: none for a GraphDefinition, this node for a GraphNode.
+  CUgraphNode after() const noexcept;
   std::shared_ptr<::cucore::detail::GraphBox> graph_;
-  CUgraphNode node_ = nullptr;  // null for a GraphDefinition (entry nodes)
+  std::shared_ptr<::cucore::detail::NodeBox> node_;  // null for a GraphDefinition (entry nodes)
 };
 }  // namespace detail
 
@@ -288,16 +292,20 @@ class GraphDefinition : public detail::NodeMaker {
   const std::shared_ptr<::cucore::detail::GraphBox>& box() const noexcept { return graph_; }
 };
 
+// A node of a definition. Every GraphNode of one CUgraphNode (copies, and
+// those nodes(), edges(), pred() and succ() give) shares one state while any
+// of them lives: destroy() through one invalidates them all, and == compares
+// that state (so a destroyed node still equals itself and nothing else).
 class GraphNode : public detail::NodeMaker {
  public:
   GraphNode() noexcept = default;  // invalid
 
-  CUgraphNode handle() const noexcept { return node_; }
+  CUgraphNode handle() const noexcept;  // null once destroyed
   CUgraphNodeType type() const;
   GraphDefinition graph() const;
   bool is_valid() const noexcept;
-  // Removes the node and its edges (idempotent).
-  void destroy();
+  // Removes the node and its edges (idempotent); every GraphNode of it is then invalid.
+  void destroy() const;
 
   std::vector<GraphNode> pred() const;  // the nodes it depends on
   std::vector<GraphNode> succ() const;  // the nodes that depend on it
@@ -320,11 +328,45 @@ class GraphNode : public detail::NodeMaker {
   // The host function object of a callback node (empty for a raw CUhostFn).
   std::shared_ptr<const void> callback_owner() const;
 
+  // Changes what the node does in graphs instantiated from now on (cuda.core
+  // 1.2's update(); CUDA 12.2+, cuGraphNodeSetParams); executable graphs made
+  // before keep what they had. What the new parameters use (events, kernels,
+  // callbacks, child graphs) is kept by the graph. std::invalid_argument for a
+  // node of another kind; on a driver refusal the node is as it was.
+  void update_event(const Event& event) const;  // event record and wait nodes
+  void update_callback(std::function<void()> fn) const;
+  void update_callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner = {}) const;
+  void update_memset(const MemsetNodeParams& params) const;  // pitch is ignored for one row
+  void update_memcpy(const MemcpyNodeParams& params) const;
+  // A copy of `child` replaces the node's graph.
+  void update_child(const GraphDefinition& child) const;
+  // New dimensions; the kernel and its arguments stay.
+  void update_kernel(const LaunchConfig& config) const;
+  // A new launch: arguments packed and checked as launch() does.
+  template <typename... Args>
+    requires(!::cucore::detail::is_erased_pack_v<Args...>)
+  void update_kernel(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const;
+  // Internal: the same from packed arguments.
+  void update_packed_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
+                     const ::cucore::detail::ArgDesc* descs, std::size_t count) const;
+
   friend bool operator==(const GraphNode& a, const GraphNode& b) noexcept { return a.node_ == b.node_; }
 
-  // Internal.
-  GraphNode(std::shared_ptr<::cucore::detail::GraphBox> graph, CUgraphNode node) noexcept
-      : NodeMaker(std::move(graph), node) {}
+  GraphNode(const GraphNode&) = default;
+  GraphNode(GraphNode&& other) noexcept;
+  GraphNode& operator=(const GraphNode& other);
+  GraphNode& operator=(GraphNode&& other) noexcept;
+  ~GraphNode();
+
+  // Internal: the node's shared state (its address identifies the node).
+  explicit GraphNode(std::shared_ptr<::cucore::detail::NodeBox> box) noexcept : NodeMaker(std::move(box)) {}
+  const std::shared_ptr<::cucore::detail::NodeBox>& box() const noexcept { return node_; }
+  // Internal, for the Python module's one object per node: registers this
+  // GraphNode as its node's face with an opaque `tag` (the Python object
+  // holding it); face() is the tag while that GraphNode lives unchanged, and
+  // null once it is destroyed or assigned (it never outlives its holder).
+  void set_face(const void* tag) const noexcept;
+  const void* face() const noexcept;
 
  private:
   const detail::NodeInfo* info(CUgraphNodeType expected, const char* what) const;
@@ -435,6 +477,20 @@ GraphNode detail::NodeMaker::launch(const LaunchConfig& config, const Kernel& ke
     [[maybe_unused]] CUdeviceptr slots[n ? n : 1];
     void* pointers[n ? n : 1] = {::cucore::detail::arg_address(kernel, I, args, slots[I])...};
     return add_kernel(config, kernel, pointers, descs, n);
+  }(std::index_sequence_for<Args...>{});
+}
+
+template <typename... Args>
+  requires(!::cucore::detail::is_erased_pack_v<Args...>)
+void GraphNode::update_kernel(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const {
+  (::cucore::detail::check_argument_type<Args>(), ...);
+  constexpr std::size_t n = sizeof...(Args);
+  static constexpr ::cucore::detail::ArgDesc descs[n ? n : 1] = {
+      ::cucore::detail::arg_desc<std::remove_cvref_t<Args>>()...};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [[maybe_unused]] CUdeviceptr slots[n ? n : 1];
+    void* pointers[n ? n : 1] = {::cucore::detail::arg_address(kernel, I, args, slots[I])...};
+    update_packed_kernel(config, kernel, pointers, descs, n);
   }(std::index_sequence_for<Args...>{});
 }
 

@@ -201,6 +201,7 @@ enum class HandleKind : int {
   graph_node,         // CUgraphNode
   graph_conditional,  // CUgraphConditionalHandle (taken as a kernel argument, never returned)
   link_state,         // CUlinkState (the driver's linker)
+  graph_node_type,    // the enum CUgraphNodeType (GraphNode.type), made the same way from an int
   nvrtc_program,      // cuda.bindings.nvrtc.nvrtcProgram
   count
 };

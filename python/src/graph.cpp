@@ -13,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
+#include <utility>
 
 #include "common.hpp"
 #include "launch_args.hpp"
@@ -54,7 +56,37 @@ CUCORE_CONDITIONAL_KIND(WhileNode)
 CUCORE_CONDITIONAL_KIND(SwitchNode)
 #undef CUCORE_CONDITIONAL_KIND
 
-nb::object wrap_node(const GraphNode& n) {
+// ---- GraphNode.type: a CUgraphNodeType member, as cuda.core gives it --------------------
+// cuda.bindings.driver.CUgraphNodeType where cuda.bindings imports (cuda.core's
+// own), else cucore.graph.CUgraphNodeType, the same names and values; a type
+// newer than this build's cuda.h is the plain int in that case.
+constexpr std::pair<const char*, CUgraphNodeType> kNodeTypes[] = {
+    {"CU_GRAPH_NODE_TYPE_KERNEL", CU_GRAPH_NODE_TYPE_KERNEL},
+    {"CU_GRAPH_NODE_TYPE_MEMCPY", CU_GRAPH_NODE_TYPE_MEMCPY},
+    {"CU_GRAPH_NODE_TYPE_MEMSET", CU_GRAPH_NODE_TYPE_MEMSET},
+    {"CU_GRAPH_NODE_TYPE_HOST", CU_GRAPH_NODE_TYPE_HOST},
+    {"CU_GRAPH_NODE_TYPE_GRAPH", CU_GRAPH_NODE_TYPE_GRAPH},
+    {"CU_GRAPH_NODE_TYPE_EMPTY", CU_GRAPH_NODE_TYPE_EMPTY},
+    {"CU_GRAPH_NODE_TYPE_WAIT_EVENT", CU_GRAPH_NODE_TYPE_WAIT_EVENT},
+    {"CU_GRAPH_NODE_TYPE_EVENT_RECORD", CU_GRAPH_NODE_TYPE_EVENT_RECORD},
+    {"CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL", CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL},
+    {"CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT", CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT},
+    {"CU_GRAPH_NODE_TYPE_MEM_ALLOC", CU_GRAPH_NODE_TYPE_MEM_ALLOC},
+    {"CU_GRAPH_NODE_TYPE_MEM_FREE", CU_GRAPH_NODE_TYPE_MEM_FREE},
+    {"CU_GRAPH_NODE_TYPE_BATCH_MEM_OP", CU_GRAPH_NODE_TYPE_BATCH_MEM_OP},
+    {"CU_GRAPH_NODE_TYPE_CONDITIONAL", CU_GRAPH_NODE_TYPE_CONDITIONAL},
+};
+
+nb::object node_type_object(CUgraphNodeType t) {
+  nb::object v = bindings_handle(HandleKind::graph_node_type, static_cast<std::uintptr_t>(t));
+  if (!PyLong_CheckExact(v.ptr())) return v;
+  for (const auto& [name, value] : kNodeTypes)
+    if (value == t) return nb::cast(t);
+  return v;
+}
+
+// A new Python object of the node's kind.
+nb::object new_node_object(const GraphNode& n) {
   switch (n.type()) {
     case CU_GRAPH_NODE_TYPE_KERNEL: return nb::cast(KernelNode(n));
     case CU_GRAPH_NODE_TYPE_MEMCPY: return nb::cast(MemcpyNode(n));
@@ -78,6 +110,19 @@ nb::object wrap_node(const GraphNode& n) {
       }
     default: return nb::cast(n);
   }
+}
+
+// One Python object per node, as cuda.core: the node's shared state (one per
+// CUgraphNode, libcucore's) records the GraphNode inside the node's live
+// Python object, and that GraphNode's destructor clears the record, so no
+// table or weak reference is kept here. Whoever reaches the node (the call
+// that made it, nodes(), edges(), pred, succ) gets that object while it lives.
+nb::object wrap_node(const GraphNode& n) {
+  if (PyObject* o = static_cast<PyObject*>(const_cast<void*>(n.face())); o && Py_REFCNT(o) > 0)
+    return nb::borrow(o);  // (a count of 0: being deallocated, its weak references' callbacks running)
+  nb::object o = new_node_object(n);
+  nb::inst_ptr<GraphNode>(o)->set_face(o.ptr());
+  return o;
 }
 
 // ---- options: cucore.graph's dataclasses, a dict, None, or any object with the fields ----
@@ -228,6 +273,32 @@ GraphCondition condition_arg(nb::handle c) {
   return *nb::inst_ptr<GraphCondition>(c);
 }
 
+// A size-like keyword of update(): an int (OverflowError for a negative or
+// too large one, TypeError for another type, naming it).
+std::size_t size_kw(nb::handle v, const char* what) {
+  return static_cast<std::size_t>(uint64_arg(v, std::string("update: ") + what));
+}
+
+// A memset's fill value: an int is one byte; else an object of 1, 2 or 4 bytes
+// (a numpy scalar, bytes), read through the buffer protocol. (bits, size).
+std::pair<std::uint32_t, unsigned> fill_value(nb::handle value) {
+  if (PyLong_Check(value.ptr())) {
+    long long v = nb::cast<long long>(value);
+    if (v < 0 || v > 255) raise_value_error("memset: an int value is one byte, in [0, 256)");
+    return {static_cast<std::uint32_t>(v), 1};
+  }
+  Py_buffer view;
+  if (PyObject_GetBuffer(value.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
+  std::uint32_t bits = 0;
+  const Py_ssize_t len = view.len;
+  if (len == 1 || len == 2 || len == 4) std::memcpy(&bits, view.buf, static_cast<std::size_t>(len));
+  PyBuffer_Release(&view);
+  if (len != 1 && len != 2 && len != 4)
+    raise_value_error("memset: value must be an int or an object of 1, 2 or 4 bytes, got " + std::to_string(len) +
+                      " bytes");
+  return {bits, static_cast<unsigned>(len)};
+}
+
 template <typename T>
 void bind_node_builders(nb::class_<T, cucore::graph::detail::NodeMaker>& c) {
   c.def("empty", [](const T& self) { return wrap_node(self.empty()); })
@@ -271,22 +342,10 @@ void bind_node_builders(nb::class_<T, cucore::graph::detail::NodeMaker>& c) {
                         std::size_t pitch, nb::handle dst_owner) {
         GraphDefinition g = graph_of(self);
         CUdeviceptr p = operand(g, dst, dst_owner, "dst");
-        if (PyLong_Check(value.ptr())) {
-          long long v = nb::cast<long long>(value);
-          if (v < 0 || v > 255) raise_value_error("memset: an int value is one byte, in [0, 256)");
-          return wrap_node(self.memset(p, static_cast<std::uint8_t>(v), width, height, pitch));
-        }
-        Py_buffer view;
-        if (PyObject_GetBuffer(value.ptr(), &view, PyBUF_SIMPLE) != 0) throw nb::python_error();
-        std::uint32_t bits = 0;
-        const Py_ssize_t len = view.len;
-        if (len == 1 || len == 2 || len == 4) std::memcpy(&bits, view.buf, static_cast<std::size_t>(len));
-        PyBuffer_Release(&view);
-        if (len == 1) return wrap_node(self.memset(p, static_cast<std::uint8_t>(bits), width, height, pitch));
-        if (len == 2) return wrap_node(self.memset(p, static_cast<std::uint16_t>(bits), width, height, pitch));
-        if (len == 4) return wrap_node(self.memset(p, bits, width, height, pitch));
-        raise_value_error("memset: value must be an int or an object of 1, 2 or 4 bytes, got " + std::to_string(len) +
-                          " bytes");
+        auto [bits, size] = fill_value(value);
+        if (size == 1) return wrap_node(self.memset(p, static_cast<std::uint8_t>(bits), width, height, pitch));
+        if (size == 2) return wrap_node(self.memset(p, static_cast<std::uint16_t>(bits), width, height, pitch));
+        return wrap_node(self.memset(p, bits, width, height, pitch));
       }, nb::arg("dst"), nb::arg("value"), nb::arg("width"), nb::arg("height") = 1, nb::arg("pitch") = 0,
          nb::kw_only(), nb::arg("dst_owner") = nb::none())
       .def("memcpy", [](const T& self, nb::handle dst, nb::handle src, std::size_t size, nb::handle dst_owner,
@@ -450,6 +509,11 @@ void bind_graph(nb::module_& parent) {
 
   nb::class_<cucore::graph::detail::NodeMaker>(m, "_NodeBuilder", nb::is_weak_referenceable());
 
+  auto node_types = nb::enum_<CUgraphNodeType>(m, "CUgraphNodeType", nb::is_arithmetic(),
+      "cuda.bindings.driver.CUgraphNodeType's names and values, for GraphNode.type where cuda.bindings "
+      "is not installed.");
+  for (const auto& [name, value] : kNodeTypes) node_types.value(name, value);
+
   auto def = nb::class_<GraphDefinition, cucore::graph::detail::NodeMaker>(m, "GraphDefinition",
       "A graph built node by node; instantiate() gives the executable Graph.", nb::is_weak_referenceable())
       .def(nb::init<>())
@@ -490,7 +554,11 @@ void bind_graph(nb::module_& parent) {
 
   auto node = nb::class_<GraphNode, cucore::graph::detail::NodeMaker>(m, "GraphNode",
       "A node of a graph definition; its builder methods add nodes that depend on it.", nb::is_weak_referenceable())
-      .def_prop_ro("type", [](const GraphNode& n) { return static_cast<int>(n.type()); })
+      .def_prop_ro("type", [](const GraphNode& n) -> nb::object {
+        if (!n.handle()) return nb::none();  // destroyed (cuda.core: None for no node)
+        return node_type_object(n.type());
+      }, "The node's CUgraphNodeType: cuda.bindings.driver's member where cuda.bindings is installed, "
+         "else cucore.graph.CUgraphNodeType's (the same names and values); None once destroyed.")
       .def_prop_ro("graph", &GraphNode::graph)
       .def_prop_ro("handle", [](const GraphNode& n) -> nb::object {
         if (!n.handle()) return nb::none();  // as cuda.core: no node (the entry point)
@@ -510,7 +578,8 @@ void bind_graph(nb::module_& parent) {
       .def("__eq__", [](const GraphNode& a, nb::handle b) {
         return nb::isinstance<GraphNode>(b) && a == nb::cast<const GraphNode&>(b);
       })
-      .def("__hash__", [](const GraphNode& n) { return nb::hash(nb::make_tuple("GraphNode", as_int(n.handle()))); })
+      // By the node's shared state: stable across destroy() (a set holding the node still finds it).
+      .def("__hash__", [](const GraphNode& n) { return nb::hash(nb::make_tuple("GraphNode", as_int(n.box().get()))); })
       .def("__repr__", &node_repr);
   bind_node_builders(node);
 
@@ -531,7 +600,28 @@ void bind_graph(nb::module_& parent) {
         c.cluster = {};
         c.is_cooperative = false;
         return c;
-      });
+      })
+      .def("update", [](const KernelNode& n, nb::handle config, nb::handle kernel, nb::handle args) {
+        if (!kernel.is_none() && args.is_none()) raise_value_error("changing kernel requires args");
+        if (config.is_none() && kernel.is_none() && args.is_none()) return;
+        if (!config.is_none() && !nb::isinstance<cucore::LaunchConfig>(config))
+          raise_type_error("update: config must be a LaunchConfig");
+        if (!kernel.is_none() && !nb::isinstance<cucore::Kernel>(kernel))
+          raise_type_error("update: kernel must be a Kernel");
+        const cucore::graph::KernelNodeParams now = n.kernel_params();
+        const cucore::LaunchConfig cfg = config.is_none() ? now.config : nb::cast<cucore::LaunchConfig>(config);
+        if (args.is_none()) return n.update_kernel(cfg);  // the same kernel and arguments
+        const cucore::Kernel k = kernel.is_none() ? now.kernel : nb::cast<cucore::Kernel>(kernel);
+        nb::object items = nb::steal(PySequence_Tuple(args.ptr()));
+        if (!items.is_valid()) throw nb::python_error();
+        const std::size_t count = static_cast<std::size_t>(PyTuple_GET_SIZE(items.ptr()));
+        PyObject* const* v = count ? &PyTuple_GET_ITEM(items.ptr(), 0) : nullptr;
+        PackedArgs packed;
+        pack_kernel_args(k, v, count, packed);
+        n.update_packed_kernel(cfg, k, packed.pointers, packed.descs, count);
+        if (auto owners = argument_owners(v, count)) n.graph().retain(std::move(owners));
+      }, nb::kw_only(), nb::arg("config") = nb::none(), nb::arg("kernel") = nb::none(), nb::arg("args") = nb::none(),
+         "Replaces the given launch parameters for graphs instantiated from now on; changing kernel needs args.");
   nb::class_<AllocNode, GraphNode>(m, "AllocNode", "A memory allocation node.")
       .def_prop_ro("dptr", [](const AllocNode& n) { return static_cast<std::uintptr_t>(n.alloc_params().dptr); })
       .def_prop_ro("bytesize", [](const AllocNode& n) { return n.alloc_params().bytesize; })
@@ -552,23 +642,61 @@ void bind_graph(nb::module_& parent) {
       .def_prop_ro("element_size", [](const MemsetNode& n) { return n.memset_params().element_size; })
       .def_prop_ro("width", [](const MemsetNode& n) { return n.memset_params().width; })
       .def_prop_ro("height", [](const MemsetNode& n) { return n.memset_params().height; })
-      .def_prop_ro("pitch", [](const MemsetNode& n) { return n.memset_params().pitch; });
+      .def_prop_ro("pitch", [](const MemsetNode& n) { return n.memset_params().pitch; })
+      .def("update", [](const MemsetNode& n, nb::handle dst, nb::handle value, nb::handle width, nb::handle height,
+                        nb::handle pitch, nb::handle dst_owner) {
+        if (dst.is_none() && !dst_owner.is_none()) raise_value_error("dst_owner requires dst");
+        if (dst.is_none() && value.is_none() && width.is_none() && height.is_none() && pitch.is_none()) return;
+        cucore::graph::MemsetNodeParams m = n.memset_params();
+        if (!value.is_none()) std::tie(m.value, m.element_size) = fill_value(value);
+        if (!width.is_none()) m.width = size_kw(width, "width");
+        if (!height.is_none()) m.height = size_kw(height, "height");
+        if (!pitch.is_none()) m.pitch = size_kw(pitch, "pitch");
+        if (!dst.is_none()) m.dptr = operand(n.graph(), dst, dst_owner, "dst");  // last: it retains
+        n.update_memset(m);
+      }, nb::kw_only(), nb::arg("dst") = nb::none(), nb::arg("value") = nb::none(), nb::arg("width") = nb::none(),
+         nb::arg("height") = nb::none(), nb::arg("pitch") = nb::none(), nb::arg("dst_owner") = nb::none(),
+         "Replaces the given memset parameters for graphs instantiated from now on.");
   nb::class_<MemcpyNode, GraphNode>(m, "MemcpyNode", "A memcpy node.")
       .def_prop_ro("dst", [](const MemcpyNode& n) { return static_cast<std::uintptr_t>(n.memcpy_params().dst); })
       .def_prop_ro("src", [](const MemcpyNode& n) { return static_cast<std::uintptr_t>(n.memcpy_params().src); })
-      .def_prop_ro("size", [](const MemcpyNode& n) { return n.memcpy_params().size; });
+      .def_prop_ro("size", [](const MemcpyNode& n) { return n.memcpy_params().size; })
+      .def("update", [](const MemcpyNode& n, nb::handle dst, nb::handle src, nb::handle size, nb::handle dst_owner,
+                        nb::handle src_owner) {
+        if (dst.is_none() && !dst_owner.is_none()) raise_value_error("dst_owner requires dst");
+        if (src.is_none() && !src_owner.is_none()) raise_value_error("src_owner requires src");
+        if (dst.is_none() && src.is_none() && size.is_none()) return;
+        cucore::graph::MemcpyNodeParams m = n.memcpy_params();
+        if (!size.is_none()) m.size = size_kw(size, "size");
+        if (!dst.is_none()) m.dst = operand(n.graph(), dst, dst_owner, "dst");
+        if (!src.is_none()) m.src = operand(n.graph(), src, src_owner, "src");
+        n.update_memcpy(m);
+      }, nb::kw_only(), nb::arg("dst") = nb::none(), nb::arg("src") = nb::none(), nb::arg("size") = nb::none(),
+         nb::arg("dst_owner") = nb::none(), nb::arg("src_owner") = nb::none(),
+         "Replaces the given memcpy parameters for graphs instantiated from now on.");
   nb::class_<ChildGraphNode, GraphNode>(m, "ChildGraphNode", "A child graph node.")
-      .def_prop_ro("child_graph", [](const ChildGraphNode& n) { return n.child_graph(); });
+      .def_prop_ro("child_graph", [](const ChildGraphNode& n) { return n.child_graph(); })
+      .def("update", [](const ChildGraphNode& n, const GraphDefinition& child) { n.update_child(child); },
+           nb::arg("child"), "Replaces the embedded graph with a copy of child for graphs instantiated from now on.");
   nb::class_<EventRecordNode, GraphNode>(m, "EventRecordNode", "An event record node.")
-      .def_prop_ro("event", [](const EventRecordNode& n) { return n.event(); });
+      .def_prop_ro("event", [](const EventRecordNode& n) { return n.event(); })
+      .def("update", [](const EventRecordNode& n, const cucore::Event& e) { n.update_event(e); }, nb::arg("event"),
+           "Replaces the event recorded, for graphs instantiated from now on.");
   nb::class_<EventWaitNode, GraphNode>(m, "EventWaitNode", "An event wait node.")
-      .def_prop_ro("event", [](const EventWaitNode& n) { return n.event(); });
+      .def_prop_ro("event", [](const EventWaitNode& n) { return n.event(); })
+      .def("update", [](const EventWaitNode& n, const cucore::Event& e) { n.update_event(e); }, nb::arg("event"),
+           "Replaces the event waited on, for graphs instantiated from now on.");
   nb::class_<HostCallbackNode, GraphNode>(m, "HostCallbackNode", "A host callback node.")
       .def_prop_ro("callback", [](const HostCallbackNode& n) -> nb::object {
         PyObject* o = py_owner_object(n.callback_owner());
         if (!o || !PyCallable_Check(o) || PyObject_HasAttrString(o, "argtypes")) return nb::none();
         return nb::borrow(o);
-      });
+      })
+      .def("update", [](const HostCallbackNode& n, nb::handle fn, nb::handle user_data) {
+        HostCall c = host_call(fn, user_data);
+        n.update_callback(c.fn, c.data, std::move(c.owner));
+      }, nb::arg("fn"), nb::kw_only(), nb::arg("user_data") = nb::none(),
+         "Replaces the callback (as callback() takes it) for graphs instantiated from now on.");
   auto cn = nb::class_<ConditionalNode, GraphNode>(m, "ConditionalNode", "Base of the conditional nodes.")
       .def_prop_ro("condition", [](const ConditionalNode& n) { return n.condition(); })
       .def_prop_ro("cond_type", [](const ConditionalNode& n) {

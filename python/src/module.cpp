@@ -255,6 +255,7 @@ constexpr HandleClass kHandleClasses[] = {
     {0, "CUgraphNode", "cuda.bindings.driver.CUgraphNode"},
     {0, "CUgraphConditionalHandle", "cuda.bindings.driver.CUgraphConditionalHandle"},
     {0, "CUlinkState", "cuda.bindings.driver.CUlinkState"},
+    {0, "CUgraphNodeType", "cuda.bindings.driver.CUgraphNodeType"},
     {1, "nvrtcProgram", "cuda.bindings.nvrtc.nvrtcProgram"},
 };
 static_assert(std::size(kHandleClasses) == static_cast<std::size_t>(HandleKind::count));

@@ -130,7 +130,7 @@ GraphNode add_node(const GraphHandle& box, std::span<const CUgraphNode> deps, CU
     std::lock_guard lock(top.mutex);
     top.nodes[node] = std::move(info);
   }
-  return GraphNode(box, node);
+  return GraphNode(cucore::detail::node_box(box, node));
 }
 
 GraphCondition make_condition(GraphBox& box, CUgraph graph, CUcontext ctx, std::optional<unsigned> default_value) {
@@ -208,11 +208,19 @@ void debug_dot_print(CUgraph graph, const std::string& path, const GraphDebugPri
 
 // ---- NodeMaker -----------------------------------------------------------------------------
 
+NodeMaker::NodeMaker(cucore::detail::NodeHandle node) noexcept : node_(std::move(node)) {
+  if (node_) graph_ = node_->graph;
+}
+
 const GraphBox& NodeMaker::open_graph(const char* operation) const {
   if (!graph_ || !graph_->graph) [[unlikely]]
     cucore::detail::throw_closed("GraphDefinition", operation);
+  if (node_ && !node_->node) [[unlikely]]
+    cucore::detail::throw_closed("GraphNode", operation);  // destroyed: no entry-node fallback
   return *graph_;
 }
+
+CUgraphNode NodeMaker::after() const noexcept { return node_ ? node_->node : nullptr; }
 
 namespace {
 // This node as the one dependency, or none for a GraphDefinition.
@@ -231,7 +239,7 @@ CUgraphNodeParams blank(CUgraphNodeType type) {
 GraphNode NodeMaker::empty() const {
   open_graph("empty");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_EMPTY);
-  return add_node(graph_, deps_of(node_), p, nullptr, "cuGraphAddNode (empty)");
+  return add_node(graph_, deps_of(after()), p, nullptr, "cuGraphAddNode (empty)");
 }
 
 GraphNode NodeMaker::join(std::initializer_list<GraphNode> nodes) const {
@@ -241,7 +249,7 @@ GraphNode NodeMaker::join(std::initializer_list<GraphNode> nodes) const {
 GraphNode NodeMaker::join(std::span<const GraphNode> nodes) const {
   open_graph("join");
   std::vector<CUgraphNode> deps;
-  if (node_) deps.push_back(node_);
+  if (CUgraphNode self = after()) deps.push_back(self);
   for (const GraphNode& n : nodes) {
     if (!n.is_valid()) throw std::invalid_argument("join: a node is invalid (destroyed or default-made)");
     if (n.graph_->graph != graph_->graph) throw std::invalid_argument("join: a node belongs to another graph");
@@ -274,7 +282,7 @@ GraphNode NodeMaker::add_kernel(const LaunchConfig& config, const Kernel& kernel
   p.kernel.kernelParams = count ? args : nullptr;  // copied by the driver
   auto node_info = std::make_shared<NodeInfo>();
   node_info->kernel = {kernel, config};
-  GraphNode n = add_node(graph_, deps_of(node_), p, node_info, ("cuGraphAddNode (kernel " + info.name + ")").c_str());
+  GraphNode n = add_node(graph_, deps_of(after()), p, node_info, ("cuGraphAddNode (kernel " + info.name + ")").c_str());
   graph_->retain(std::make_shared<const Kernel>(kernel), kernel.info());
   return n;
 }
@@ -313,7 +321,7 @@ GraphNode NodeMaker::allocate(std::size_t size, const GraphAllocOptions& options
   p.alloc.accessDescCount = access.size();
   p.alloc.bytesize = size;
   auto info = std::make_shared<NodeInfo>();
-  GraphNode n = add_node(graph_, deps_of(node_), p, info, "cuGraphAddNode (allocation)");
+  GraphNode n = add_node(graph_, deps_of(after()), p, info, "cuGraphAddNode (allocation)");
   info->alloc = {p.alloc.dptr, size, device, options.memory_type, options.peer_access};
   return n;
 }
@@ -324,7 +332,7 @@ GraphNode NodeMaker::deallocate(CUdeviceptr dptr) const {
   p.free.dptr = dptr;
   auto info = std::make_shared<NodeInfo>();
   info->free_dptr = dptr;
-  return add_node(graph_, deps_of(node_), p, info, "cuGraphAddNode (free)");
+  return add_node(graph_, deps_of(after()), p, info, "cuGraphAddNode (free)");
 }
 
 namespace {
@@ -356,17 +364,17 @@ CUdeviceptr buffer_pointer(const Buffer& b, const char* operation) {
 GraphNode NodeMaker::memset(CUdeviceptr dst, std::uint8_t value, std::size_t width, std::size_t height,
                             std::size_t pitch) const {
   open_graph("memset");
-  return add_memset(graph_, node_, dst, value, 1, width, height, pitch);
+  return add_memset(graph_, after(), dst, value, 1, width, height, pitch);
 }
 GraphNode NodeMaker::memset(CUdeviceptr dst, std::uint16_t value, std::size_t width, std::size_t height,
                             std::size_t pitch) const {
   open_graph("memset");
-  return add_memset(graph_, node_, dst, value, 2, width, height, pitch);
+  return add_memset(graph_, after(), dst, value, 2, width, height, pitch);
 }
 GraphNode NodeMaker::memset(CUdeviceptr dst, std::uint32_t value, std::size_t width, std::size_t height,
                             std::size_t pitch) const {
   open_graph("memset");
-  return add_memset(graph_, node_, dst, value, 4, width, height, pitch);
+  return add_memset(graph_, after(), dst, value, 4, width, height, pitch);
 }
 GraphNode NodeMaker::memset(const Buffer& dst, std::uint8_t value, std::size_t width, std::size_t height,
                             std::size_t pitch) const {
@@ -396,7 +404,7 @@ GraphNode NodeMaker::memcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t size) 
   c.Depth = 1;
   auto info = std::make_shared<NodeInfo>();
   info->memcpy = {dst, src, size};
-  return add_node(graph_, deps_of(node_), p, info, "cuGraphAddNode (memcpy)");
+  return add_node(graph_, deps_of(after()), p, info, "cuGraphAddNode (memcpy)");
 }
 
 GraphNode NodeMaker::memcpy(const Buffer& dst, const Buffer& src, std::size_t size) const {
@@ -414,7 +422,7 @@ GraphNode NodeMaker::embed(const GraphDefinition& child) const {
   p.graph.graph = child.handle();
   p.graph.ownership = CU_GRAPH_CHILD_GRAPH_OWNERSHIP_CLONE;
   auto info = std::make_shared<NodeInfo>();
-  GraphNode n = add_node(graph_, deps_of(node_), p, info, "cuGraphAddNode (child graph)");
+  GraphNode n = add_node(graph_, deps_of(after()), p, info, "cuGraphAddNode (child graph)");
   CUgraph copy = nullptr;
   if (driver().cuGraphChildGraphNodeGetGraph(n.handle(), &copy) == CUDA_SUCCESS) info->child = copy;
   graph_->retain(child.box());
@@ -450,24 +458,24 @@ GraphNode add_host_node(const GraphHandle& graph, CUgraphNode after, CUhostFn fn
 
 GraphNode NodeMaker::record(const Event& event) const {
   open_graph("record");
-  return add_event_node(graph_, node_, event, true);
+  return add_event_node(graph_, after(), event, true);
 }
 
 GraphNode NodeMaker::wait(const Event& event) const {
   open_graph("wait");
-  return add_event_node(graph_, node_, event, false);
+  return add_event_node(graph_, after(), event, false);
 }
 
 GraphNode NodeMaker::callback(std::function<void()> fn) const {
   open_graph("callback");
   if (!fn) throw std::invalid_argument("callback: the function is empty");
   auto owned = std::make_shared<const HostFunction>(std::move(fn));
-  return add_host_node(graph_, node_, host_trampoline, const_cast<HostFunction*>(owned.get()), owned);
+  return add_host_node(graph_, after(), host_trampoline, const_cast<HostFunction*>(owned.get()), owned);
 }
 
 GraphNode NodeMaker::callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner) const {
   open_graph("callback");
-  return add_host_node(graph_, node_, fn, user_data, std::move(owner));
+  return add_host_node(graph_, after(), fn, user_data, std::move(owner));
 }
 
 namespace {
@@ -488,29 +496,29 @@ GraphNode add_conditional(const GraphHandle& graph, CUgraphNode after, GraphCond
 
 GraphNode NodeMaker::if_then(GraphCondition condition) const {
   open_graph("if_then");
-  return add_conditional(graph_, node_, GraphConditionalType::IF, condition, 1, "if_then");
+  return add_conditional(graph_, after(), GraphConditionalType::IF, condition, 1, "if_then");
 }
 GraphNode NodeMaker::if_else(GraphCondition condition) const {
   open_graph("if_else");
-  return add_conditional(graph_, node_, GraphConditionalType::IF, condition, 2, "if_else");
+  return add_conditional(graph_, after(), GraphConditionalType::IF, condition, 2, "if_else");
 }
 GraphNode NodeMaker::while_loop(GraphCondition condition) const {
   open_graph("while_loop");
-  return add_conditional(graph_, node_, GraphConditionalType::WHILE, condition, 1, "while_loop");
+  return add_conditional(graph_, after(), GraphConditionalType::WHILE, condition, 1, "while_loop");
 }
 GraphNode NodeMaker::switch_(GraphCondition condition, std::size_t count) const {
   open_graph("switch");
   if (count > 0xffffffffu) throw std::invalid_argument("switch: count does not fit in 32 bits");
-  return add_conditional(graph_, node_, GraphConditionalType::SWITCH, condition, static_cast<unsigned>(count), "switch");
+  return add_conditional(graph_, after(), GraphConditionalType::SWITCH, condition, static_cast<unsigned>(count), "switch");
 }
 
 }  // namespace detail
 
 // ---- GraphDefinition ---------------------------------------------------------------------
 
-GraphDefinition::GraphDefinition() : NodeMaker(cucore::detail::create_graph(), nullptr) {}
+GraphDefinition::GraphDefinition() : NodeMaker(cucore::detail::create_graph()) {}
 
-GraphDefinition::GraphDefinition(std::shared_ptr<GraphBox> box) noexcept : NodeMaker(std::move(box), nullptr) {}
+GraphDefinition::GraphDefinition(std::shared_ptr<GraphBox> box) noexcept : NodeMaker(std::move(box)) {}
 
 CUgraph GraphDefinition::handle() const noexcept { return graph_ ? graph_->graph : nullptr; }
 
@@ -540,7 +548,7 @@ std::vector<GraphNode> GraphDefinition::nodes() const {
   if (n) check(d.cuGraphGetNodes(graph_->graph, raw.data(), &n), "cuGraphGetNodes");
   std::vector<GraphNode> out;
   out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) out.emplace_back(graph_, raw[i]);
+  for (std::size_t i = 0; i < n; ++i) out.emplace_back(cucore::detail::node_box(graph_, raw[i]));
   return out;
 }
 
@@ -554,7 +562,8 @@ std::vector<std::pair<GraphNode, GraphNode>> GraphDefinition::edges() const {
   if (n) check(d.cuGraphGetEdges(graph_->graph, from.data(), to.data(), data.data(), &n), "cuGraphGetEdges");
   std::vector<std::pair<GraphNode, GraphNode>> out;
   out.reserve(n);
-  for (std::size_t i = 0; i < n; ++i) out.emplace_back(GraphNode(graph_, from[i]), GraphNode(graph_, to[i]));
+  for (std::size_t i = 0; i < n; ++i) out.emplace_back(GraphNode(cucore::detail::node_box(graph_, from[i])),
+                     GraphNode(cucore::detail::node_box(graph_, to[i])));
   return out;
 }
 
@@ -570,12 +579,58 @@ void GraphDefinition::retain(Buffer&& buffer) const {
 
 // ---- GraphNode -----------------------------------------------------------------------------
 
-bool GraphNode::is_valid() const noexcept { return graph_ && graph_->graph && node_; }
+bool GraphNode::is_valid() const noexcept { return graph_ && graph_->graph && node_ && node_->node; }
+
+CUgraphNode GraphNode::handle() const noexcept { return node_ ? node_->node : nullptr; }
+
+// The face is set and cleared by the module holding the GIL; relaxed atomics
+// keep other threads' reads (a GraphNode destroyed elsewhere) well defined.
+void GraphNode::set_face(const void* tag) const noexcept {
+  if (!node_) return;
+  node_->face.store(tag, std::memory_order_relaxed);
+  node_->face_holder.store(this, std::memory_order_relaxed);
+}
+
+const void* GraphNode::face() const noexcept {
+  if (!node_ || !node_->face_holder.load(std::memory_order_relaxed)) return nullptr;
+  return node_->face.load(std::memory_order_relaxed);
+}
+
+namespace {
+void drop_face(const GraphNode& n, cucore::detail::NodeBox* box) noexcept {
+  const void* self = &n;
+  if (box && box->face_holder.compare_exchange_strong(self, nullptr, std::memory_order_relaxed))
+    box->face.store(nullptr, std::memory_order_relaxed);
+}
+}  // namespace
+
+GraphNode::GraphNode(GraphNode&& other) noexcept : NodeMaker(std::move(other)) {
+  drop_face(other, node_.get());  // its address no longer holds the node
+}
+
+GraphNode::~GraphNode() { drop_face(*this, node_.get()); }
+
+GraphNode& GraphNode::operator=(const GraphNode& other) {
+  if (this != &other) {
+    drop_face(*this, node_.get());
+    NodeMaker::operator=(other);
+  }
+  return *this;
+}
+
+GraphNode& GraphNode::operator=(GraphNode&& other) noexcept {
+  if (this != &other) {
+    drop_face(*this, node_.get());
+    drop_face(other, other.node_.get());  // its address no longer holds the node
+    NodeMaker::operator=(std::move(other));
+  }
+  return *this;
+}
 
 CUgraphNodeType GraphNode::type() const {
   if (!is_valid()) cucore::detail::throw_closed("GraphNode", "type");
   CUgraphNodeType t = CU_GRAPH_NODE_TYPE_EMPTY;
-  check(driver().cuGraphNodeGetType(node_, &t), "cuGraphNodeGetType");
+  check(driver().cuGraphNodeGetType(node_->node, &t), "cuGraphNodeGetType");
   return t;
 }
 
@@ -595,15 +650,15 @@ void check_removal(CUresult r, const char* call) {
 }
 }  // namespace
 
-void GraphNode::destroy() {
+void GraphNode::destroy() const {
   if (!is_valid()) return;
-  check_removal(driver().cuGraphDestroyNode(node_), "cuGraphDestroyNode");
+  check_removal(driver().cuGraphDestroyNode(node_->node), "cuGraphDestroyNode");
   GraphBox& top = graph_->top();
   {
     std::lock_guard lock(top.mutex);
-    top.nodes.erase(node_);
+    top.nodes.erase(node_->node);
   }
-  node_ = nullptr;
+  cucore::detail::forget_node(*node_);  // every GraphNode of it sees the node gone
 }
 
 namespace {
@@ -617,7 +672,7 @@ std::vector<GraphNode> adjacent(const GraphHandle& graph, CUgraphNode node, bool
   std::vector<CUgraphEdgeData> data(n);
   if (n) check(query(node, raw.data(), data.data(), &n), call);
   std::vector<GraphNode> out;
-  for (std::size_t i = 0; i < n; ++i) out.emplace_back(graph, raw[i]);
+  for (std::size_t i = 0; i < n; ++i) out.emplace_back(cucore::detail::node_box(graph, raw[i]));
   return out;
 }
 
@@ -642,27 +697,27 @@ void change_edges(const GraphHandle& graph, CUgraphNode node, std::span<const Gr
 
 std::vector<GraphNode> GraphNode::pred() const {
   if (!is_valid()) cucore::detail::throw_closed("GraphNode", "pred");
-  return adjacent(graph_, node_, false);
+  return adjacent(graph_, node_->node, false);
 }
 std::vector<GraphNode> GraphNode::succ() const {
   if (!is_valid()) cucore::detail::throw_closed("GraphNode", "succ");
-  return adjacent(graph_, node_, true);
+  return adjacent(graph_, node_->node, true);
 }
 void GraphNode::add_pred(std::span<const GraphNode> nodes) const {
   if (!is_valid()) cucore::detail::throw_closed("GraphNode", "pred");
-  change_edges(graph_, node_, nodes, true, true);
+  change_edges(graph_, node_->node, nodes, true, true);
 }
 void GraphNode::remove_pred(std::span<const GraphNode> nodes) const {
   if (!is_valid()) cucore::detail::throw_closed("GraphNode", "pred");
-  change_edges(graph_, node_, nodes, true, false);
+  change_edges(graph_, node_->node, nodes, true, false);
 }
 void GraphNode::add_succ(std::span<const GraphNode> nodes) const {
   if (!is_valid()) cucore::detail::throw_closed("GraphNode", "succ");
-  change_edges(graph_, node_, nodes, false, true);
+  change_edges(graph_, node_->node, nodes, false, true);
 }
 void GraphNode::remove_succ(std::span<const GraphNode> nodes) const {
   if (!is_valid()) cucore::detail::throw_closed("GraphNode", "succ");
-  change_edges(graph_, node_, nodes, false, false);
+  change_edges(graph_, node_->node, nodes, false, false);
 }
 
 const detail::NodeInfo* GraphNode::info(CUgraphNodeType expected, const char* what) const {
@@ -674,7 +729,7 @@ const detail::NodeInfo* GraphNode::info(CUgraphNodeType expected, const char* wh
                                 detail::node_type_name(expected) + " node");
   GraphBox& top = graph_->top();
   std::lock_guard lock(top.mutex);
-  auto it = top.nodes.find(node_);
+  auto it = top.nodes.find(node_->node);
   return it == top.nodes.end() ? nullptr : it->second.get();
 }
 
@@ -689,7 +744,7 @@ KernelNodeParams GraphNode::kernel_params() const {
   // A captured kernel: its shape from the driver.
   CUDA_KERNEL_NODE_PARAMS k;
   std::memset(&k, 0, sizeof k);
-  check(driver().cuGraphKernelNodeGetParams(node_, &k), "cuGraphKernelNodeGetParams");
+  check(driver().cuGraphKernelNodeGetParams(node_->node, &k), "cuGraphKernelNodeGetParams");
   KernelNodeParams out;
   if (k.kern) out.kernel = Kernel::from_handle(k.kern);
   out.config.grid = Dim3(k.gridDimX, k.gridDimY, k.gridDimZ);
@@ -702,7 +757,7 @@ AllocNodeParams GraphNode::alloc_params() const {
   if (const auto* i = info(CU_GRAPH_NODE_TYPE_MEM_ALLOC, "alloc_params")) return i->alloc;
   CUDA_MEM_ALLOC_NODE_PARAMS a;
   std::memset(&a, 0, sizeof a);
-  check(driver().cuGraphMemAllocNodeGetParams(node_, &a), "cuGraphMemAllocNodeGetParams");
+  check(driver().cuGraphMemAllocNodeGetParams(node_->node, &a), "cuGraphMemAllocNodeGetParams");
   AllocNodeParams out;
   out.dptr = a.dptr;
   out.bytesize = a.bytesize;
@@ -717,7 +772,7 @@ AllocNodeParams GraphNode::alloc_params() const {
 CUdeviceptr GraphNode::free_dptr() const {
   if (const auto* i = info(CU_GRAPH_NODE_TYPE_MEM_FREE, "free_dptr")) return i->free_dptr;
   CUdeviceptr p = 0;
-  check(driver().cuGraphMemFreeNodeGetParams(node_, &p), "cuGraphMemFreeNodeGetParams");
+  check(driver().cuGraphMemFreeNodeGetParams(node_->node, &p), "cuGraphMemFreeNodeGetParams");
   return p;
 }
 
@@ -739,7 +794,7 @@ Event GraphNode::event() const {
 GraphDefinition GraphNode::child_graph() const {
   const auto* i = info(CU_GRAPH_NODE_TYPE_GRAPH, "child_graph");
   CUgraph g = i ? i->child : nullptr;
-  if (!g) check(driver().cuGraphChildGraphNodeGetGraph(node_, &g), "cuGraphChildGraphNodeGetGraph");
+  if (!g) check(driver().cuGraphChildGraphNodeGetGraph(node_->node, &g), "cuGraphChildGraphNodeGetGraph");
   return GraphDefinition(cucore::detail::view_graph(g, graph_));
 }
 
@@ -764,6 +819,183 @@ std::vector<GraphDefinition> GraphNode::branches() const {
 std::shared_ptr<const void> GraphNode::callback_owner() const {
   const auto* i = info(CU_GRAPH_NODE_TYPE_HOST, "callback");
   return i ? i->callback : nullptr;
+}
+
+// ---- definition-node updates ---------------------------------------------------------------
+
+using detail::blank;
+using detail::host_trampoline;
+using detail::HostFunction;
+using detail::NodeInfo;
+using detail::work_context;
+
+namespace {
+// One cuGraphNodeSetParams; `info` (the node's new facts) replaces the old
+// ones only once the driver took the parameters.
+void set_params(const GraphNode& node, CUgraphNodeParams& params, std::shared_ptr<NodeInfo> info,
+                const char* what) {
+  const auto& d = driver();
+  require(reinterpret_cast<const void*>(d.cuGraphNodeSetParams), 12020,
+          "graph node updates (cuGraphNodeSetParams)");
+  check(d.cuGraphNodeSetParams(node.handle(), &params), what);
+  info->type = params.type;
+  GraphBox& top = node.box()->graph->top();
+  std::lock_guard lock(top.mutex);
+  top.nodes[node.handle()] = std::move(info);
+}
+
+// The node's facts as cucore recorded them, copied (a node cucore did not add: blank).
+std::shared_ptr<NodeInfo> copy_info(const GraphNode& node) {
+  GraphBox& top = node.box()->graph->top();
+  std::lock_guard lock(top.mutex);
+  auto it = top.nodes.find(node.handle());
+  return it == top.nodes.end() ? std::make_shared<NodeInfo>() : std::make_shared<NodeInfo>(*it->second);
+}
+
+void expect_type(const GraphNode& node, std::initializer_list<CUgraphNodeType> kinds, const char* what) {
+  if (!node.is_valid()) cucore::detail::throw_closed("GraphNode", what);
+  const CUgraphNodeType t = node.type();
+  for (CUgraphNodeType k : kinds)
+    if (t == k) return;
+  throw std::invalid_argument(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
+                              detail::node_type_name(*kinds.begin()) + " node");
+}
+}  // namespace
+
+void GraphNode::update_event(const Event& event) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_EVENT_RECORD, CU_GRAPH_NODE_TYPE_WAIT_EVENT}, "update (event)");
+  if (event.is_closed()) cucore::detail::throw_closed("Event", "update");
+  const bool record = type() == CU_GRAPH_NODE_TYPE_EVENT_RECORD;
+  CUgraphNodeParams p = blank(record ? CU_GRAPH_NODE_TYPE_EVENT_RECORD : CU_GRAPH_NODE_TYPE_WAIT_EVENT);
+  if (record) p.eventRecord.event = event.handle();
+  else p.eventWait.event = event.handle();
+  auto info = copy_info(*this);
+  info->event = event;
+  graph_->retain(std::make_shared<const Event>(event));  // before the node can use it
+  set_params(*this, p, std::move(info), record ? "cuGraphNodeSetParams (event record)" : "cuGraphNodeSetParams (event wait)");
+}
+
+void GraphNode::update_callback(std::function<void()> fn) const {
+  if (!fn) throw std::invalid_argument("update: the callback function is empty");
+  auto owned = std::make_shared<const HostFunction>(std::move(fn));
+  update_callback(host_trampoline, const_cast<HostFunction*>(owned.get()), owned);
+}
+
+void GraphNode::update_callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_HOST}, "update (callback)");
+  if (!fn) throw std::invalid_argument("update: the callback function is null");
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_HOST);
+  p.host.fn = fn;
+  p.host.userData = user_data;
+  auto info = copy_info(*this);
+  info->callback = owner;
+  graph_->retain(std::move(owner));
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (host callback)");
+}
+
+void GraphNode::update_memset(const MemsetNodeParams& m) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_MEMSET}, "update (memset)");
+  if (m.element_size != 1 && m.element_size != 2 && m.element_size != 4)
+    throw std::invalid_argument("update: a memset element is 1, 2 or 4 bytes, not " + std::to_string(m.element_size));
+  if (m.width == 0 || m.height == 0) throw std::invalid_argument("update: memset width and height must be at least 1");
+  if (m.height > 1 && m.pitch < m.width * m.element_size)
+    throw std::invalid_argument("update: memset pitch (" + std::to_string(m.pitch) + " bytes) is less than a row of " +
+                                std::to_string(m.width * m.element_size) + " bytes");
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMSET);
+  p.memset.dst = m.dptr;
+  p.memset.pitch = m.height > 1 ? m.pitch : 0;
+  p.memset.value = m.value;
+  p.memset.elementSize = m.element_size;
+  p.memset.width = m.width;
+  p.memset.height = m.height;
+  p.memset.ctx = work_context();
+  auto info = copy_info(*this);
+  info->memset = m;
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (memset)");
+}
+
+void GraphNode::update_memcpy(const MemcpyNodeParams& m) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_MEMCPY}, "update (memcpy)");
+  if (m.size == 0) throw std::invalid_argument("update: memcpy size must be at least 1 byte");
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMCPY);
+  p.memcpy.copyCtx = work_context();
+  CUDA_MEMCPY3D& c = p.memcpy.copyParams;
+  c.srcMemoryType = CU_MEMORYTYPE_UNIFIED;  // as memcpy() adds them
+  c.srcDevice = m.src;
+  c.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  c.dstDevice = m.dst;
+  c.WidthInBytes = m.size;
+  c.Height = 1;
+  c.Depth = 1;
+  auto info = copy_info(*this);
+  info->memcpy = m;
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (memcpy)");
+}
+
+void GraphNode::update_child(const GraphDefinition& child) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_GRAPH}, "update (child graph)");
+  if (!child.is_valid()) cucore::detail::throw_closed("GraphDefinition", "update (the child)");
+  if (&child.box()->top() == &graph_->top())
+    throw std::invalid_argument("update: the child graph must not be of this node's own graph hierarchy");
+  child.box()->attach();  // the copy takes the child's references with it
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_GRAPH);
+  p.graph.graph = child.handle();
+  auto info = copy_info(*this);
+  graph_->retain(child.box());
+  set_params(*this, p, info, "cuGraphNodeSetParams (child graph)");
+  CUgraph copy = nullptr;
+  if (driver().cuGraphChildGraphNodeGetGraph(handle(), &copy) == CUDA_SUCCESS) info->child = copy;
+}
+
+void GraphNode::update_kernel(const LaunchConfig& config) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_KERNEL}, "update (kernel)");
+  if (config.cluster.is_set() || config.is_cooperative)
+    throw std::invalid_argument("update: graph kernel nodes take no cluster or cooperative configuration");
+  cucore::detail::NativeLaunchConfig native;
+  cucore::detail::to_native(config, nullptr, native);  // validates
+  const CUlaunchConfig& c = native.config;
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_KERNEL);
+  // The driver's current parameters: its own copies of the arguments stay valid for the call.
+  static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == sizeof(p.kernel), "the node's kernel parameters, one layout");
+  check(driver().cuGraphKernelNodeGetParams(handle(), reinterpret_cast<CUDA_KERNEL_NODE_PARAMS*>(&p.kernel)),
+        "cuGraphKernelNodeGetParams");
+  p.kernel.gridDimX = c.gridDimX;
+  p.kernel.gridDimY = c.gridDimY;
+  p.kernel.gridDimZ = c.gridDimZ;
+  p.kernel.blockDimX = c.blockDimX;
+  p.kernel.blockDimY = c.blockDimY;
+  p.kernel.blockDimZ = c.blockDimZ;
+  p.kernel.sharedMemBytes = c.sharedMemBytes;
+  auto info = copy_info(*this);
+  if (!info->kernel.kernel && p.kernel.kern) info->kernel.kernel = Kernel::from_handle(p.kernel.kern);
+  info->kernel.config = config;
+  set_params(*this, p, std::move(info), "cuGraphNodeSetParams (kernel)");
+}
+
+void GraphNode::update_packed_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
+                              const ::cucore::detail::ArgDesc* descs, std::size_t count) const {
+  expect_type(*this, {CU_GRAPH_NODE_TYPE_KERNEL}, "update (kernel)");
+  if (config.cluster.is_set() || config.is_cooperative)
+    throw std::invalid_argument("update: graph kernel nodes take no cluster or cooperative configuration");
+  cucore::detail::KernelInfo& k = cucore::detail::checked_kernel(kernel, descs, count);
+  cucore::detail::NativeLaunchConfig native;
+  cucore::detail::to_native(config, nullptr, native);
+  const CUlaunchConfig& c = native.config;
+  CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_KERNEL);
+  p.kernel.kern = k.handle;
+  p.kernel.ctx = work_context();
+  p.kernel.gridDimX = c.gridDimX;
+  p.kernel.gridDimY = c.gridDimY;
+  p.kernel.gridDimZ = c.gridDimZ;
+  p.kernel.blockDimX = c.blockDimX;
+  p.kernel.blockDimY = c.blockDimY;
+  p.kernel.blockDimZ = c.blockDimZ;
+  p.kernel.sharedMemBytes = c.sharedMemBytes;
+  p.kernel.kernelParams = count ? args : nullptr;  // copied by the driver
+  auto info = copy_info(*this);
+  info->kernel = {kernel, config};
+  graph_->retain(std::make_shared<const Kernel>(kernel), kernel.info());
+  set_params(*this, p, std::move(info), ("cuGraphNodeSetParams (kernel " + k.name + ")").c_str());
 }
 
 }  // namespace cucore::graph

@@ -140,6 +140,34 @@ void GraphBox::attach() {
   }
 }
 
+NodeHandle node_box(const GraphHandle& graph, CUgraphNode node) {
+  GraphBox& r = graph->top();
+  std::lock_guard lock(r.mutex);
+  std::weak_ptr<NodeBox>& slot = r.node_boxes[node];
+  if (NodeHandle live = slot.lock()) return live;
+  auto box = std::make_shared<NodeBox>(graph, node);
+  slot = box;
+  // Entries of nodes nobody holds any more: swept each time the registry has
+  // doubled, so it stays within twice the nodes held (amortized O(1) a node).
+  if (r.node_boxes.size() >= 2 * r.node_boxes_swept + 64) {
+    std::erase_if(r.node_boxes, [](const auto& e) { return e.second.expired(); });
+    r.node_boxes_swept = r.node_boxes.size();
+  }
+  return box;
+}
+
+void forget_node(NodeBox& box) noexcept {
+  if (!box.node) return;
+  GraphBox& r = box.graph->top();
+  std::lock_guard lock(r.mutex);
+  if (auto it = r.node_boxes.find(box.node); it != r.node_boxes.end()) {
+    // Only this box's entry: a dropped box's expired entry may still be there.
+    NodeHandle held = it->second.lock();
+    if (!held || held.get() == &box) r.node_boxes.erase(it);
+  }
+  box.node = nullptr;
+}
+
 GraphHandle create_graph() {
   auto box = std::make_shared<GraphBox>(Release::destroy);
   CUgraph g = nullptr;

@@ -16,8 +16,15 @@
 // A body graph of a conditional node, or the copy inside a child graph node,
 // is a view: a box that does not own its CUgraph and holds its root's box,
 // where its retained Owners and node facts go.
+//
+// A node is a NodeBox: one per CUgraphNode while anything holds it (the
+// root's registry keeps weak references), so every GraphNode of one node,
+// however it was reached (made, listed, an edge's end, a neighbour), shares
+// it, and destroying the node through any of them invalidates them all. The
+// Python module finds a node's one Python object through it (`face`).
 #include <cuda.h>
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -32,6 +39,22 @@ struct NodeInfo;
 
 namespace cucore::detail {
 
+struct GraphBox;
+
+struct NodeBox {
+  std::shared_ptr<GraphBox> graph;  // the graph (or view) the node is in
+  CUgraphNode node = nullptr;       // null once destroyed
+  // The GraphNode registered as the node's face (GraphNode::set_face) and its
+  // opaque tag: never dereferenced; the face clears both when destroyed or assigned.
+  std::atomic<const void*> face_holder{nullptr};
+  std::atomic<const void*> face{nullptr};
+
+  NodeBox(std::shared_ptr<GraphBox> g, CUgraphNode n) noexcept : graph(std::move(g)), node(n) {}
+  NodeBox(const NodeBox&) = delete;
+  NodeBox& operator=(const NodeBox&) = delete;
+};
+using NodeHandle = std::shared_ptr<NodeBox>;
+
 struct GraphBox {
   CUgraph graph = nullptr;            // a builder's root box gets it when its capture ends
   const Release release;              // destroy: cuGraphDestroy when the box goes; none: a view
@@ -41,6 +64,8 @@ struct GraphBox {
   const void* last_key = nullptr;     // the last Owner retained: a repeat is held already
   std::map<CUgraphNode, std::shared_ptr<const graph::detail::NodeInfo>> nodes;  // what cucore added
   std::set<CUgraphConditionalHandle> conditions;  // made for this hierarchy
+  std::map<CUgraphNode, std::weak_ptr<NodeBox>> node_boxes;  // the nodes held now (on the root)
+  std::size_t node_boxes_swept = 0;  // the registry's size after its last sweep of expired entries
 
   explicit GraphBox(Release r) noexcept : release(r) {}
   GraphBox(const GraphBox&) = delete;
@@ -56,6 +81,13 @@ struct GraphBox {
   void attach();
 };
 using GraphHandle = std::shared_ptr<GraphBox>;
+
+// The one NodeBox of `node` (in `graph`, or a view of its hierarchy): the
+// live one if any GraphNode still holds it, else a new one, registered.
+NodeHandle node_box(const GraphHandle& graph, CUgraphNode node);
+// Invalidates `box` (its node was destroyed) and forgets it: the driver may
+// reuse the address for a new node, which gets a box of its own.
+void forget_node(NodeBox& box) noexcept;
 
 GraphHandle create_graph();                           // cuGraphCreate
 GraphHandle capture_root();                           // a builder's: owns the CUgraph its capture ends with

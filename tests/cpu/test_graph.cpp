@@ -2,7 +2,9 @@
 // for conditionals and instantiation, the conditional API's refusals (old
 // drivers, foreign conditions), builder state errors, the update error naming
 // the first differing node, a broken capture reported with the call that broke
-// it, and the release of what a graph retains once the driver lets go.
+// it, the release of what a graph retains once the driver lets go, and node
+// identity (one shared state per CUgraphNode, however the node is reached) and
+// definition-node updates (what reaches the driver, refusals leave the node be).
 #include <cucore/errors.hpp>
 #include <cucore/graph.hpp>
 #include <cucore/stream.hpp>
@@ -10,8 +12,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,8 +43,14 @@ struct FakeGraphs {
   static inline std::map<CUstream, CUgraph> capturing;
   static inline std::vector<std::pair<void*, CUhostFn>> user_objects;  // (ptr, destroy)
   static inline int retained_on_graph = 0;
+  static inline std::vector<std::pair<CUgraphNode, CUgraphNode>> edges;  // (from, to)
+  static inline std::vector<CUgraphNodeParams> set;                       // every cuGraphNodeSetParams's params
+  static inline CUresult set_result = CUDA_SUCCESS;
 
   static void reset() {
+    edges.clear();
+    set.clear();
+    set_result = CUDA_SUCCESS;
     graph_nodes.clear();
     node_type.clear();
     added.clear();
@@ -51,6 +61,7 @@ struct FakeGraphs {
     user_objects.clear();
     retained_on_graph = 0;
   }
+  static CUresult adjacent(CUgraphNode node, bool forward, CUgraphNode* out, size_t* n);
   template <typename T>
   static T make() {
     return reinterpret_cast<T>(next += 0x10);
@@ -64,10 +75,11 @@ struct FakeGraphs {
       return CUDA_SUCCESS;
     };
     t.cuGraphDestroy = [](CUgraph) { return CUDA_SUCCESS; };
-    t.cuGraphAddNode = [](CUgraphNode* n, CUgraph g, const CUgraphNode*, const CUgraphEdgeData*, size_t,
+    t.cuGraphAddNode = [](CUgraphNode* n, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData*, size_t count,
                           CUgraphNodeParams* p) {
       *n = make<CUgraphNode>();
       graph_nodes[g].push_back(*n);
+      for (size_t i = 0; i < count; ++i) edges.emplace_back(deps[i], *n);
       node_type[*n] = p->type;
       if (p->type == CU_GRAPH_NODE_TYPE_CONDITIONAL) {
         for (unsigned i = 0; i < p->conditional.size && i < 8; ++i) bodies[i] = make<CUgraph>();
@@ -85,6 +97,41 @@ struct FakeGraphs {
       if (out)
         for (size_t i = 0; i < v.size() && i < *n; ++i) out[i] = v[i];
       *n = v.size();
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphGetEdges = [](CUgraph g, CUgraphNode* from, CUgraphNode* to, CUgraphEdgeData*, size_t* n) {
+      std::vector<std::pair<CUgraphNode, CUgraphNode>> mine;
+      for (const auto& e : edges)
+        if (std::count(graph_nodes[g].begin(), graph_nodes[g].end(), e.second)) mine.push_back(e);
+      if (from)
+        for (size_t i = 0; i < mine.size() && i < *n; ++i) from[i] = mine[i].first, to[i] = mine[i].second;
+      *n = mine.size();
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphNodeGetDependencies = [](CUgraphNode node, CUgraphNode* out, CUgraphEdgeData*, size_t* n) {
+      return adjacent(node, false, out, n);
+    };
+    t.cuGraphNodeGetDependentNodes = [](CUgraphNode node, CUgraphNode* out, CUgraphEdgeData*, size_t* n) {
+      return adjacent(node, true, out, n);
+    };
+    t.cuGraphAddDependencies = [](CUgraph, const CUgraphNode* from, const CUgraphNode* to, const CUgraphEdgeData*,
+                                  size_t n) {
+      for (size_t i = 0; i < n; ++i) edges.emplace_back(from[i], to[i]);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphRemoveDependencies = [](CUgraph, const CUgraphNode* from, const CUgraphNode* to,
+                                     const CUgraphEdgeData*, size_t n) {
+      for (size_t i = 0; i < n; ++i) std::erase(edges, std::make_pair(from[i], to[i]));
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphNodeSetParams = [](CUgraphNode, CUgraphNodeParams* p) {
+      set.push_back(*p);
+      return set_result;
+    };
+    t.cuGraphDestroyNode = [](CUgraphNode node) {
+      for (auto& [g, nodes] : graph_nodes) std::erase(nodes, node);
+      std::erase_if(edges, [node](const auto& e) { return e.first == node || e.second == node; });
+      node_type.erase(node);
       return CUDA_SUCCESS;
     };
     t.cuGraphConditionalHandleCreate = [](CUgraphConditionalHandle* h, CUgraph, CUcontext, unsigned value,
@@ -143,6 +190,16 @@ struct FakeGraphs {
     };
   }
 };
+
+CUresult FakeGraphs::adjacent(CUgraphNode node, bool forward, CUgraphNode* out, size_t* n) {
+  std::vector<CUgraphNode> found;
+  for (const auto& [from, to] : edges)
+    if ((forward ? from : to) == node) found.push_back(forward ? to : from);
+  if (out)
+    for (size_t i = 0; i < found.size() && i < *n; ++i) out[i] = found[i];
+  *n = found.size();
+  return CUDA_SUCCESS;
+}
 
 class GraphFake : public ::testing::Test {
  protected:
@@ -441,4 +498,204 @@ TEST_F(GraphFake, ACapturesObjectsGoOntoItsGraphWhenItEnds) {
   FakeGraphs::user_objects[0].second(FakeGraphs::user_objects[0].first);
   cucore::detail::drain_releases_for_testing();
   EXPECT_TRUE(watch.expired());
+}
+
+// ---- node identity ------------------------------------------------------------------------
+
+namespace {
+const void* state_of(const GraphNode& n) { return n.box().get(); }
+}  // namespace
+
+TEST_F(GraphFake, EveryWayToANodeGivesItsOneSharedState) {
+  GraphDefinition def;
+  GraphNode a = def.empty();
+  GraphNode b = a.empty();
+  GraphNode c = def.join({a, b});
+  ASSERT_NE(state_of(a), state_of(b));
+
+  std::map<CUgraphNode, const void*> listed;
+  for (const GraphNode& n : def.nodes()) listed[n.handle()] = state_of(n);
+  EXPECT_EQ(listed, (std::map<CUgraphNode, const void*>{
+                        {a.handle(), state_of(a)}, {b.handle(), state_of(b)}, {c.handle(), state_of(c)}}));
+
+  std::set<std::pair<const void*, const void*>> edges;
+  for (const auto& [from, to] : def.edges()) edges.emplace(state_of(from), state_of(to));
+  EXPECT_EQ(edges, (std::set<std::pair<const void*, const void*>>{
+                       {state_of(a), state_of(b)}, {state_of(a), state_of(c)}, {state_of(b), state_of(c)}}));
+
+  std::vector<GraphNode> preds = c.pred();
+  std::set<const void*> pred_states;
+  for (const GraphNode& p : preds) pred_states.insert(state_of(p));
+  EXPECT_EQ(pred_states, (std::set<const void*>{state_of(a), state_of(b)}));
+  std::vector<GraphNode> succ = b.succ();
+  ASSERT_EQ(succ.size(), 1u);
+  EXPECT_EQ(state_of(succ[0]), state_of(c));
+  EXPECT_TRUE(succ[0] == c);
+  EXPECT_FALSE(succ[0] == b);
+
+  // An edge made through one GraphNode shows through every other of that node.
+  GraphNode d = def.empty();
+  d.add_pred(std::vector<GraphNode>{c});
+  ASSERT_EQ(succ[0].succ().size(), 1u);
+  EXPECT_EQ(state_of(succ[0].succ()[0]), state_of(d));
+  d.remove_pred(std::vector<GraphNode>{c});
+  EXPECT_TRUE(c.succ().empty());
+}
+
+TEST_F(GraphFake, DestroyingANodeThroughOneGraphNodeInvalidatesEveryOne) {
+  GraphDefinition def;
+  GraphNode a = def.empty();
+  GraphNode b = a.empty();
+  GraphNode listed_a;
+  for (const GraphNode& n : def.nodes())
+    if (n.handle() == a.handle()) listed_a = n;
+  ASSERT_TRUE(listed_a.is_valid());
+  const CUgraphNode old = a.handle();
+
+  listed_a.destroy();
+  EXPECT_FALSE(a.is_valid());
+  EXPECT_EQ(a.handle(), nullptr);
+  EXPECT_TRUE(a == listed_a);  // still itself, and nothing else
+  EXPECT_FALSE(a == b);
+  EXPECT_TRUE(b.pred().empty());
+  const auto added = FakeGraphs::added.size();
+  // A destroyed node makes no node (never an entry node in its place).
+  EXPECT_THROW(a.empty(), ClosedError);
+  EXPECT_THROW(a.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16), ClosedError);
+  EXPECT_THROW(a.pred(), ClosedError);
+  EXPECT_EQ(FakeGraphs::added.size(), added);
+  EXPECT_NO_THROW(a.destroy());  // idempotent
+
+  // The driver may give the address to a new node: that is a node of its own.
+  const std::uintptr_t saved = FakeGraphs::next;
+  FakeGraphs::next = reinterpret_cast<std::uintptr_t>(old) - 0x10;
+  GraphNode fresh = def.empty();
+  FakeGraphs::next = saved;
+  ASSERT_EQ(fresh.handle(), old);
+  EXPECT_NE(state_of(fresh), state_of(a));
+  EXPECT_FALSE(fresh == a);
+  EXPECT_FALSE(a.is_valid());
+  for (const GraphNode& n : def.nodes())
+    if (n.handle() == old) {
+      EXPECT_EQ(state_of(n), state_of(fresh));
+    }
+}
+
+TEST_F(GraphFake, TheNodeRegistryHoldsNoNodeAndStaysSmall) {
+  GraphDefinition def;
+  GraphNode kept = def.empty();
+  std::weak_ptr<cucore::detail::NodeBox> dropped;
+  {
+    GraphNode n = def.empty();
+    dropped = n.box();
+  }
+  EXPECT_TRUE(dropped.expired());  // the graph does not keep a node's state alive
+  for (int i = 0; i < 5000; ++i) def.empty();
+  EXPECT_LT(def.box()->top().node_boxes.size(), 200u);
+  // A node listed again after its GraphNodes are gone gets a new state; a held one, its own.
+  for (const GraphNode& n : def.nodes())
+    if (n.handle() == kept.handle()) {
+      EXPECT_EQ(state_of(n), state_of(kept));
+    }
+}
+
+TEST_F(GraphFake, AFaceLastsAsLongAsTheGraphNodeThatHoldsIt) {
+  GraphDefinition def;
+  GraphNode node = def.empty();
+  GraphNode other = node;  // the same node
+  int tag = 0, tag2 = 0;
+  EXPECT_EQ(other.face(), nullptr);
+  {
+    GraphNode holder = node;
+    holder.set_face(&tag);
+    EXPECT_EQ(other.face(), &tag);
+    GraphNode copy = holder;  // a copy is not the face
+    copy = GraphNode();
+    EXPECT_EQ(other.face(), &tag);
+  }
+  EXPECT_EQ(other.face(), nullptr);  // its holder is gone
+
+  GraphNode holder = node;
+  holder.set_face(&tag2);
+  GraphNode moved = std::move(holder);  // the moved-from address no longer holds the node
+  EXPECT_EQ(other.face(), nullptr);
+  moved.set_face(&tag2);
+  moved = def.empty();  // assigned: it now holds another node
+  EXPECT_EQ(other.face(), nullptr);
+  EXPECT_EQ(moved.face(), nullptr);
+}
+
+// ---- definition-node updates --------------------------------------------------------------
+
+TEST_F(GraphFake, NodeUpdatesReachTheDriverAndTheNodeReportsThem) {
+  GraphDefinition def;
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  fill.update_memset({.dptr = 0x2000, .value = 0xBEEF, .element_size = 2, .width = 8, .height = 3, .pitch = 64});
+  ASSERT_EQ(FakeGraphs::set.size(), 1u);
+  const CUDA_MEMSET_NODE_PARAMS_v2& m = FakeGraphs::set[0].memset;
+  EXPECT_EQ(FakeGraphs::set[0].type, CU_GRAPH_NODE_TYPE_MEMSET);
+  EXPECT_EQ(m.dst, CUdeviceptr(0x2000));
+  EXPECT_EQ(m.value, 0xBEEFu);
+  EXPECT_EQ(m.elementSize, 2u);
+  EXPECT_EQ(m.width, 8u);
+  EXPECT_EQ(m.height, 3u);
+  EXPECT_EQ(m.pitch, 64u);
+  const MemsetNodeParams now = fill.memset_params();
+  EXPECT_EQ(now.dptr, CUdeviceptr(0x2000));
+  EXPECT_EQ(now.value, 0xBEEFu);
+  EXPECT_EQ(now.element_size, 2u);
+  EXPECT_EQ(now.width, 8u);
+
+  GraphNode copy = def.memcpy(CUdeviceptr(0x3000), CUdeviceptr(0x4000), 32);
+  copy.update_memcpy({.dst = 0x5000, .src = 0x6000, .size = 48});
+  ASSERT_EQ(FakeGraphs::set.size(), 2u);
+  const CUDA_MEMCPY3D& c = FakeGraphs::set[1].memcpy.copyParams;
+  EXPECT_EQ(FakeGraphs::set[1].type, CU_GRAPH_NODE_TYPE_MEMCPY);
+  EXPECT_EQ(c.dstDevice, CUdeviceptr(0x5000));
+  EXPECT_EQ(c.srcDevice, CUdeviceptr(0x6000));
+  EXPECT_EQ(c.WidthInBytes, 48u);
+  EXPECT_EQ(c.Height, 1u);
+  EXPECT_EQ(copy.memcpy_params().size, 48u);
+  EXPECT_EQ(copy.memcpy_params().src, CUdeviceptr(0x6000));
+
+  int calls = 0;
+  GraphNode host = def.callback([&calls] { ++calls; });
+  auto before = host.callback_owner();
+  host.update_callback([&calls] { calls += 10; });
+  ASSERT_EQ(FakeGraphs::set.size(), 3u);
+  EXPECT_EQ(FakeGraphs::set[2].type, CU_GRAPH_NODE_TYPE_HOST);
+  EXPECT_NE(host.callback_owner(), before);
+  FakeGraphs::set[2].host.fn(FakeGraphs::set[2].host.userData);  // what the driver would call
+  EXPECT_EQ(calls, 10);
+}
+
+TEST_F(GraphFake, ARefusedOrImpossibleUpdateLeavesTheNodeAsItWas) {
+  GraphDefinition def;
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  FakeGraphs::set_result = CUDA_ERROR_INVALID_VALUE;
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}), CudaError);
+  FakeGraphs::set_result = CUDA_SUCCESS;
+  EXPECT_EQ(fill.memset_params().dptr, CUdeviceptr(0x1000));
+  EXPECT_EQ(fill.memset_params().value, 1u);
+
+  // Checked before the driver: nothing reaches it.
+  const auto reached = FakeGraphs::set.size();
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 3, .width = 16}), std::invalid_argument);
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 0}), std::invalid_argument);
+  EXPECT_THROW(fill.update_memcpy({.dst = 1, .src = 2, .size = 4}), std::invalid_argument);  // not a memcpy node
+  GraphNode empty = def.empty();
+  EXPECT_THROW(empty.update_callback([] {}), std::invalid_argument);
+  EXPECT_THROW(empty.update_child(def), std::invalid_argument);
+  GraphNode copy = def.memcpy(CUdeviceptr(0x3000), CUdeviceptr(0x4000), 32);
+  EXPECT_THROW(copy.update_memcpy({.dst = 1, .src = 2, .size = 0}), std::invalid_argument);
+  copy.destroy();
+  EXPECT_THROW(copy.update_memcpy({.dst = 1, .src = 2, .size = 4}), ClosedError);
+  EXPECT_EQ(FakeGraphs::set.size(), reached);
+
+  // An older driver: refused with what it needs.
+  fake.table.version = 12010;
+  EXPECT_THROW(fill.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}),
+               FeatureUnavailableError);
+  EXPECT_EQ(FakeGraphs::set.size(), reached);
+  EXPECT_EQ(fill.memset_params().value, 1u);
 }

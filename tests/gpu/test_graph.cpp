@@ -2,7 +2,8 @@
 // (random data, every element), split/join over 4 branches, a 1000-node chain,
 // every explicit node type, if / if-else / while / switch, update with new
 // kernel arguments and its mismatch error, a capture broken by a synchronous
-// call, lifetimes (every handle dropped, 100 launches), graph memory.
+// call, lifetimes (every handle dropped, 100 launches), graph memory, node
+// identity through nodes()/edges()/pred()/succ(), definition-node updates.
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
@@ -266,6 +267,59 @@ TEST_F(Graphs, EveryExplicitNodeType) {
   EXPECT_TRUE(first.succ().empty());
   EXPECT_TRUE(last.pred().empty());
   EXPECT_EQ(plain.nodes().size(), 2u);
+}
+
+TEST_F(Graphs, OneNodeStateThroughEveryWayToANode) {
+  GraphDefinition def;
+  GraphNode a = def.empty();
+  GraphNode b = a.empty();
+  GraphNode j = def.join({a, b});
+  std::set<const void*> listed;
+  for (const GraphNode& n : def.nodes()) listed.insert(n.box().get());
+  EXPECT_EQ(listed, (std::set<const void*>{a.box().get(), b.box().get(), j.box().get()}));
+  std::set<std::pair<const void*, const void*>> edges;
+  for (const auto& [x, y] : def.edges()) edges.emplace(x.box().get(), y.box().get());
+  EXPECT_EQ(edges, (std::set<std::pair<const void*, const void*>>{
+                       {a.box().get(), b.box().get()}, {a.box().get(), j.box().get()}, {b.box().get(), j.box().get()}}));
+  ASSERT_EQ(b.succ().size(), 1u);
+  EXPECT_EQ(b.succ()[0].box(), j.box());
+  GraphNode alias = a.succ()[0].box() == b.box() ? a.succ()[0] : a.succ()[1];
+  alias.destroy();
+  EXPECT_FALSE(b.is_valid());
+  EXPECT_THROW(b.empty(), ClosedError);
+  ASSERT_EQ(j.pred().size(), 1u);
+  EXPECT_EQ(j.pred()[0].box(), a.box());
+}
+
+TEST_F(Graphs, DefinitionNodeUpdatesChangeLaterInstantiationsOnly) {
+  const int n = 4096;
+  Stream s;
+  std::vector<int> zeros(n, 0);
+  Buffer x = upload(zeros, s), y = upload(zeros, s), fill = upload(zeros, s);
+  GraphDefinition def;
+  GraphNode add = def.launch(cfg_for(n), k("add_int"), x, 1, n);
+  GraphNode set = add.memset(fill, std::uint32_t(7), n);
+  Graph before = def.instantiate();
+  add.update_kernel(cfg_for(n), k("add_int"), y, 5, n);
+  set.update_memset({.dptr = fill.handle(), .value = 9, .element_size = 4, .width = std::size_t(n) / 2});
+  EXPECT_EQ(set.memset_params().value, 9u);
+  Graph after = def.instantiate();
+  before.launch(s);
+  expect_equal(download<int>(x, s), std::vector<int>(n, 1), "the old graph: x");
+  expect_equal(download<int>(y, s), zeros, "the old graph: y");
+  expect_equal(download<int>(fill, s), std::vector<int>(n, 7), "the old graph: the fill");
+  after.launch(s);
+  expect_equal(download<int>(x, s), std::vector<int>(n, 1), "the new graph: x");
+  expect_equal(download<int>(y, s), std::vector<int>(n, 5), "the new graph: y");
+  std::vector<int> half(n, 7);
+  std::fill(half.begin(), half.begin() + n / 2, 9);
+  expect_equal(download<int>(fill, s), half, "the new graph: the fill");
+  // Dimensions alone: the kernel and its arguments stay.
+  add.update_kernel(LaunchConfig{.grid = 1, .block = 256});
+  def.instantiate().launch(s);
+  std::vector<int> want(n, 5);
+  std::fill(want.begin(), want.begin() + 256, 10);
+  expect_equal(download<int>(y, s), want, "dimensions only");
 }
 
 TEST_F(Graphs, ConditionalsIfIfElseWhileSwitch) {

@@ -67,6 +67,30 @@ def test_graph_names_as_cuda_core():
     assert cucore.graph.GraphMemoryType is cucore.typing.GraphMemoryType
 
 
+NODE_TYPES = ["KERNEL", "MEMCPY", "MEMSET", "HOST", "GRAPH", "EMPTY", "WAIT_EVENT", "EVENT_RECORD", "EXT_SEMAS_SIGNAL",
+              "EXT_SEMAS_WAIT", "MEM_ALLOC", "MEM_FREE", "BATCH_MEM_OP", "CONDITIONAL"]  # cuda.h's order = value
+
+
+def test_node_type_enum_has_every_cugraphnodetype():
+    """GraphNode.type's enum without cuda.bindings: cuda.h's CUgraphNodeType, every member, the same names."""
+    t = cucore.graph.CUgraphNodeType
+    assert [(m.name, int(m)) for m in t] == [(f"CU_GRAPH_NODE_TYPE_{n}", i) for i, n in enumerate(NODE_TYPES)]
+    assert t(13) is t.CU_GRAPH_NODE_TYPE_CONDITIONAL and t.CU_GRAPH_NODE_TYPE_KERNEL == 0
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        return
+    assert [(m.name, int(m)) for m in driver.CUgraphNodeType] == [(m.name, int(m)) for m in t]
+
+
+def test_adjacency_proxy_is_a_mutable_set():
+    from collections.abc import MutableSet
+
+    assert issubclass(cucore.graph.AdjacencySetProxy, MutableSet)
+    assert isinstance(cucore.graph.GraphNode.pred, property) and isinstance(cucore.graph.GraphNode.succ, property)
+    assert cucore.graph.GraphNode.pred.fset is not None  # assignable, as cuda.core's
+
+
 def test_option_dataclasses_as_cuda_core():
     assert [f.name for f in dataclasses.fields(GraphCompleteOptions)] == [
         "auto_free_on_launch", "upload_stream", "device_launch", "use_node_priority"]
@@ -215,6 +239,16 @@ def test_every_explicit_node_type(mod):
     assert kinds >= {"AllocNode", "MemcpyNode", "KernelNode", "FreeNode", "MemsetNode", "ChildGraphNode",
                      "HostCallbackNode", "EmptyNode", "EventRecordNode", "EventWaitNode"}
     assert (rec, waited) in g.edges()
+    # One Python object per node: what made it is what nodes() and edges() give.
+    made = [alloc, copy_in, scale, copy_out, freed, fill, fill_scale, embedded, host, joined, rec, waited]
+    listed = {int(node.handle): node for node in g.nodes()}
+    assert len(listed) == len(made)
+    for node in made:
+        assert listed[int(node.handle)] is node, node
+    assert {(id(x), id(y)) for x, y in g.edges()} == {
+        (id(alloc), id(copy_in)), (id(copy_in), id(scale)), (id(scale), id(copy_out)), (id(copy_out), id(freed)),
+        (id(fill), id(fill_scale)), (id(embedded), id(host)), (id(freed), id(joined)), (id(fill_scale), id(joined)),
+        (id(host), id(joined)), (id(joined), id(rec)), (id(rec), id(waited))}
 
     exe = g.instantiate()
     exe.launch(s)
@@ -241,6 +275,122 @@ def test_every_explicit_node_type(mod):
     assert len(b.pred) == 0 and len(a.succ) == 0
     b.destroy()
     assert not b.is_valid and len(c.pred) == 0 and len(plain.nodes()) == 2
+
+
+def test_one_object_per_node_everywhere(mod):
+    """The same CUgraphNode is the same Python object from the call that made
+    it, nodes(), edges(), pred and succ (as cuda.core); the graph keeps none of
+    them alive; destroy() through any of them invalidates the one object."""
+    import weakref
+
+    s = Device(0).create_stream()
+    data = upload(np.zeros(256, np.int32), s)
+    g = GraphDefinition()
+    a = g.empty()
+    b = a.empty()
+    k = b.launch(cfg(256), mod.get_kernel("add_int"), data, 1, 256)
+    m = g.memset(data, 0, 1024)
+    j = g.join(k, m)
+    assert g.nodes() == {a, b, k, m, j}
+    listed = {int(x.handle): x for x in g.nodes()}
+    assert all(listed[int(x.handle)] is x for x in (a, b, k, m, j))
+    assert {(id(x), id(y)) for x, y in g.edges()} == {(id(a), id(b)), (id(b), id(k)), (id(k), id(j)),
+                                                       (id(m), id(j))}
+    assert {id(x) for x in j.pred} == {id(k), id(m)}
+    assert [id(x) for x in a.succ] == [id(b)] and [id(x) for x in b.pred] == [id(a)]
+    assert len(a.pred) == 0 and len(j.succ) == 0
+
+    # The node's kind comes back as a CUgraphNodeType member, as cuda.core gives it.
+    try:
+        from cuda.bindings import driver
+        node_type = driver.CUgraphNodeType
+    except ImportError:
+        node_type = cucore.graph.CUgraphNodeType
+    assert type(a.type) is node_type and type(k.type) is node_type
+    assert (a.type.name, k.type.name, m.type.name) == (
+        "CU_GRAPH_NODE_TYPE_EMPTY", "CU_GRAPH_NODE_TYPE_KERNEL", "CU_GRAPH_NODE_TYPE_MEMSET")
+    assert (int(a.type), int(k.type), int(m.type)) == (5, 0, 2)
+
+    # Nobody keeps a node's object but its users: gone, and a new one of its kind next time.
+    gone = weakref.ref(b)
+    handle_b = int(b.handle)
+    del b, listed
+    gc.collect()
+    assert gone() is None
+    b = next(x for x in g.nodes() if int(x.handle) == handle_b)
+    assert type(b) is cucore.graph.EmptyNode and next(iter(a.succ)) is b and next(iter(k.pred)) is b
+
+    # A body graph's nodes are their objects too.
+    cond = g.create_condition()
+    n_if = j.if_then(cond)
+    inner = n_if.then.empty()
+    assert next(iter(n_if.then.nodes())) is inner
+
+    # destroy() through the object nodes() gives is destroy() of the one object.
+    held = {m}
+    alias = next(x for x in g.nodes() if x == m)
+    assert alias is m
+    alias.destroy()
+    assert not m.is_valid and m.handle is None and m.type is None
+    assert m in held  # its hash does not change with destroy()
+    assert g.nodes() == {a, b, k, j, n_if}
+    assert {id(x) for x in j.pred} == {id(k)}
+    with pytest.raises(cucore.ClosedError):
+        m.empty()  # no node (never an entry node) from a destroyed one
+    assert len(g.nodes()) == 5
+
+    # A captured graph's definition gives the same objects each time.
+    gb = s.create_graph_builder().begin_building()
+    launch(gb, cfg(256), mod.get_kernel("add_int"), data, 1, 256)
+    launch(gb, cfg(256), mod.get_kernel("add_int"), data, 2, 256)
+    gb.end_building()
+    first = gb.graph_definition.nodes()
+    assert {id(x) for x in gb.graph_definition.nodes()} == {id(x) for x in first}
+    (x, y), = gb.graph_definition.edges()
+    assert {id(x), id(y)} == {id(n) for n in first} and next(iter(x.succ)) is y
+
+
+def test_pred_and_succ_are_mutable_sets_over_the_edges(mod):
+    from collections.abc import MutableSet
+
+    g = GraphDefinition()
+    a, b, c = g.empty(), g.empty(), g.empty()
+    d = a.empty()
+    assert isinstance(d.pred, MutableSet) and isinstance(d.succ, MutableSet)
+    p = d.pred
+    p.add(b)
+    p.add(b)  # already there: no second edge
+    assert g.edges() == {(a, d), (b, d)} and set(b.succ) == {d}
+    p.remove(a)
+    assert g.edges() == {(b, d)}
+    with pytest.raises(KeyError):
+        p.remove(a)
+    p.discard(a)  # absent: nothing happens
+    p.discard(object())  # not a node: nothing happens
+    assert object() not in p and 5 not in p
+    with pytest.raises(TypeError, match="expected GraphNode"):
+        p.add(object())
+    with pytest.raises(TypeError, match="expected GraphNode"):
+        p.update([a, "b"])
+    assert g.edges() == {(b, d)}  # a refused update adds nothing
+    p.update(a, [c, a])  # nodes and iterables of nodes; each edge once
+    assert g.edges() == {(a, d), (b, d), (c, d)}
+    p -= {a, b}
+    assert g.edges() == {(c, d)}
+    p |= {a}
+    assert g.edges() == {(a, d), (c, d)}
+    assert p & {a, b} == {a} and type(p & {a}) is set
+    d.pred = [b]  # the setter replaces the whole set
+    assert g.edges() == {(b, d)}
+    a.succ = {b, c}
+    assert g.edges() == {(b, d), (a, b), (a, c)}
+    popped = a.succ.pop()
+    assert popped in (b, c) and g.edges() == {(b, d), (a, b), (a, c)} - {(a, popped)}
+    a.succ.clear()
+    p -= p
+    assert g.edges() == set() and len(d.pred) == 0
+    with pytest.raises(ValueError):
+        p.add(GraphDefinition().empty())  # a node of another graph
 
 
 def test_conditionals(mod):
@@ -286,6 +436,175 @@ def test_conditionals(mod):
 
     with pytest.raises(ValueError):
         GraphDefinition().if_then(c_if)  # a condition of another graph
+
+
+def test_definition_node_updates_change_later_instantiations(mod):
+    """cuda.core 1.2's node update(): graphs instantiated after an update use
+    the new parameters, those made before keep the old; the node reports the
+    new ones; refused updates change nothing."""
+    import threading
+
+    n = 256
+    s = Device(0).create_stream()
+    add = mod.get_kernel("add_int")
+    zeros = np.zeros(n, np.int32)
+
+    # kernel: arguments, then dimensions, then kernel and arguments together
+    a, b = upload(zeros, s), upload(zeros, s)
+    g = GraphDefinition()
+    k = g.launch(cfg(n), add, a, 1, n)
+    old = g.instantiate()
+    k.update(args=(b, 5, n))
+    new = g.instantiate()
+    old.launch(s)
+    new.launch(s)
+    np.testing.assert_array_equal(download(a, np.int32, s), zeros + 1)
+    np.testing.assert_array_equal(download(b, np.int32, s), zeros + 5)
+    k.update(config=LaunchConfig(grid=1, block=128))
+    assert (k.grid, k.block) == ((1, 1, 1), (128, 1, 1))
+    g.instantiate().launch(s)
+    np.testing.assert_array_equal(download(b, np.int32, s), np.r_[np.full(128, 10), np.full(n - 128, 5)])
+    with pytest.raises(ValueError, match="changing kernel requires args"):
+        k.update(kernel=add)
+    with pytest.raises(TypeError):
+        k.update(config=object())
+    with pytest.raises(TypeError):
+        k.update(LaunchConfig(grid=1, block=1))  # keyword-only
+    k.update(kernel=add, args=(a, 100, n), config=cfg(n))
+    g.instantiate().launch(s)
+    np.testing.assert_array_equal(download(a, np.int32, s), zeros + 101)
+    assert k.grid == ((n + 255) // 256, 1, 1)
+
+    # memset: value, then destination and width
+    buf, other = upload(zeros, s), upload(zeros, s)
+    g = GraphDefinition()
+    ms = g.memset(buf, np.int32(7), n)
+    old = g.instantiate()
+    ms.update(value=np.int32(9))
+    assert (ms.value, ms.element_size, ms.width, ms.dptr) == (9, 4, n, int(buf.handle))
+    new = g.instantiate()
+    old.launch(s)
+    np.testing.assert_array_equal(download(buf, np.int32, s), zeros + 7)
+    new.launch(s)
+    np.testing.assert_array_equal(download(buf, np.int32, s), zeros + 9)
+    ms.update(dst=other, width=n // 2)
+    g.instantiate().launch(s)
+    np.testing.assert_array_equal(download(other, np.int32, s), np.r_[np.full(n // 2, 9), np.zeros(n // 2)])
+    with pytest.raises(TypeError):
+        ms.update(buf)  # keyword-only
+    with pytest.raises(ValueError):
+        ms.update(value=256)
+    with pytest.raises(ValueError, match="dst_owner requires dst"):
+        ms.update(dst_owner=buf)
+    with pytest.raises(OverflowError):
+        ms.update(width=-1)
+    assert (ms.value, ms.width, ms.dptr) == (9, n // 2, int(other.handle))
+
+    # memcpy: source and size
+    src1, src2, dst = upload(np.arange(n, dtype=np.int32), s), upload(2 * np.arange(n, dtype=np.int32), s), upload(zeros, s)
+    g = GraphDefinition()
+    mc = g.memcpy(dst, src1, n * 4)
+    old = g.instantiate()
+    mc.update(src=src2, size=n * 2)
+    assert (mc.src, mc.dst, mc.size) == (int(src2.handle), int(dst.handle), n * 2)
+    new = g.instantiate()
+    old.launch(s)
+    np.testing.assert_array_equal(download(dst, np.int32, s), np.arange(n))
+    dst.copy_from(zeros, stream=s)
+    new.launch(s)
+    np.testing.assert_array_equal(download(dst, np.int32, s), np.r_[2 * np.arange(n // 2), np.zeros(n // 2)])
+    with pytest.raises(OverflowError):
+        mc.update(size=-1)
+    with pytest.raises(TypeError):
+        mc.update(src=object())
+    assert mc.size == n * 2
+
+    # event record: the event a launch leaves pending while a callback blocks it
+    e1, e2 = Device(0).create_event(), Device(0).create_event()
+    started, release = threading.Event(), threading.Event()
+
+    def block():
+        started.set()
+        release.wait(30)
+
+    g = GraphDefinition()
+    rec = g.callback(block).record(e1)
+    old = g.instantiate()
+    rec.update(e2)
+    assert rec.event == e2
+    new = g.instantiate()
+
+    def records(graph, pending, done):
+        started.clear()
+        release.clear()
+        st = Device(0).create_stream()
+        graph.launch(st)
+        try:
+            assert started.wait(5)
+            assert pending.is_done is False and done.is_done is True
+        finally:
+            release.set()
+            st.sync()
+
+    records(old, e1, e2)
+    records(new, e2, e1)
+    with pytest.raises(TypeError):
+        rec.update(object())
+
+    # event wait: the updated node waits on the new event
+    g = GraphDefinition()
+    w = g.wait(e1)
+    w.update(e2)
+    assert w.event == e2
+
+    # host callback and child graph
+    called = []
+
+    def first():
+        called.append(1)
+
+    def second():
+        called.append(2)
+
+    g = GraphDefinition()
+    hc = g.callback(first)
+    old = g.instantiate()
+    hc.update(second)
+    assert hc.callback is second
+    new = g.instantiate()
+    old.launch(s)
+    s.sync()
+    new.launch(s)
+    s.sync()
+    assert called == [1, 2]
+    with pytest.raises(ValueError):
+        hc.update(first, user_data=b"x")  # user_data is for ctypes functions
+    with pytest.raises(TypeError):
+        hc.update(object())
+    assert hc.callback is second
+
+    c1, c2 = GraphDefinition(), GraphDefinition()
+    c1.callback(lambda: called.append("c1"))
+    c2.callback(lambda: called.append("c2"))
+    g = GraphDefinition()
+    ch = g.embed(c1)
+    old = g.instantiate()
+    ch.update(c2)
+    new = g.instantiate()
+    called.clear()
+    old.launch(s)
+    s.sync()
+    new.launch(s)
+    s.sync()
+    assert called == ["c1", "c2"]
+    with pytest.raises(ValueError):
+        ch.update(ch.child_graph)  # of its own hierarchy
+    with pytest.raises(TypeError):
+        ch.update(object())
+
+    ms.destroy()
+    with pytest.raises(cucore.ClosedError):
+        ms.update(value=1)
 
 
 def test_update_and_mismatch(mod):

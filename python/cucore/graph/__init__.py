@@ -6,12 +6,13 @@ cucore's graphs keep alive what their nodes use (kernels, Buffers passed as
 arguments or operands, events, child graphs, callbacks) until every executable
 graph made from them and every launch in flight is done.
 """
-from collections.abc import Set as _Set
+from collections.abc import MutableSet as _MutableSet
 from dataclasses import dataclass
 
 from cucore._core import _graph as _native
 from cucore._core._graph import (
     AllocNode,
+    CUgraphNodeType,
     ChildGraphNode,
     ConditionalNode,
     EmptyNode,
@@ -82,8 +83,10 @@ class GraphDebugPrintOptions:
     conditional_node_params: bool = False
 
 
-class AdjacencySetProxy(_Set):
-    """A node's predecessors (or successors) as a set; changes write through to the graph."""
+class AdjacencySetProxy(_MutableSet):
+    """A node's predecessors (or successors) as a mutable set, as cuda.core's:
+    changes write through to the graph's edges. Its members are the nodes'
+    own objects (the one Python object per node)."""
 
     __slots__ = ("_node", "_forward")
 
@@ -94,8 +97,12 @@ class AdjacencySetProxy(_Set):
     def _items(self):
         return self._node._adjacent(self._forward)
 
+    @classmethod
+    def _from_iterable(cls, it):
+        return set(it)  # &, |, ^, - give plain sets
+
     def __contains__(self, x):
-        return x in self._items()
+        return isinstance(x, GraphNode) and x in self._items()
 
     def __iter__(self):
         return iter(self._items())
@@ -103,24 +110,37 @@ class AdjacencySetProxy(_Set):
     def __len__(self):
         return len(self._items())
 
-    @classmethod
-    def _from_iterable(cls, it):
-        return set(it)
-
     def add(self, value):
-        self.update((value,))
+        if not isinstance(value, GraphNode):
+            raise TypeError(f"expected GraphNode, got {type(value).__name__}")
+        if value not in self:
+            self._node._change_edges(self._forward, True, [value])
 
     def discard(self, value):
-        if value in self:
+        if isinstance(value, GraphNode) and value in self:
             self._node._change_edges(self._forward, False, [value])
 
     def clear(self):
         items = self._items()
-        if items:
+        if items:  # one driver call for all
             self._node._change_edges(self._forward, False, items)
 
     def update(self, *others):
-        new = [n for it in others for n in it if n not in self]
+        """Adds edges to every node given (nodes, or iterables of nodes) in one driver call."""
+        nodes = []
+        for other in others:
+            if isinstance(other, GraphNode):
+                nodes.append(other)
+                continue
+            for n in other:
+                if not isinstance(n, GraphNode):
+                    raise TypeError(f"expected GraphNode, got {type(n).__name__}")
+                nodes.append(n)
+        present = self._items()
+        new = []
+        for n in nodes:
+            if n not in present and n not in new:
+                new.append(n)
         if new:
             self._node._change_edges(self._forward, True, new)
 
@@ -129,7 +149,14 @@ class AdjacencySetProxy(_Set):
         return self
 
     def __isub__(self, it):
-        gone = [n for n in it if n in self]
+        if it is self:
+            self.clear()
+            return self
+        present = self._items()
+        gone = []
+        for n in it:
+            if isinstance(n, GraphNode) and n in present and n not in gone:
+                gone.append(n)
         if gone:
             self._node._change_edges(self._forward, False, gone)
         return self
