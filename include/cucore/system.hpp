@@ -176,7 +176,8 @@ class InforomInfo {
   // Reads the InfoROM and checks its checksums: NvmlError
   // (NVML_ERROR_CORRUPTED_INFOROM) when corrupted; false when not supported.
   bool validate() const;
-  // (timestamp, duration in microseconds) of the last blackbox flush.
+  // (timestamp, duration in microseconds) of the last blackbox flush; empty
+  // also before the first flush of this run (NVML_ERROR_NOT_READY).
   std::optional<std::pair<std::uint64_t, unsigned long>> bbx_flush_time() const;
   std::optional<std::string> board_part_number() const;
 

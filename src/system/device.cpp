@@ -713,8 +713,9 @@ bool InforomInfo::validate() const {
 std::optional<std::pair<std::uint64_t, unsigned long>> InforomInfo::bbx_flush_time() const {
   unsigned long long timestamp = 0;
   unsigned long duration_us = 0;
-  if (!CUCORE_NVML_OK(nvmlDeviceGetLastBBXFlushTime, nvml_handle(handle_), &timestamp, &duration_us))
-    return std::nullopt;
+  nvml::Return r = CUCORE_NVML(nvmlDeviceGetLastBBXFlushTime)(nvml_handle(handle_), &timestamp, &duration_us);
+  if (r == nvml::ERROR_NOT_READY) return std::nullopt;  // no flush yet in this run: no value to report
+  if (!detail::nvml_supported(r, "nvmlDeviceGetLastBBXFlushTime")) return std::nullopt;
   return std::pair<std::uint64_t, unsigned long>{timestamp, duration_us};
 }
 

@@ -324,6 +324,7 @@ class FakeNvml {
       return gpu(h).checksum % 2 ? nvml::ERROR_CORRUPTED_INFOROM : nvml::SUCCESS;
     };
     t.nvmlDeviceGetLastBBXFlushTime = [](nvml::Device h, unsigned long long* when, unsigned long* d) {
+      if (gpu(h).bbx_time == 0) return nvml::ERROR_NOT_READY;  // not flushed yet
       return *when = gpu(h).bbx_time, *d = gpu(h).bbx_duration, nvml::SUCCESS;
     };
     t.nvmlDeviceGetBoardPartNumber = [](nvml::Device h, char* b, unsigned n) {
@@ -920,6 +921,8 @@ TEST_F(SystemFake, ModesAttributesRepairAndInforomPassThrough) {
     ASSERT_TRUE(bbx);
     EXPECT_EQ(bbx->first, g.bbx_time);
     EXPECT_EQ(bbx->second, g.bbx_duration);
+    g.bbx_time = 0;
+    EXPECT_FALSE(inf.bbx_flush_time());  // NOT_READY: no flush yet, no value (an H200 answers so)
     g.checksum = 2;
     EXPECT_TRUE(inf.validate());
     g.checksum = 3;  // the fake's corrupted InfoROM

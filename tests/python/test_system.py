@@ -538,6 +538,8 @@ def test_modes_and_inforom_match_nvidia_smi(gpu):
     assert inf.configuration_checksum is None or isinstance(inf.configuration_checksum, int)
     if image is not None:
         inf.validate()  # a healthy board: no CorruptedInforomError
+    bbx = inf.bbx_flush_time  # None before the first flush of this run (NVML's NOT_READY)
+    assert bbx is None or (len(bbx) == 2 and bbx[0] > 0)
     part = inf.board_part_number
     assert part is None or part.strip()
 
