@@ -16,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace cucore {
@@ -69,6 +70,9 @@ enum class GpuP2PStatus : int {
   not_supported = 5, unknown = 6,
 };
 enum class MemoryErrorType : int { corrected = 0, uncorrected = 1 };
+enum class AffinityScope : unsigned { node = 0, socket = 1 };  // NVML_AFFINITY_SCOPE_*
+enum class AddressingMode : unsigned { none = 0, hmm = 1, ats = 2 };
+enum class InforomObject : int { oem = 0, ecc = 1, power = 2, den = 3 };
 enum class EccCounterType : int { volatile_ecc = 0, aggregate_ecc = 1 };  // since the driver loaded; lifetime
 
 // Bits of current/supported_clock_event_reasons (nvmlClocksEventReason*).
@@ -116,7 +120,72 @@ struct ProcessInfo {
   std::optional<unsigned int> gpu_instance_id, compute_instance_id;
 };
 
+// One value of Device::get_field_values (nvmlFieldValue_t). Each value carries
+// its own NVML status: value() throws NvmlError when it is not NVML_SUCCESS.
+struct FieldValue {
+  unsigned int field_id = 0, scope_id = 0;
+  std::int64_t timestamp_us = 0;  // CPU time of the sample, microseconds since 1970
+  std::int64_t latency_us = 0;    // how long NVML took to update it
+  int status = 0;                 // nvmlReturn_t of this value
+  std::variant<std::int64_t, std::uint64_t, double> raw;  // by NVML's value type
+  const std::variant<std::int64_t, std::uint64_t, double>& value() const;
+};
+
+struct RepairStatus {  // pending TPC / channel repairs
+  bool channel_repair_pending = false, tpc_repair_pending = false;
+};
+
+// Counts of a device's engines and slices (nvmlDeviceAttributes_t).
+struct DeviceAttributes {
+  unsigned int multiprocessor_count = 0, shared_copy_engine_count = 0, shared_decoder_count = 0,
+               shared_encoder_count = 0, shared_jpeg_count = 0, shared_ofa_count = 0, gpu_instance_slice_count = 0,
+               compute_instance_slice_count = 0;
+  std::uint64_t memory_size_mb = 0;  // MiB
+};
+
+// One utilization domain of Device::dynamic_pstates_info (graphics, frame
+// buffer, video, bus, ...: NVML's nvmlGpuUtilizationDomainId_t order).
+struct DynamicPstateUtilization {
+  bool is_present = false;
+  unsigned int percentage = 0;     // busy in the last second
+  unsigned int inc_threshold = 0;  // crossing it can raise the P-state
+  unsigned int dec_threshold = 0;  // crossing it can lower the P-state
+};
+
+// A device's cooler: its control signal (0 none, 1 toggle, 2 variable) and
+// the nvmlCoolerTarget_t bits it cools (1 nothing, 2 GPU, 4 memory, 8 power supply).
+struct CoolerInfo {
+  int signal_type = 0;
+  unsigned int target = 0;
+};
+
+// One sensor of Temperature::get_thermal_settings (degrees Celsius);
+// controller and target are NVML's nvmlThermalController_t / nvmlThermalTarget_t.
+struct ThermalSensor {
+  int controller = -1, default_min_temp = 0, default_max_temp = 0, current_temp = 0, target = 0;
+};
+
 class Device;
+
+// A device's InfoROM (non-volatile board memory), read on each call.
+class InforomInfo {
+ public:
+  std::optional<std::string> get_version(InforomObject object) const;
+  std::optional<std::string> image_version() const;
+  std::optional<unsigned int> configuration_checksum() const;
+  // Reads the InfoROM and checks its checksums: NvmlError
+  // (NVML_ERROR_CORRUPTED_INFOROM) when corrupted; false when not supported.
+  bool validate() const;
+  // (timestamp, duration in microseconds) of the last blackbox flush; empty
+  // also before the first flush of this run (NVML_ERROR_NOT_READY).
+  std::optional<std::pair<std::uint64_t, unsigned long>> bbx_flush_time() const;
+  std::optional<std::string> board_part_number() const;
+
+ private:
+  friend class Device;
+  explicit InforomInfo(void* h) : handle_(h) {}
+  void* handle_;
+};
 
 // A device's PCI identity (read once) and its PCIe link (read on each call).
 class PciInfo {
@@ -171,6 +240,8 @@ class Temperature {
   std::optional<unsigned int> get_sensor() const;  // the GPU's sensor
   std::optional<unsigned int> get_threshold(TemperatureThresholds threshold) const;
   std::optional<int> margin() const;  // distance to the nearest slowdown threshold
+  // The sensors NVML reports for `sensor_index` (an nvmlThermalTarget_t), at most 3.
+  std::optional<std::vector<ThermalSensor>> get_thermal_settings(int sensor_index) const;
 
  private:
   friend class Device;
@@ -246,6 +317,16 @@ class Device {
   std::optional<unsigned int> minor_number() const;
   std::optional<int> numa_node_id() const;  // -1 when the GPU is not a NUMA node
   std::optional<bool> is_persistence_mode_enabled() const;
+  // Needs root; NvmlError (NVML_ERROR_NO_PERMISSION) otherwise.
+  void set_persistence_mode(bool enabled) const;
+  std::optional<bool> is_c2c_enabled() const;
+  // HMM or ATS (system memory addressable from the GPU); none when neither.
+  std::optional<AddressingMode> addressing_mode() const;
+  std::optional<bool> is_display_connected() const;  // a monitor on a connector
+  std::optional<bool> is_display_active() const;     // a display initialized (e.g. by an X server)
+  std::optional<DeviceAttributes> attributes() const;
+  std::optional<RepairStatus> repair_status() const;
+  InforomInfo inforom() const { return InforomInfo(handle_); }
   cucore::Device to_cuda_device() const;  // throws cucore::Error when CUDA has no device of this UUID
 
   // MIG.
@@ -263,6 +344,28 @@ class Device {
   std::optional<std::vector<int>> supported_pstates() const;
   std::optional<std::uint64_t> current_clock_event_reasons() const;  // clocks_event_reasons bits
   std::optional<std::uint64_t> supported_clock_event_reasons() const;
+  // Performance monitor samples of each utilization domain (8 entries).
+  std::optional<std::vector<DynamicPstateUtilization>> dynamic_pstates_info() const;
+  std::optional<CoolerInfo> cooler() const;  // the first cooler's
+  // (current, default) state of auto boosted clocks.
+  std::optional<std::pair<bool, bool>> is_auto_boosted_clocks_enabled() const;
+
+  // CPU and memory affinity (Linux): the CPUs, or the NUMA nodes, nearest the
+  // device within `scope`, ascending. set_cpu_affinity binds the calling
+  // thread to the device's CPUs; clear_cpu_affinity unbinds it (all CPUs).
+  std::optional<std::vector<unsigned int>> get_cpu_affinity(AffinityScope scope = AffinityScope::node) const;
+  std::optional<std::vector<unsigned int>> get_memory_affinity(AffinityScope scope = AffinityScope::node) const;
+  void set_cpu_affinity() const;
+  void clear_cpu_affinity() const;
+  // The GPUs with an affinity to CPU `cpu`.
+  static std::vector<Device> get_all_devices_with_cpu_affinity(unsigned int cpu);
+  // The GPUs nearest this one at `level` (NVML leaves this device out).
+  std::vector<Device> get_topology_nearest_gpus(GpuTopologyLevel level) const;
+
+  // Field values (NVML_FI_*): one call for many, each (field id, scope id)
+  // with its own status. An empty list asks NVML nothing.
+  std::vector<FieldValue> get_field_values(const std::vector<std::pair<unsigned int, unsigned int>>& fields) const;
+  void clear_field_values(const std::vector<std::pair<unsigned int, unsigned int>>& fields) const;
 
   // Thermals and cooling.
   Temperature temperature() const { return Temperature(handle_); }

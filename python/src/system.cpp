@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "common.hpp"
 
@@ -81,6 +83,11 @@ constexpr std::pair<const char*, sys::GpuP2PStatus> kP2PStatus[] = {
     {"disabled by regkey", sys::GpuP2PStatus::disabled_by_regkey},
     {"not supported", sys::GpuP2PStatus::not_supported},
     {"unknown", sys::GpuP2PStatus::unknown}};
+constexpr std::pair<const char*, sys::AffinityScope> kAffinityScopes[] = {{"node", sys::AffinityScope::node},
+                                                                         {"socket", sys::AffinityScope::socket}};
+constexpr std::pair<const char*, sys::InforomObject> kInforomObjects[] = {
+    {"oem", sys::InforomObject::oem}, {"ecc", sys::InforomObject::ecc},
+    {"power", sys::InforomObject::power}, {"den", sys::InforomObject::den}};
 constexpr std::pair<const char*, sys::MemoryErrorType> kMemoryErrorTypes[] = {
     {"corrected", sys::MemoryErrorType::corrected}, {"uncorrected", sys::MemoryErrorType::uncorrected}};
 constexpr std::pair<const char*, sys::EccCounterType> kEccCounterTypes[] = {
@@ -110,6 +117,70 @@ struct MigInfo {
 };
 
 using release = nb::call_guard<nb::gil_scoped_release>;
+
+// get_field_values' argument: field ids, or (field id, scope id) pairs.
+std::vector<std::pair<unsigned int, unsigned int>> field_ids_arg(nb::handle ids) {
+  if (PyUnicode_Check(ids.ptr()) || !PySequence_Check(ids.ptr()))
+    raise_type_error("field_ids must be a list of field ids or (field id, scope id) pairs, got " +
+                     nb::cast<std::string>(nb::repr(ids)));
+  auto id = [](nb::handle v, const char* what) {
+    if (PyBool_Check(v.ptr()) || !PyIndex_Check(v.ptr()))
+      raise_type_error(std::string(what) + " must be an int, got " + nb::cast<std::string>(nb::repr(v)));
+    long long i = PyLong_AsLongLong(nb::steal(PyNumber_Index(v.ptr())).ptr());
+    if (i == -1 && PyErr_Occurred()) throw nb::python_error();
+    if (i < 0 || i > 0xffffffffLL) raise_value_error(std::string(what) + " " + std::to_string(i) + " is out of range");
+    return static_cast<unsigned int>(i);
+  };
+  std::vector<std::pair<unsigned int, unsigned int>> out;
+  for (nb::handle item : ids) {
+    if (PyTuple_Check(item.ptr())) {
+      if (PyTuple_Size(item.ptr()) != 2)
+        raise_value_error("a field_ids pair must be (field id, scope id), got " + nb::cast<std::string>(nb::repr(item)));
+      out.emplace_back(id(PyTuple_GET_ITEM(item.ptr(), 0), "field id"), id(PyTuple_GET_ITEM(item.ptr(), 1), "scope id"));
+    } else {
+      out.emplace_back(id(item, "field id"), 0u);
+    }
+  }
+  return out;
+}
+
+nb::object field_value_object(const sys::FieldValue& f) {
+  const auto& v = f.value();  // NvmlError (its class) when this value failed
+  if (const auto* d = std::get_if<double>(&v)) return nb::float_(*d);
+  if (const auto* u = std::get_if<std::uint64_t>(&v)) return nb::steal(PyLong_FromUnsignedLongLong(*u));
+  return nb::steal(PyLong_FromLongLong(std::get<std::int64_t>(v)));
+}
+
+// NVML's nvmlThermalController_t / nvmlThermalTarget_t as cucore.system.typing's values.
+const char* thermal_controller_name(int c) {
+  static const char* const kNames[] = {"gpu_internal", "adm1032", "adt7461", "max6649", "max1617", "lm99", "lm89",
+                                       "lm64", "g781", "adt7473", "sbmax6649", "vbiosevt", "os", "nvsyscon_canoas",
+                                       "nvsyscon_e551", "max6649r", "adt7473s"};
+  return c >= 1 && c <= static_cast<int>(std::size(kNames)) ? kNames[c - 1] : "unknown";
+}
+constexpr std::pair<const char*, int> kThermalTargets[] = {
+    {"none", 0}, {"gpu", 1}, {"memory", 2}, {"power_supply", 4}, {"board", 8},
+    {"vcd_board", 9}, {"vcd_inlet", 10}, {"vcd_outlet", 11}, {"all", 15}};
+
+struct DynamicPstatesInfo {
+  std::vector<sys::DynamicPstateUtilization> domains;
+};
+struct ThermalSettings {
+  std::vector<sys::ThermalSensor> sensors;
+};
+
+template <typename T>
+const T& item_at(const std::vector<T>& v, Py_ssize_t i, const char* what) {
+  Py_ssize_t n = static_cast<Py_ssize_t>(v.size());
+  if (i < 0) i += n;
+  if (i < 0 || i >= n) throw nb::index_error((std::string(what) + " index out of range").c_str());
+  return v[static_cast<std::size_t>(i)];
+}
+
+// Device.get_field_values' result, as cuda.core's FieldValues.
+struct FieldValues {
+  std::vector<sys::FieldValue> values;
+};
 
 void bind_values(nb::module_& s) {
   nb::class_<sys::MemoryInfo>(s, "MemoryInfo", "Memory allocation information for a device (bytes).",
@@ -193,7 +264,19 @@ void bind_values(nb::module_& s) {
              return t.get_threshold(th);
            },
            nb::arg("threshold_type"))
-      .def_prop_ro("margin", &sys::Temperature::margin, release());
+      .def_prop_ro("margin", &sys::Temperature::margin, release())
+      .def("get_thermal_settings",
+           [](const sys::Temperature& t, nb::handle sensor_index) -> nb::object {
+             int index = parse_enum(sensor_index, "thermal sensor index", kThermalTargets);
+             std::optional<std::vector<sys::ThermalSensor>> sensors;
+             {
+               nb::gil_scoped_release r;
+               sensors = t.get_thermal_settings(index);
+             }
+             if (!sensors) return nb::none();
+             return nb::cast(ThermalSettings{std::move(*sensors)});
+           },
+           nb::arg("sensor_index"));
 
   nb::class_<sys::NvlinkInfo>(s, "NvlinkInfo", "NVLink information for a device.", nb::is_weak_referenceable())
       .def_prop_ro("version", &sys::NvlinkInfo::version, release(), "The NVLink version as (major, minor).")
@@ -206,6 +289,129 @@ void bind_values(nb::module_& s) {
   nb::class_<FanInfo>(s, "FanInfo", "One fan of a device.", nb::is_weak_referenceable())
       .def_prop_ro("speed", [](const FanInfo& f) { return f.device.fan_speed(f.fan); }, release(),
                    "Intended fan speed, percent of the maximum.");
+
+  nb::class_<sys::FieldValue>(s, "FieldValue", "One field value (NVML_FI_*) of Device.get_field_values.",
+                              nb::is_weak_referenceable())
+      .def_ro("field_id", &sys::FieldValue::field_id, "The field id (an int: NVML's NVML_FI_* number).")
+      .def_ro("scope_id", &sys::FieldValue::scope_id)
+      .def_ro("timestamp", &sys::FieldValue::timestamp_us, "CPU time of the sample (microseconds since 1970).")
+      .def_ro("latency_usec", &sys::FieldValue::latency_us, "How long NVML took to update the value (us).")
+      .def_prop_ro("value", &field_value_object,
+                   "The value (int or float); raises this value's NvmlError subclass when NVML failed it.")
+      .def("__repr__", [](const sys::FieldValue& f) {
+        return "FieldValue(field_id=" + std::to_string(f.field_id) + ", scope_id=" + std::to_string(f.scope_id) + ")";
+      });
+  nb::class_<FieldValues>(s, "FieldValues", "The values of Device.get_field_values, in the order asked.",
+                          nb::is_weak_referenceable())
+      .def("__len__", [](const FieldValues& f) { return f.values.size(); })
+      .def("__getitem__",
+           [](const FieldValues& f, Py_ssize_t i) {
+             Py_ssize_t n = static_cast<Py_ssize_t>(f.values.size());
+             if (i < 0) i += n;
+             if (i < 0 || i >= n) throw nb::index_error("FieldValues index out of range");
+             return f.values[static_cast<std::size_t>(i)];
+           },
+           nb::arg("idx"))
+      .def("validate",
+           [](const FieldValues& f) {
+             for (const auto& v : f.values) v.value();  // the first failure raises
+           },
+           "Raises the NvmlError of the first value NVML failed, if any.")
+      .def("get_all_values",
+           [](const FieldValues& f) {
+             nb::list out;
+             for (const auto& v : f.values) out.append(field_value_object(v));
+             return out;
+           },
+           "Every value (validated), in order.");
+
+  nb::class_<sys::DynamicPstateUtilization>(s, "GpuDynamicPstatesUtilization",
+                                            "One utilization domain of Device.dynamic_pstates_info.",
+                                            nb::is_weak_referenceable())
+      .def_ro("is_present", &sys::DynamicPstateUtilization::is_present)
+      .def_ro("percentage", &sys::DynamicPstateUtilization::percentage, "Busy in the last second (percent).")
+      .def_ro("inc_threshold", &sys::DynamicPstateUtilization::inc_threshold)
+      .def_ro("dec_threshold", &sys::DynamicPstateUtilization::dec_threshold);
+  nb::class_<DynamicPstatesInfo>(s, "GpuDynamicPstatesInfo", "Performance monitor samples, one per utilization domain.",
+                                 nb::is_weak_referenceable())
+      .def("__len__", [](const DynamicPstatesInfo& d) { return d.domains.size(); })
+      .def("__getitem__", [](const DynamicPstatesInfo& d, Py_ssize_t i) {
+        return item_at(d.domains, i, "GPU dynamic P-states");
+      }, nb::arg("idx"));
+  nb::class_<sys::CoolerInfo>(s, "CoolerInfo", "A device's cooler.", nb::is_weak_referenceable())
+      .def_prop_ro("signal_type",
+                   [](const sys::CoolerInfo& c) -> nb::object {
+                     if (c.signal_type == 1) return typing_enum("CoolerControl", nb::str("toggle"));
+                     if (c.signal_type == 2) return typing_enum("CoolerControl", nb::str("variable"));
+                     return nb::none();
+                   })
+      .def_prop_ro("target", [](const sys::CoolerInfo& c) {
+        static const char* const kTargets[] = {"none", "gpu", "memory", "power_supply"};
+        nb::list out;
+        for (unsigned b = 0; b < 4; ++b)
+          if (c.target >> b & 1u) out.append(typing_enum("CoolerTarget", nb::str(kTargets[b])));
+        return out;
+      }, "What the cooler cools (GPU_RELATED is GPU, MEMORY and POWER_SUPPLY).");
+  nb::class_<sys::ThermalSensor>(s, "ThermalSensor", "One thermal sensor (degrees Celsius).",
+                                 nb::is_weak_referenceable())
+      .def_prop_ro("controller", [](const sys::ThermalSensor& t) {
+        return typing_enum("ThermalController", nb::str(thermal_controller_name(t.controller)));
+      })
+      .def_ro("default_min_temp", &sys::ThermalSensor::default_min_temp)
+      .def_ro("default_max_temp", &sys::ThermalSensor::default_max_temp)
+      .def_ro("current_temp", &sys::ThermalSensor::current_temp)
+      .def_prop_ro("target", [](const sys::ThermalSensor& t) {
+        const char* name = "none";
+        for (const auto& [n, v] : kThermalTargets)
+          if (v == t.target) name = n;
+        return typing_enum("ThermalTarget", nb::str(name));
+      });
+  nb::class_<ThermalSettings>(s, "ThermalSettings", "The sensors of Temperature.get_thermal_settings.",
+                              nb::is_weak_referenceable())
+      .def("__len__", [](const ThermalSettings& t) { return t.sensors.size(); })
+      .def("__getitem__", [](const ThermalSettings& t, Py_ssize_t i) {
+        return item_at(t.sensors, i, "Thermal sensor");
+      }, nb::arg("idx"));
+
+  nb::class_<sys::DeviceAttributes>(s, "DeviceAttributes", "Engine and slice counts of a device.",
+                                    nb::is_weak_referenceable())
+      .def_ro("multiprocessor_count", &sys::DeviceAttributes::multiprocessor_count)
+      .def_ro("shared_copy_engine_count", &sys::DeviceAttributes::shared_copy_engine_count)
+      .def_ro("shared_decoder_count", &sys::DeviceAttributes::shared_decoder_count)
+      .def_ro("shared_encoder_count", &sys::DeviceAttributes::shared_encoder_count)
+      .def_ro("shared_jpeg_count", &sys::DeviceAttributes::shared_jpeg_count)
+      .def_ro("shared_ofa_count", &sys::DeviceAttributes::shared_ofa_count)
+      .def_ro("gpu_instance_slice_count", &sys::DeviceAttributes::gpu_instance_slice_count)
+      .def_ro("compute_instance_slice_count", &sys::DeviceAttributes::compute_instance_slice_count)
+      .def_ro("memory_size_mb", &sys::DeviceAttributes::memory_size_mb, "Device memory (MiB).");
+  nb::class_<sys::RepairStatus>(s, "RepairStatus", "Pending TPC / channel repairs of a device.",
+                                nb::is_weak_referenceable())
+      .def_ro("channel_repair_pending", &sys::RepairStatus::channel_repair_pending)
+      .def_ro("tpc_repair_pending", &sys::RepairStatus::tpc_repair_pending);
+  nb::class_<sys::InforomInfo>(s, "InforomInfo", "A device's InfoROM; None where the board has none.",
+                               nb::is_weak_referenceable())
+      .def("get_version",
+           [](const sys::InforomInfo& i, nb::handle inforom) {
+             sys::InforomObject o = parse_enum(inforom, "InfoROM object", kInforomObjects);
+             nb::gil_scoped_release r;
+             return i.get_version(o);
+           },
+           nb::arg("inforom"))
+      .def_prop_ro("image_version", &sys::InforomInfo::image_version, release())
+      .def_prop_ro("configuration_checksum", &sys::InforomInfo::configuration_checksum, release())
+      .def("validate",
+           [](const sys::InforomInfo& i) {
+             bool supported;
+             {
+               nb::gil_scoped_release r;
+               supported = i.validate();
+             }
+             if (!supported) raise_nvml_class("NotSupportedError", "this device has no InfoROM to validate");
+           },
+           "Reads the InfoROM and checks it: CorruptedInforomError when corrupted.")
+      .def_prop_ro("bbx_flush_time", &sys::InforomInfo::bbx_flush_time, release(),
+                   "(timestamp, duration_us) of the last blackbox flush.")
+      .def_prop_ro("board_part_number", &sys::InforomInfo::board_part_number, release());
 
   nb::class_<sys::EventData>(s, "EventData", "One event on a device.", nb::is_weak_referenceable())
       .def_prop_ro("device", [](const sys::EventData& e) { return e.device; })
@@ -311,7 +517,83 @@ void bind_device_class(nb::module_& s) {
       .def_prop_ro("module_id", &sys::Device::module_id, release())
       .def_prop_ro("minor_number", &sys::Device::minor_number, release())
       .def_prop_ro("numa_node_id", &sys::Device::numa_node_id, release())
-      .def_prop_ro("is_persistence_mode_enabled", &sys::Device::is_persistence_mode_enabled, release())
+      .def_prop_rw("is_persistence_mode_enabled", &sys::Device::is_persistence_mode_enabled,
+                   [](const sys::Device& d, bool enabled) {
+                     nb::gil_scoped_release r;
+                     d.set_persistence_mode(enabled);
+                   },
+                   "Persistence mode; setting it needs root (NoPermissionError otherwise).")
+      .def_prop_ro("is_c2c_enabled", &sys::Device::is_c2c_enabled, release())
+      .def_prop_ro("addressing_mode",
+                   [](const sys::Device& d) -> nb::object {
+                     std::optional<sys::AddressingMode> m;
+                     {
+                       nb::gil_scoped_release r;
+                       m = d.addressing_mode();
+                     }
+                     if (!m || *m == sys::AddressingMode::none) return nb::none();
+                     return typing_enum("AddressingMode", nb::str(*m == sys::AddressingMode::hmm ? "hmm" : "ats"));
+                   },
+                   "HMM or ATS when system memory is addressable from the GPU; None otherwise.")
+      .def_prop_ro("is_display_connected", &sys::Device::is_display_connected, release())
+      .def_prop_ro("is_display_active", &sys::Device::is_display_active, release())
+      .def_prop_ro("is_auto_boosted_clocks_enabled", &sys::Device::is_auto_boosted_clocks_enabled, release(),
+                   "(current, default) state of auto boosted clocks.")
+      .def_prop_ro("attributes", &sys::Device::attributes, release())
+      .def_prop_ro("dynamic_pstates_info",
+                   [](const sys::Device& d) -> nb::object {
+                     std::optional<std::vector<sys::DynamicPstateUtilization>> v;
+                     {
+                       nb::gil_scoped_release r;
+                       v = d.dynamic_pstates_info();
+                     }
+                     if (!v) return nb::none();
+                     return nb::cast(DynamicPstatesInfo{std::move(*v)});
+                   })
+      .def_prop_ro("cooler", &sys::Device::cooler, release())
+      .def_prop_ro("repair_status", &sys::Device::repair_status, release())
+      .def_prop_ro("inforom", &sys::Device::inforom)
+      .def("get_cpu_affinity",
+           [](const sys::Device& d, nb::handle scope) {
+             sys::AffinityScope sc = parse_enum(scope, "affinity scope", kAffinityScopes);
+             nb::gil_scoped_release r;
+             return d.get_cpu_affinity(sc);
+           },
+           nb::arg("scope") = "node", "The CPUs nearest the device within the NUMA node or socket.")
+      .def("get_memory_affinity",
+           [](const sys::Device& d, nb::handle scope) {
+             sys::AffinityScope sc = parse_enum(scope, "affinity scope", kAffinityScopes);
+             nb::gil_scoped_release r;
+             return d.get_memory_affinity(sc);
+           },
+           nb::arg("scope") = "node", "The NUMA nodes (or sockets) nearest the device.")
+      .def("set_cpu_affinity", &sys::Device::set_cpu_affinity, release(),
+           "Binds the calling thread to the device's CPUs.")
+      .def("clear_cpu_affinity", &sys::Device::clear_cpu_affinity, release(),
+           "Unbinds the calling thread (all CPUs).")
+      .def_static("get_all_devices_with_cpu_affinity", &sys::Device::get_all_devices_with_cpu_affinity,
+                  nb::arg("cpu_index"), release())
+      .def("get_topology_nearest_gpus",
+           [](const sys::Device& d, nb::handle level) {
+             sys::GpuTopologyLevel l = parse_enum(level, "topology level", kTopologyLevels);
+             nb::gil_scoped_release r;
+             return d.get_topology_nearest_gpus(l);
+           },
+           nb::arg("level"))
+      .def("get_field_values",
+           [](const sys::Device& d, nb::handle field_ids) {
+             auto ids = field_ids_arg(field_ids);
+             nb::gil_scoped_release r;
+             return FieldValues{d.get_field_values(ids)};
+           },
+           nb::arg("field_ids"))
+      .def("clear_field_values",
+           [](const sys::Device& d, nb::handle field_ids) {
+             auto ids = field_ids_arg(field_ids);
+             nb::gil_scoped_release r;
+             d.clear_field_values(ids);
+           },
+           nb::arg("field_ids"))
       .def("to_cuda_device",
            [](const sys::Device& d) {
              int ordinal;

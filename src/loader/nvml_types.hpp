@@ -112,6 +112,52 @@ enum ValueType : int {  // nvmlValueType_t
   VALUE_TYPE_UNSIGNED_SHORT = 6,
 };
 
+struct C2cModeInfo_v1 {  // nvmlC2cModeInfo_v1_t (unversioned: NVML reads no version field)
+  unsigned int isC2cEnabled;
+};
+
+struct DeviceAddressingMode_v1 {  // nvmlDeviceAddressingMode_v1_t
+  unsigned int version, value;
+};
+constexpr unsigned kDeviceAddressingMode_v1 = struct_version(sizeof(DeviceAddressingMode_v1), 1);
+
+struct RepairStatus_v1 {  // nvmlRepairStatus_v1_t
+  unsigned int version, bChannelRepairPending, bTpcRepairPending;
+};
+constexpr unsigned kRepairStatus_v1 = struct_version(sizeof(RepairStatus_v1), 1);
+
+struct DeviceAttributes {  // nvmlDeviceAttributes_t
+  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount, sharedJpegCount,
+      sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+
+constexpr unsigned kMaxGpuUtilizations = 8;  // NVML_MAX_GPU_UTILIZATIONS
+struct GpuDynamicPstatesInfo {  // nvmlGpuDynamicPstatesInfo_t
+  unsigned int flags;
+  struct {
+    unsigned int bIsPresent, percentage, incThreshold, decThreshold;
+  } utilization[kMaxGpuUtilizations];
+};
+
+struct CoolerInfo_v1 {  // nvmlCoolerInfo_v1_t
+  unsigned int version, index;
+  int signalType;  // nvmlCoolerControl_t
+  int target;      // nvmlCoolerTarget_t
+};
+constexpr unsigned kCoolerInfo_v1 = struct_version(sizeof(CoolerInfo_v1), 1);
+
+constexpr unsigned kMaxThermalSensorsPerGpu = 3;  // NVML_MAX_THERMAL_SENSORS_PER_GPU
+struct GpuThermalSettings {  // nvmlGpuThermalSettings_t
+  unsigned int count;
+  struct {
+    int controller, defaultMinTemp, defaultMaxTemp, currentTemp, target;
+  } sensor[kMaxThermalSensorsPerGpu];
+};
+
+constexpr unsigned kDeviceInforomVersionBufferSize = 16;  // NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE
+constexpr unsigned kDevicePartNumberBufferSize = 80;      // NVML_DEVICE_PART_NUMBER_BUFFER_SIZE
+
 // Enumerations passed by value (C enums: int-sized).
 constexpr int kFeatureEnabled = 1;          // NVML_FEATURE_ENABLED
 constexpr int kTemperatureGpu = 0;          // NVML_TEMPERATURE_GPU
@@ -147,6 +193,30 @@ constexpr int kMaxPstates = 16;             // NVML_MAX_GPU_PERF_PSTATES
   X(nvmlDeviceGetArchitecture, false, (nvml::Device, unsigned int*))                                              \
   X(nvmlDeviceGetCudaComputeCapability, false, (nvml::Device, int*, int*))                                        \
   X(nvmlDeviceGetPersistenceMode, false, (nvml::Device, int*))                                                    \
+  X(nvmlDeviceSetPersistenceMode, false, (nvml::Device, int))                                                     \
+  X(nvmlDeviceGetC2cModeInfoV, false, (nvml::Device, nvml::C2cModeInfo_v1*))                                      \
+  X(nvmlDeviceGetAddressingMode, false, (nvml::Device, nvml::DeviceAddressingMode_v1*))                           \
+  X(nvmlDeviceGetDisplayMode, false, (nvml::Device, int*))                                                        \
+  X(nvmlDeviceGetDisplayActive, false, (nvml::Device, int*))                                                      \
+  X(nvmlDeviceGetAttributes_v2, false, (nvml::Device, nvml::DeviceAttributes*))                                   \
+  X(nvmlDeviceGetRepairStatus, false, (nvml::Device, nvml::RepairStatus_v1*))                                     \
+  X(nvmlDeviceGetInforomVersion, false, (nvml::Device, int, char*, unsigned int))                                 \
+  X(nvmlDeviceGetInforomImageVersion, false, (nvml::Device, char*, unsigned int))                                 \
+  X(nvmlDeviceGetInforomConfigurationChecksum, false, (nvml::Device, unsigned int*))                              \
+  X(nvmlDeviceValidateInforom, false, (nvml::Device))                                                             \
+  X(nvmlDeviceGetLastBBXFlushTime, false, (nvml::Device, unsigned long long*, unsigned long*))                    \
+  X(nvmlDeviceGetBoardPartNumber, false, (nvml::Device, char*, unsigned int))                                     \
+  X(nvmlDeviceGetAutoBoostedClocksEnabled, false, (nvml::Device, int*, int*))                                     \
+  X(nvmlDeviceGetCpuAffinityWithinScope, false, (nvml::Device, unsigned int, unsigned long*, unsigned int))       \
+  X(nvmlDeviceGetMemoryAffinity, false, (nvml::Device, unsigned int, unsigned long*, unsigned int))               \
+  X(nvmlDeviceSetCpuAffinity, false, (nvml::Device))                                                              \
+  X(nvmlDeviceClearCpuAffinity, false, (nvml::Device))                                                            \
+  X(nvmlSystemGetTopologyGpuSet, false, (unsigned int, unsigned int*, nvml::Device*))                             \
+  X(nvmlDeviceGetTopologyNearestGpus, false, (nvml::Device, int, unsigned int*, nvml::Device*))                   \
+  X(nvmlDeviceClearFieldValues, false, (nvml::Device, int, nvml::FieldValue*))                                    \
+  X(nvmlDeviceGetDynamicPstatesInfo, false, (nvml::Device, nvml::GpuDynamicPstatesInfo*))                         \
+  X(nvmlDeviceGetCoolerInfo, false, (nvml::Device, nvml::CoolerInfo_v1*))                                         \
+  X(nvmlDeviceGetThermalSettings, false, (nvml::Device, unsigned int, nvml::GpuThermalSettings*))                 \
   X(nvmlDeviceGetPciInfoExt, false, (nvml::Device, nvml::PciInfoExt_v1*))                                         \
   X(nvmlDeviceGetMaxPcieLinkGeneration, false, (nvml::Device, unsigned int*))                                     \
   X(nvmlDeviceGetGpuMaxPcieLinkGeneration, false, (nvml::Device, unsigned int*))                                  \

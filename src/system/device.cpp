@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <unistd.h>
+
 #include "system/nvml_call.hpp"
 
 namespace cucore::system {
@@ -592,6 +594,270 @@ std::optional<EventData> DeviceEvents::wait(unsigned int timeout_ms) const {
   if (r == nvml::ERROR_TIMEOUT) return std::nullopt;
   detail::nvml_check(r, "nvmlEventSetWait_v2");
   return EventData{Device::from_handle(d.device), d.eventType, d.eventData, d.gpuInstanceId, d.computeInstanceId};
+}
+
+// ---- modes and attributes ------------------------------------------------------------
+
+namespace {
+std::optional<bool> enabled_state(nvml::Return r, const int& state, const char* call) {
+  if (!detail::nvml_supported(r, call)) return std::nullopt;
+  return state == nvml::kFeatureEnabled;
+}
+}  // namespace
+
+void Device::set_persistence_mode(bool enabled) const {
+  CUCORE_NVML_CHECK(nvmlDeviceSetPersistenceMode, nvml_handle(handle_), enabled ? nvml::kFeatureEnabled : 0);
+}
+
+std::optional<bool> Device::is_c2c_enabled() const {
+  nvml::C2cModeInfo_v1 info{};
+  if (!CUCORE_NVML_OK(nvmlDeviceGetC2cModeInfoV, nvml_handle(handle_), &info)) return std::nullopt;
+  return info.isC2cEnabled != 0;
+}
+
+std::optional<AddressingMode> Device::addressing_mode() const {
+  nvml::DeviceAddressingMode_v1 m{};
+  m.version = nvml::kDeviceAddressingMode_v1;
+  if (!CUCORE_NVML_OK(nvmlDeviceGetAddressingMode, nvml_handle(handle_), &m)) return std::nullopt;
+  if (m.value > static_cast<unsigned>(AddressingMode::ats)) return AddressingMode::none;  // a mode cucore does not know
+  return static_cast<AddressingMode>(m.value);
+}
+
+std::optional<bool> Device::is_display_connected() const {
+  int v = 0;
+  return enabled_state(CUCORE_NVML(nvmlDeviceGetDisplayMode)(nvml_handle(handle_), &v), v, "nvmlDeviceGetDisplayMode");
+}
+
+std::optional<bool> Device::is_display_active() const {
+  int v = 0;
+  return enabled_state(CUCORE_NVML(nvmlDeviceGetDisplayActive)(nvml_handle(handle_), &v), v,
+                       "nvmlDeviceGetDisplayActive");
+}
+
+std::optional<std::pair<bool, bool>> Device::is_auto_boosted_clocks_enabled() const {
+  int current = 0, by_default = 0;
+  if (!CUCORE_NVML_OK(nvmlDeviceGetAutoBoostedClocksEnabled, nvml_handle(handle_), &current, &by_default))
+    return std::nullopt;
+  return std::pair{current == nvml::kFeatureEnabled, by_default == nvml::kFeatureEnabled};
+}
+
+std::optional<DeviceAttributes> Device::attributes() const {
+  nvml::DeviceAttributes a{};
+  if (!CUCORE_NVML_OK(nvmlDeviceGetAttributes_v2, nvml_handle(handle_), &a)) return std::nullopt;
+  return DeviceAttributes{a.multiprocessorCount, a.sharedCopyEngineCount, a.sharedDecoderCount,
+                          a.sharedEncoderCount,  a.sharedJpegCount,       a.sharedOfaCount,
+                          a.gpuInstanceSliceCount, a.computeInstanceSliceCount, a.memorySizeMB};
+}
+
+std::optional<RepairStatus> Device::repair_status() const {
+  nvml::RepairStatus_v1 r{};
+  r.version = nvml::kRepairStatus_v1;
+  if (!CUCORE_NVML_OK(nvmlDeviceGetRepairStatus, nvml_handle(handle_), &r)) return std::nullopt;
+  return RepairStatus{r.bChannelRepairPending != 0, r.bTpcRepairPending != 0};
+}
+
+std::optional<std::vector<DynamicPstateUtilization>> Device::dynamic_pstates_info() const {
+  nvml::GpuDynamicPstatesInfo info{};
+  if (!CUCORE_NVML_OK(nvmlDeviceGetDynamicPstatesInfo, nvml_handle(handle_), &info)) return std::nullopt;
+  std::vector<DynamicPstateUtilization> out;
+  for (const auto& u : info.utilization)
+    out.push_back({u.bIsPresent != 0, u.percentage, u.incThreshold, u.decThreshold});
+  return out;
+}
+
+std::optional<CoolerInfo> Device::cooler() const {
+  nvml::CoolerInfo_v1 c{};
+  c.version = nvml::kCoolerInfo_v1;
+  c.index = 0;
+  if (!CUCORE_NVML_OK(nvmlDeviceGetCoolerInfo, nvml_handle(handle_), &c)) return std::nullopt;
+  return CoolerInfo{c.signalType, static_cast<unsigned int>(c.target)};
+}
+
+std::optional<std::vector<ThermalSensor>> Temperature::get_thermal_settings(int sensor_index) const {
+  nvml::GpuThermalSettings t{};
+  if (!CUCORE_NVML_OK(nvmlDeviceGetThermalSettings, nvml_handle(handle_), static_cast<unsigned int>(sensor_index), &t))
+    return std::nullopt;
+  std::vector<ThermalSensor> out;
+  for (unsigned i = 0; i < std::min(t.count, nvml::kMaxThermalSensorsPerGpu); ++i) {
+    const auto& s = t.sensor[i];
+    out.push_back({s.controller, s.defaultMinTemp, s.defaultMaxTemp, s.currentTemp, s.target});
+  }
+  return out;
+}
+
+// ---- InfoROM ------------------------------------------------------------------------------
+
+std::optional<std::string> InforomInfo::get_version(InforomObject object) const {
+  char buf[nvml::kDeviceInforomVersionBufferSize] = {};
+  if (!CUCORE_NVML_OK(nvmlDeviceGetInforomVersion, nvml_handle(handle_), static_cast<int>(object), buf, sizeof buf))
+    return std::nullopt;
+  return from_buffer(buf, sizeof buf);
+}
+
+std::optional<std::string> InforomInfo::image_version() const {
+  char buf[nvml::kDeviceInforomVersionBufferSize] = {};
+  if (!CUCORE_NVML_OK(nvmlDeviceGetInforomImageVersion, nvml_handle(handle_), buf, sizeof buf)) return std::nullopt;
+  return from_buffer(buf, sizeof buf);
+}
+
+std::optional<unsigned int> InforomInfo::configuration_checksum() const {
+  unsigned int v = 0;
+  return optional_uint(CUCORE_NVML(nvmlDeviceGetInforomConfigurationChecksum)(nvml_handle(handle_), &v), v,
+                       "nvmlDeviceGetInforomConfigurationChecksum");
+}
+
+bool InforomInfo::validate() const {
+  return CUCORE_NVML_OK(nvmlDeviceValidateInforom, nvml_handle(handle_));
+}
+
+std::optional<std::pair<std::uint64_t, unsigned long>> InforomInfo::bbx_flush_time() const {
+  unsigned long long timestamp = 0;
+  unsigned long duration_us = 0;
+  nvml::Return r = CUCORE_NVML(nvmlDeviceGetLastBBXFlushTime)(nvml_handle(handle_), &timestamp, &duration_us);
+  if (r == nvml::ERROR_NOT_READY) return std::nullopt;  // no flush yet in this run: no value to report
+  if (!detail::nvml_supported(r, "nvmlDeviceGetLastBBXFlushTime")) return std::nullopt;
+  return std::pair<std::uint64_t, unsigned long>{timestamp, duration_us};
+}
+
+std::optional<std::string> InforomInfo::board_part_number() const {
+  char buf[nvml::kDevicePartNumberBufferSize] = {};
+  if (!CUCORE_NVML_OK(nvmlDeviceGetBoardPartNumber, nvml_handle(handle_), buf, sizeof buf)) return std::nullopt;
+  return from_buffer(buf, sizeof buf);
+}
+
+// ---- affinity and topology --------------------------------------------------------------------
+
+namespace {
+
+// Words of the CPU / node bitmask: every configured CPU, at least 1024 bits
+// (CPU numbers can exceed the count of CPUs online).
+unsigned int mask_words() {
+  long n = sysconf(_SC_NPROCESSORS_CONF);
+  constexpr long kBits = 8 * sizeof(unsigned long);
+  return static_cast<unsigned int>((std::max(n, 1024L) + kBits - 1) / kBits);
+}
+
+std::vector<unsigned int> unpack_mask(const std::vector<unsigned long>& words) {
+  std::vector<unsigned int> out;
+  constexpr unsigned kBits = 8 * sizeof(unsigned long);
+  for (std::size_t w = 0; w < words.size(); ++w)
+    for (unsigned b = 0; b < kBits; ++b)
+      if (words[w] >> b & 1UL) out.push_back(static_cast<unsigned int>(w * kBits + b));
+  return out;
+}
+
+// NVML's "count, array" lists: asks with room for every device, then grows
+// to the count NVML reports.
+template <typename Call>
+std::vector<Device> device_list(Call&& call, const char* name) {
+  std::vector<nvml::Device> handles(static_cast<std::size_t>(std::max(get_num_devices(), 1)));
+  for (;;) {
+    unsigned int count = static_cast<unsigned int>(handles.size());
+    nvml::Return r = call(&count, handles.data());
+    if (r == nvml::ERROR_INSUFFICIENT_SIZE && count > handles.size()) {
+      handles.resize(count);
+      continue;
+    }
+    detail::nvml_check(r, name);
+    handles.resize(std::min<std::size_t>(count, handles.size()));
+    break;
+  }
+  std::vector<Device> out;
+  out.reserve(handles.size());
+  for (nvml::Device h : handles) out.push_back(Device::from_handle(h));
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::vector<unsigned int>> Device::get_cpu_affinity(AffinityScope scope) const {
+  std::vector<unsigned long> mask(mask_words(), 0UL);
+  if (!CUCORE_NVML_OK(nvmlDeviceGetCpuAffinityWithinScope, nvml_handle(handle_), static_cast<unsigned int>(mask.size()),
+                      mask.data(), static_cast<unsigned int>(scope)))
+    return std::nullopt;
+  return unpack_mask(mask);
+}
+
+std::optional<std::vector<unsigned int>> Device::get_memory_affinity(AffinityScope scope) const {
+  std::vector<unsigned long> mask(mask_words(), 0UL);
+  if (!CUCORE_NVML_OK(nvmlDeviceGetMemoryAffinity, nvml_handle(handle_), static_cast<unsigned int>(mask.size()),
+                      mask.data(), static_cast<unsigned int>(scope)))
+    return std::nullopt;
+  return unpack_mask(mask);
+}
+
+void Device::set_cpu_affinity() const { CUCORE_NVML_CHECK(nvmlDeviceSetCpuAffinity, nvml_handle(handle_)); }
+void Device::clear_cpu_affinity() const { CUCORE_NVML_CHECK(nvmlDeviceClearCpuAffinity, nvml_handle(handle_)); }
+
+std::vector<Device> Device::get_all_devices_with_cpu_affinity(unsigned int cpu) {
+  auto fn = CUCORE_NVML(nvmlSystemGetTopologyGpuSet);
+  return device_list([&](unsigned int* count, nvml::Device* out) { return fn(cpu, count, out); },
+                     "nvmlSystemGetTopologyGpuSet");
+}
+
+std::vector<Device> Device::get_topology_nearest_gpus(GpuTopologyLevel level) const {
+  auto fn = CUCORE_NVML(nvmlDeviceGetTopologyNearestGpus);
+  return device_list(
+      [&](unsigned int* count, nvml::Device* out) {
+        return fn(nvml_handle(handle_), static_cast<int>(level), count, out);
+      },
+      "nvmlDeviceGetTopologyNearestGpus");
+}
+
+// ---- field values --------------------------------------------------------------------------------
+
+const std::variant<std::int64_t, std::uint64_t, double>& FieldValue::value() const {
+  if (status != nvml::SUCCESS)
+    detail::throw_nvml_error(status, ("nvmlDeviceGetFieldValues(field " + std::to_string(field_id) + ")").c_str());
+  return raw;
+}
+
+namespace {
+std::vector<nvml::FieldValue> field_array(const std::vector<std::pair<unsigned int, unsigned int>>& fields) {
+  std::vector<nvml::FieldValue> out(fields.size());
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    out[i].fieldId = fields[i].first;
+    out[i].scopeId = fields[i].second;
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<FieldValue> Device::get_field_values(const std::vector<std::pair<unsigned int, unsigned int>>& fields) const {
+  std::vector<FieldValue> out;
+  if (fields.empty()) return out;  // NVML refuses an empty request (INVALID_ARGUMENT)
+  std::vector<nvml::FieldValue> raw = field_array(fields);
+  CUCORE_NVML_CHECK(nvmlDeviceGetFieldValues, nvml_handle(handle_), static_cast<int>(raw.size()), raw.data());
+  out.reserve(raw.size());
+  for (const auto& f : raw) {
+    FieldValue v;
+    v.field_id = f.fieldId;
+    v.scope_id = f.scopeId;
+    v.timestamp_us = f.timestamp;
+    v.latency_us = f.latencyUsec;
+    v.status = f.nvmlReturn;
+    switch (f.valueType) {
+      case nvml::VALUE_TYPE_DOUBLE: v.raw = f.value.dVal; break;
+      case nvml::VALUE_TYPE_UNSIGNED_INT: v.raw = std::uint64_t{f.value.uiVal}; break;
+      case nvml::VALUE_TYPE_UNSIGNED_LONG: v.raw = std::uint64_t{f.value.ulVal}; break;
+      case nvml::VALUE_TYPE_UNSIGNED_LONG_LONG: v.raw = std::uint64_t{f.value.ullVal}; break;
+      case nvml::VALUE_TYPE_SIGNED_LONG_LONG: v.raw = std::int64_t{f.value.sllVal}; break;
+      case nvml::VALUE_TYPE_SIGNED_INT: v.raw = std::int64_t{f.value.siVal}; break;
+      case nvml::VALUE_TYPE_UNSIGNED_SHORT: v.raw = std::uint64_t{f.value.usVal}; break;
+      default:
+        // A failed value's type is unset; a successful one of an unknown type is NVML's error.
+        if (v.status == nvml::SUCCESS) v.status = nvml::ERROR_UNKNOWN;
+        break;
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+void Device::clear_field_values(const std::vector<std::pair<unsigned int, unsigned int>>& fields) const {
+  if (fields.empty()) return;
+  std::vector<nvml::FieldValue> raw = field_array(fields);
+  CUCORE_NVML_CHECK(nvmlDeviceClearFieldValues, nvml_handle(handle_), static_cast<int>(raw.size()), raw.data());
 }
 
 }  // namespace cucore::system

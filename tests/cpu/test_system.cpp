@@ -34,7 +34,7 @@ struct FakeGpu {
   unsigned enc = 0, enc_period = 0, dec = 0, dec_period = 0;
   unsigned power = 0, limit = 0, default_limit = 0, enforced = 0, min_limit = 0, max_limit = 0;
   unsigned long long energy = 0;
-  unsigned clocks[4] = {}, max_clocks[4] = {}, boost[4] = {}, app[4] = {};
+  unsigned clocks[4] = {}, max_clocks[4] = {}, boost_clock[4] = {}, app[4] = {};
   int pstate = 0;
   std::vector<int> pstates;
   unsigned long long reasons = 0, supported_reasons = 0, event_types = 0;
@@ -49,6 +49,19 @@ struct FakeGpu {
   std::vector<std::string> link_remote;
   unsigned mig_current = 0, mig_pending = 0;
   std::vector<nvml::ProcessInfo> procs;
+  int c2c = 0, display_mode = 0, display_active = 0, boost = 0, boost_default = 0;
+  unsigned addressing = 0, channel_repair = 0, tpc_repair = 0, checksum = 0;
+  nvml::DeviceAttributes attrs{};
+  std::string inforom[4], image, part_number;
+  unsigned long long bbx_time = 0;
+  unsigned long bbx_duration = 0;
+  std::vector<unsigned> cpus, nodes;       // the CPUs and NUMA nodes near the GPU
+  std::vector<unsigned> socket_cpus;       // within its socket
+  std::vector<unsigned long long> fields;  // field id i+1000 -> fields[i]
+  std::vector<unsigned> cleared;           // field ids cleared
+  nvml::GpuDynamicPstatesInfo dyn{};
+  nvml::CoolerInfo_v1 cooler{};
+  nvml::GpuThermalSettings thermal{};
 };
 
 FakeGpu& gpu(nvml::Device h) { return *reinterpret_cast<FakeGpu*>(h); }
@@ -156,7 +169,7 @@ class FakeNvml {
     };
     t.nvmlDeviceGetClock = [](nvml::Device h, int type, int id, unsigned* v) {
       if (id != static_cast<int>(sys::ClockId::customer_boost_max)) return nvml::ERROR_INVALID_ARGUMENT;
-      return *v = gpu(h).boost[type], nvml::SUCCESS;
+      return *v = gpu(h).boost_clock[type], nvml::SUCCESS;
     };
     t.nvmlDeviceGetMaxCustomerBoostClock = t.nvmlDeviceGetMaxClockInfo;
     t.nvmlDeviceGetApplicationsClock = [](nvml::Device h, int type, unsigned* v) {
@@ -237,11 +250,120 @@ class FakeNvml {
       return *v = gpu(h).ecc[e][c], nvml::SUCCESS;
     };
     t.nvmlDeviceGetFieldValues = [](nvml::Device h, int n, nvml::FieldValue* f) {
-      if (n != 1 || f->fieldId != nvml::kFieldNvlinkLinkCount) return nvml::ERROR_INVALID_ARGUMENT;
-      f->valueType = nvml::VALUE_TYPE_UNSIGNED_INT;
-      f->nvmlReturn = nvml::SUCCESS;
-      f->value.uiVal = static_cast<unsigned>(gpu(h).link_state.size());
+      if (n <= 0) return nvml::ERROR_INVALID_ARGUMENT;
+      for (int i = 0; i < n; ++i) {
+        f[i].timestamp = 1700000000000000LL + f[i].fieldId, f[i].latencyUsec = f[i].scopeId + 3;
+        if (f[i].fieldId == nvml::kFieldNvlinkLinkCount) {
+          f[i].valueType = nvml::VALUE_TYPE_UNSIGNED_INT, f[i].nvmlReturn = nvml::SUCCESS;
+          f[i].value.uiVal = static_cast<unsigned>(gpu(h).link_state.size());
+        } else if (f[i].fieldId >= 1000 && f[i].fieldId - 1000 < gpu(h).fields.size()) {
+          // Even ids as unsigned long long, odd ones as double (value / 4).
+          unsigned long long v = gpu(h).fields[f[i].fieldId - 1000];
+          f[i].nvmlReturn = nvml::SUCCESS;
+          if (f[i].fieldId % 2 == 0)
+            f[i].valueType = nvml::VALUE_TYPE_UNSIGNED_LONG_LONG, f[i].value.ullVal = v + f[i].scopeId;
+          else
+            f[i].valueType = nvml::VALUE_TYPE_DOUBLE, f[i].value.dVal = static_cast<double>(v) / 4;
+        } else {
+          f[i].nvmlReturn = nvml::ERROR_NOT_SUPPORTED;
+        }
+      }
       return nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetDynamicPstatesInfo = [](nvml::Device h, nvml::GpuDynamicPstatesInfo* d) {
+      return *d = gpu(h).dyn, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetCoolerInfo = [](nvml::Device h, nvml::CoolerInfo_v1* c) {
+      if (c->version != nvml::kCoolerInfo_v1 || c->index != 0) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      return c->signalType = gpu(h).cooler.signalType, c->target = gpu(h).cooler.target, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetThermalSettings = [](nvml::Device h, unsigned index, nvml::GpuThermalSettings* out) {
+      if (index != 15) return nvml::ERROR_INVALID_ARGUMENT;  // the fake answers for ALL only
+      return *out = gpu(h).thermal, nvml::SUCCESS;
+    };
+    t.nvmlDeviceClearFieldValues = [](nvml::Device h, int n, nvml::FieldValue* f) {
+      if (n <= 0) return nvml::ERROR_INVALID_ARGUMENT;
+      for (int i = 0; i < n; ++i) gpu(h).cleared.push_back(f[i].fieldId);
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceSetPersistenceMode = [](nvml::Device h, int mode) {
+      if (mode != 0 && mode != 1) return nvml::ERROR_INVALID_ARGUMENT;
+      return gpu(h).persistence = mode, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetC2cModeInfoV = [](nvml::Device h, nvml::C2cModeInfo_v1* c) {
+      return c->isC2cEnabled = static_cast<unsigned>(gpu(h).c2c), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetAddressingMode = [](nvml::Device h, nvml::DeviceAddressingMode_v1* m) {
+      if (m->version != nvml::kDeviceAddressingMode_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      return m->value = gpu(h).addressing, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetDisplayMode = [](nvml::Device h, int* v) { return *v = gpu(h).display_mode, nvml::SUCCESS; };
+    t.nvmlDeviceGetDisplayActive = [](nvml::Device h, int* v) { return *v = gpu(h).display_active, nvml::SUCCESS; };
+    t.nvmlDeviceGetAutoBoostedClocksEnabled = [](nvml::Device h, int* c, int* d) {
+      return *c = gpu(h).boost, *d = gpu(h).boost_default, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetAttributes_v2 = [](nvml::Device h, nvml::DeviceAttributes* a) {
+      return *a = gpu(h).attrs, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetRepairStatus = [](nvml::Device h, nvml::RepairStatus_v1* r) {
+      if (r->version != nvml::kRepairStatus_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      return r->bChannelRepairPending = gpu(h).channel_repair, r->bTpcRepairPending = gpu(h).tpc_repair, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetInforomVersion = [](nvml::Device h, int object, char* b, unsigned n) {
+      if (object < 0 || object > 3) return nvml::ERROR_INVALID_ARGUMENT;
+      if (n < nvml::kDeviceInforomVersionBufferSize) return nvml::ERROR_INSUFFICIENT_SIZE;
+      return copy(b, n, gpu(h).inforom[object]), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetInforomImageVersion = [](nvml::Device h, char* b, unsigned n) {
+      return copy(b, n, gpu(h).image), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetInforomConfigurationChecksum = [](nvml::Device h, unsigned* v) {
+      return *v = gpu(h).checksum, nvml::SUCCESS;
+    };
+    t.nvmlDeviceValidateInforom = [](nvml::Device h) {
+      return gpu(h).checksum % 2 ? nvml::ERROR_CORRUPTED_INFOROM : nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetLastBBXFlushTime = [](nvml::Device h, unsigned long long* when, unsigned long* d) {
+      if (gpu(h).bbx_time == 0) return nvml::ERROR_NOT_READY;  // not flushed yet
+      return *when = gpu(h).bbx_time, *d = gpu(h).bbx_duration, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetBoardPartNumber = [](nvml::Device h, char* b, unsigned n) {
+      return copy(b, n, gpu(h).part_number), nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetCpuAffinityWithinScope = [](nvml::Device h, unsigned words, unsigned long* set, unsigned scope) {
+      if (words == 0 || scope > 1) return nvml::ERROR_INVALID_ARGUMENT;
+      std::fill(set, set + words, 0UL);
+      for (unsigned c : scope == 0 ? gpu(h).cpus : gpu(h).socket_cpus) {
+        if (c / 64 >= words) return nvml::ERROR_INSUFFICIENT_SIZE;
+        set[c / 64] |= 1UL << (c % 64);
+      }
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMemoryAffinity = [](nvml::Device h, unsigned words, unsigned long* set, unsigned scope) {
+      if (words == 0 || scope > 1) return nvml::ERROR_INVALID_ARGUMENT;
+      std::fill(set, set + words, 0UL);
+      for (unsigned n : gpu(h).nodes) set[n / 64] |= 1UL << (n % 64);
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceSetCpuAffinity = [](nvml::Device) { return nvml::ERROR_NO_PERMISSION; };
+    t.nvmlDeviceClearCpuAffinity = [](nvml::Device) { return nvml::SUCCESS; };
+    t.nvmlSystemGetTopologyGpuSet = [](unsigned cpu, unsigned* count, nvml::Device* out) {
+      std::vector<nvml::Device> near;
+      for (auto& g : gpus)
+        if (std::find(g.cpus.begin(), g.cpus.end(), cpu) != g.cpus.end()) near.push_back(reinterpret_cast<nvml::Device>(&g));
+      if (*count < near.size()) return *count = static_cast<unsigned>(near.size()), nvml::ERROR_INSUFFICIENT_SIZE;
+      std::copy(near.begin(), near.end(), out);
+      return *count = static_cast<unsigned>(near.size()), nvml::SUCCESS;
+    };
+    // Every other GPU is at NODE; none nearer.
+    t.nvmlDeviceGetTopologyNearestGpus = [](nvml::Device h, int level, unsigned* count, nvml::Device* out) {
+      std::vector<nvml::Device> near;
+      if (level >= 40)
+        for (auto& g : gpus)
+          if (&g != &gpu(h)) near.push_back(reinterpret_cast<nvml::Device>(&g));
+      if (*count < near.size()) return *count = static_cast<unsigned>(near.size()), nvml::ERROR_INSUFFICIENT_SIZE;
+      std::copy(near.begin(), near.end(), out);
+      return *count = static_cast<unsigned>(near.size()), nvml::SUCCESS;
     };
     t.nvmlDeviceGetNvLinkState = [](nvml::Device h, unsigned link, int* v) {
       return *v = gpu(h).link_state.at(link), nvml::SUCCESS;
@@ -340,7 +462,7 @@ std::vector<FakeGpu> random_gpus(std::mt19937& rng, int n) {
     g.enforced = r(300000, 700000), g.min_limit = r(100000, 200000), g.max_limit = r(700000, 1000000);
     g.energy = (1ULL << 33) + r(1, 1u << 30);
     for (int k = 0; k < 4; ++k)
-      g.clocks[k] = r(100, 2000), g.max_clocks[k] = r(2000, 3000), g.boost[k] = r(1500, 2100), g.app[k] = r(900, 1800);
+      g.clocks[k] = r(100, 2000), g.max_clocks[k] = r(2000, 3000), g.boost_clock[k] = r(1500, 2100), g.app[k] = r(900, 1800);
     g.pstate = static_cast<int>(r(0, 12));
     for (unsigned k = 0, n_ps = r(1, 6); k < n_ps; ++k) g.pstates.push_back(static_cast<int>(k * 2));
     g.reasons = r(1, 0x1ff), g.supported_reasons = 0x1ff, g.event_types = r(1, 0xffff) | sys::event_types::xid_critical_error;
@@ -361,6 +483,28 @@ std::vector<FakeGpu> random_gpus(std::mt19937& rng, int n) {
     for (unsigned k = 0, n_procs = r(1, 40); k < n_procs; ++k)
       g.procs.push_back({r(2, 4000000), k % 5 == 4 ? nvml::kValueNotAvailable : (r(1, 80000) * (1ULL << 20)),
                          r(0, 7), r(0, 7)});
+    g.c2c = static_cast<int>(r(0, 1)), g.display_mode = static_cast<int>(r(0, 1));
+    g.display_active = static_cast<int>(r(0, 1)), g.boost = static_cast<int>(r(0, 1));
+    g.boost_default = 1 - g.boost, g.addressing = r(0, 2), g.channel_repair = r(0, 1), g.tpc_repair = r(0, 1);
+    g.checksum = r(1, 0x7fffffff);
+    g.attrs = {r(1, 200), r(1, 10), r(1, 10), r(1, 10), r(1, 10), r(1, 10), r(1, 8), r(1, 8), r(1, 200000)};
+    for (auto& v : g.inforom) v = std::to_string(r(1, 9)) + "." + std::to_string(r(0, 99));
+    g.image = "G520." + std::to_string(r(1000, 9999)) + ".00." + std::to_string(r(10, 99));
+    g.part_number = "692-2G520-" + hex(rng, 4);
+    g.bbx_time = (1ULL << 40) + r(1, 1u << 30), g.bbx_duration = r(1, 100000);
+    // CPUs past the first 64 and a socket wider than the node: the mask's later words count.
+    for (unsigned k = 0, first = r(0, 100), n_cpus = r(1, 40); k < n_cpus; ++k) g.cpus.push_back(first + 3 * k);
+    g.socket_cpus = g.cpus;
+    g.socket_cpus.push_back(g.cpus.back() + 1);
+    g.nodes = {r(0, 3)};
+    g.nodes.push_back(g.nodes[0] + r(1, 70));
+    for (unsigned k = 0, n_fields = r(2, 8); k < n_fields; ++k) g.fields.push_back(r(1, 1u << 30));
+    for (auto& u : g.dyn.utilization) u = {r(0, 1), r(0, 100), r(1, 100), r(1, 100)};
+    g.cooler.signalType = static_cast<int>(r(0, 2)), g.cooler.target = static_cast<int>(r(1, 15));
+    g.thermal.count = r(1, 5);  // more than the 3 slots: cucore reads 3 at most
+    for (auto& sensor : g.thermal.sensor)
+      sensor = {static_cast<int>(r(0, 17)), static_cast<int>(r(0, 20)), static_cast<int>(r(80, 110)),
+                static_cast<int>(r(20, 90)), static_cast<int>(r(0, 15))};
   }
   return out;
 }
@@ -451,7 +595,7 @@ TEST_F(SystemFake, DeviceQueriesPassNvmlValuesThrough) {
     for (int k = 0; k < 4; ++k) {
       sys::ClockInfo c = d.get_clock(static_cast<sys::ClockType>(k));
       EXPECT_EQ(c.get_current_mhz(), g.clocks[k]);
-      EXPECT_EQ(c.get_current_mhz(sys::ClockId::customer_boost_max), g.boost[k]);
+      EXPECT_EQ(c.get_current_mhz(sys::ClockId::customer_boost_max), g.boost_clock[k]);
       EXPECT_EQ(c.get_max_mhz(), g.max_clocks[k]);
       EXPECT_EQ(c.get_max_customer_boost_mhz(), g.max_clocks[k]);
       EXPECT_EQ(c.get_application_mhz(), g.app[k]);
@@ -592,6 +736,24 @@ TEST_F(SystemFake, NotSupportedIsAnEmptyOptionalNeverAnException) {
   EXPECT_FALSE(d.supported_event_types());
   EXPECT_EQ(d.get_nvlink_count(), 0u);
   EXPECT_TRUE(d.get_nvlinks().empty());
+  EXPECT_FALSE(d.is_c2c_enabled());
+  EXPECT_FALSE(d.addressing_mode());
+  EXPECT_FALSE(d.is_display_connected());
+  EXPECT_FALSE(d.is_display_active());
+  EXPECT_FALSE(d.is_auto_boosted_clocks_enabled());
+  EXPECT_FALSE(d.attributes());
+  EXPECT_FALSE(d.repair_status());
+  EXPECT_FALSE(d.inforom().get_version(sys::InforomObject::ecc));
+  EXPECT_FALSE(d.inforom().image_version());
+  EXPECT_FALSE(d.inforom().configuration_checksum());
+  EXPECT_FALSE(d.inforom().validate());
+  EXPECT_FALSE(d.inforom().bbx_flush_time());
+  EXPECT_FALSE(d.inforom().board_part_number());
+  EXPECT_FALSE(d.get_cpu_affinity());
+  EXPECT_FALSE(d.dynamic_pstates_info());
+  EXPECT_FALSE(d.cooler());
+  EXPECT_FALSE(d.temperature().get_thermal_settings(15));
+  EXPECT_FALSE(d.get_memory_affinity(sys::AffinityScope::socket));
   for (int k = 0; k < 4; ++k) {
     sys::ClockInfo c = d.get_clock(static_cast<sys::ClockType>(k));
     EXPECT_FALSE(c.get_current_mhz());
@@ -721,6 +883,150 @@ TEST_F(SystemFake, EventsRegisterWaitAndFreeTheirSetOnce) {
   EXPECT_THROW(d.register_events(sys::event_types::xid_critical_error), cucore::NvmlError);
   EXPECT_EQ(FakeNvml::sets_created, 2);
   EXPECT_EQ(FakeNvml::sets_freed, 2);
+}
+
+TEST_F(SystemFake, ModesAttributesRepairAndInforomPassThrough) {
+  for (FakeGpu& g : FakeNvml::gpus) {
+    SCOPED_TRACE(g.name);
+    sys::Device d(g.index);
+    EXPECT_EQ(d.is_c2c_enabled(), g.c2c == 1);
+    EXPECT_EQ(d.addressing_mode(), static_cast<sys::AddressingMode>(g.addressing));
+    EXPECT_EQ(d.is_display_connected(), g.display_mode == 1);
+    EXPECT_EQ(d.is_display_active(), g.display_active == 1);
+    auto boost = d.is_auto_boosted_clocks_enabled();
+    ASSERT_TRUE(boost);
+    EXPECT_EQ(boost->first, g.boost == 1);
+    EXPECT_EQ(boost->second, g.boost_default == 1);
+    auto a = d.attributes();
+    ASSERT_TRUE(a);
+    EXPECT_EQ(a->multiprocessor_count, g.attrs.multiprocessorCount);
+    EXPECT_EQ(a->shared_copy_engine_count, g.attrs.sharedCopyEngineCount);
+    EXPECT_EQ(a->shared_decoder_count, g.attrs.sharedDecoderCount);
+    EXPECT_EQ(a->shared_encoder_count, g.attrs.sharedEncoderCount);
+    EXPECT_EQ(a->shared_jpeg_count, g.attrs.sharedJpegCount);
+    EXPECT_EQ(a->shared_ofa_count, g.attrs.sharedOfaCount);
+    EXPECT_EQ(a->gpu_instance_slice_count, g.attrs.gpuInstanceSliceCount);
+    EXPECT_EQ(a->compute_instance_slice_count, g.attrs.computeInstanceSliceCount);
+    EXPECT_EQ(a->memory_size_mb, g.attrs.memorySizeMB);
+    auto rs = d.repair_status();
+    ASSERT_TRUE(rs);
+    EXPECT_EQ(rs->channel_repair_pending, g.channel_repair == 1);
+    EXPECT_EQ(rs->tpc_repair_pending, g.tpc_repair == 1);
+    sys::InforomInfo inf = d.inforom();
+    for (int k = 0; k < 4; ++k) EXPECT_EQ(inf.get_version(static_cast<sys::InforomObject>(k)), g.inforom[k]);
+    EXPECT_EQ(inf.image_version(), g.image);
+    EXPECT_EQ(inf.configuration_checksum(), g.checksum);
+    EXPECT_EQ(inf.board_part_number(), g.part_number);
+    auto bbx = inf.bbx_flush_time();
+    ASSERT_TRUE(bbx);
+    EXPECT_EQ(bbx->first, g.bbx_time);
+    EXPECT_EQ(bbx->second, g.bbx_duration);
+    g.bbx_time = 0;
+    EXPECT_FALSE(inf.bbx_flush_time());  // NOT_READY: no flush yet, no value (an H200 answers so)
+    g.checksum = 2;
+    EXPECT_TRUE(inf.validate());
+    g.checksum = 3;  // the fake's corrupted InfoROM
+    try {
+      inf.validate();
+      ADD_FAILURE() << "a corrupted InfoROM validated";
+    } catch (const cucore::NvmlError& e) {
+      EXPECT_EQ(e.name(), "NVML_ERROR_CORRUPTED_INFOROM");
+      EXPECT_EQ(e.call(), "nvmlDeviceValidateInforom");
+    }
+    auto dyn = d.dynamic_pstates_info();
+    ASSERT_TRUE(dyn);
+    ASSERT_EQ(dyn->size(), 8u);
+    for (unsigned k = 0; k < 8; ++k) {
+      EXPECT_EQ((*dyn)[k].is_present, g.dyn.utilization[k].bIsPresent == 1);
+      EXPECT_EQ((*dyn)[k].percentage, g.dyn.utilization[k].percentage);
+      EXPECT_EQ((*dyn)[k].inc_threshold, g.dyn.utilization[k].incThreshold);
+      EXPECT_EQ((*dyn)[k].dec_threshold, g.dyn.utilization[k].decThreshold);
+    }
+    auto cooler = d.cooler();
+    ASSERT_TRUE(cooler);
+    EXPECT_EQ(cooler->signal_type, g.cooler.signalType);
+    EXPECT_EQ(cooler->target, static_cast<unsigned>(g.cooler.target));
+    auto sensors = d.temperature().get_thermal_settings(15);
+    ASSERT_TRUE(sensors);
+    ASSERT_EQ(sensors->size(), std::min(g.thermal.count, 3u));
+    for (std::size_t k = 0; k < sensors->size(); ++k) {
+      EXPECT_EQ((*sensors)[k].controller, g.thermal.sensor[k].controller);
+      EXPECT_EQ((*sensors)[k].default_min_temp, g.thermal.sensor[k].defaultMinTemp);
+      EXPECT_EQ((*sensors)[k].default_max_temp, g.thermal.sensor[k].defaultMaxTemp);
+      EXPECT_EQ((*sensors)[k].current_temp, g.thermal.sensor[k].currentTemp);
+      EXPECT_EQ((*sensors)[k].target, g.thermal.sensor[k].target);
+    }
+    EXPECT_THROW(d.temperature().get_thermal_settings(1), cucore::NvmlError);  // INVALID_ARGUMENT is no "unsupported"
+    // The persistence mode setter reaches NVML with NVML's enable values.
+    d.set_persistence_mode(false);
+    EXPECT_EQ(g.persistence, 0);
+    EXPECT_EQ(d.is_persistence_mode_enabled(), false);
+    d.set_persistence_mode(true);
+    EXPECT_EQ(g.persistence, 1);
+  }
+}
+
+TEST_F(SystemFake, AffinitiesUnpackEveryWordOfNvmlsMasks) {
+  for (const FakeGpu& g : FakeNvml::gpus) {
+    SCOPED_TRACE(g.name);
+    sys::Device d(g.index);
+    EXPECT_EQ(d.get_cpu_affinity(), g.cpus);
+    EXPECT_EQ(d.get_cpu_affinity(sys::AffinityScope::socket), g.socket_cpus);
+    EXPECT_EQ(d.get_memory_affinity(), g.nodes);
+    for (unsigned cpu : g.cpus) {
+      auto near = sys::Device::get_all_devices_with_cpu_affinity(cpu);
+      EXPECT_NE(std::find(near.begin(), near.end(), d), near.end()) << "cpu " << cpu;
+      for (const sys::Device& n : near) {
+        const auto& cpus = FakeNvml::gpus[n.index()].cpus;
+        EXPECT_NE(std::find(cpus.begin(), cpus.end(), cpu), cpus.end());
+      }
+    }
+    EXPECT_NO_THROW(d.clear_cpu_affinity());
+    EXPECT_THROW(d.set_cpu_affinity(), cucore::NvmlError);  // the fake refuses: a failure is never swallowed
+    // Every other GPU at NODE, none at SINGLE; never itself.
+    auto near = d.get_topology_nearest_gpus(sys::GpuTopologyLevel::node);
+    EXPECT_EQ(near.size(), FakeNvml::gpus.size() - 1);
+    EXPECT_EQ(std::find(near.begin(), near.end(), d), near.end());
+    EXPECT_TRUE(d.get_topology_nearest_gpus(sys::GpuTopologyLevel::single).empty());
+  }
+  EXPECT_TRUE(sys::Device::get_all_devices_with_cpu_affinity(100000).empty());
+}
+
+TEST_F(SystemFake, FieldValuesCarryTheirOwnStatusAndType) {
+  FakeGpu& g = FakeNvml::gpus[0];
+  sys::Device d(0);
+  EXPECT_TRUE(d.get_field_values({}).empty());
+  std::vector<std::pair<unsigned, unsigned>> ids;
+  for (unsigned k = 0; k < g.fields.size(); ++k) ids.push_back({1000 + k, k});
+  ids.push_back({nvml::kFieldNvlinkLinkCount, 0});
+  ids.push_back({999, 0});  // not a field of the fake: NOT_SUPPORTED for this value alone
+  auto values = d.get_field_values(ids);
+  ASSERT_EQ(values.size(), ids.size());
+  for (unsigned k = 0; k < g.fields.size(); ++k) {
+    const sys::FieldValue& v = values[k];
+    EXPECT_EQ(v.field_id, 1000 + k);
+    EXPECT_EQ(v.scope_id, k);
+    EXPECT_EQ(v.timestamp_us, 1700000000000000LL + 1000 + k);
+    EXPECT_EQ(v.latency_us, k + 3);
+    if ((1000 + k) % 2 == 0)
+      EXPECT_EQ(std::get<std::uint64_t>(v.value()), g.fields[k] + k);
+    else
+      EXPECT_EQ(std::get<double>(v.value()), static_cast<double>(g.fields[k]) / 4);
+  }
+  EXPECT_EQ(std::get<std::uint64_t>(values[g.fields.size()].value()), g.link_state.size());
+  const sys::FieldValue& bad = values.back();
+  EXPECT_EQ(bad.status, nvml::ERROR_NOT_SUPPORTED);
+  try {
+    bad.value();
+    ADD_FAILURE() << "a failed field value was readable";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.name(), "NVML_ERROR_NOT_SUPPORTED");
+    EXPECT_NE(e.call().find("999"), std::string::npos) << e.call();
+  }
+  d.clear_field_values({});
+  EXPECT_TRUE(g.cleared.empty());  // nothing asked of NVML
+  d.clear_field_values({{1000, 0}, {1002, 1}});
+  EXPECT_EQ(g.cleared, (std::vector<unsigned>{1000, 1002}));
 }
 
 TEST_F(SystemFake, TopologyAndPeerStatus) {

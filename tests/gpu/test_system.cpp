@@ -356,8 +356,43 @@ TEST(SystemAbi, DeclaredTypesMatchNvmlH) {
   CUCORE_SAME_FIELD(FieldValue, nvmlFieldValue_t, valueType);
   CUCORE_SAME_FIELD(FieldValue, nvmlFieldValue_t, nvmlReturn);
   CUCORE_SAME_FIELD(FieldValue, nvmlFieldValue_t, value);
+  CUCORE_SAME_SIZE(C2cModeInfo_v1, nvmlC2cModeInfo_v1_t);
+  CUCORE_SAME_FIELD(C2cModeInfo_v1, nvmlC2cModeInfo_v1_t, isC2cEnabled);
+  CUCORE_SAME_SIZE(DeviceAddressingMode_v1, nvmlDeviceAddressingMode_v1_t);
+  CUCORE_SAME_FIELD(DeviceAddressingMode_v1, nvmlDeviceAddressingMode_v1_t, version);
+  CUCORE_SAME_FIELD(DeviceAddressingMode_v1, nvmlDeviceAddressingMode_v1_t, value);
+  EXPECT_EQ(nvml::kDeviceAddressingMode_v1, nvmlDeviceAddressingMode_v1);
+  CUCORE_SAME_SIZE(RepairStatus_v1, nvmlRepairStatus_v1_t);
+  CUCORE_SAME_FIELD(RepairStatus_v1, nvmlRepairStatus_v1_t, version);
+  CUCORE_SAME_FIELD(RepairStatus_v1, nvmlRepairStatus_v1_t, bChannelRepairPending);
+  CUCORE_SAME_FIELD(RepairStatus_v1, nvmlRepairStatus_v1_t, bTpcRepairPending);
+  EXPECT_EQ(nvml::kRepairStatus_v1, nvmlRepairStatus_v1);
+  CUCORE_SAME_SIZE(DeviceAttributes, nvmlDeviceAttributes_t);
+  CUCORE_SAME_FIELD(DeviceAttributes, nvmlDeviceAttributes_t, multiprocessorCount);
+  CUCORE_SAME_FIELD(DeviceAttributes, nvmlDeviceAttributes_t, sharedOfaCount);
+  CUCORE_SAME_FIELD(DeviceAttributes, nvmlDeviceAttributes_t, computeInstanceSliceCount);
+  CUCORE_SAME_FIELD(DeviceAttributes, nvmlDeviceAttributes_t, memorySizeMB);
+  CUCORE_SAME_SIZE(GpuDynamicPstatesInfo, nvmlGpuDynamicPstatesInfo_t);
+  CUCORE_SAME_FIELD(GpuDynamicPstatesInfo, nvmlGpuDynamicPstatesInfo_t, flags);
+  CUCORE_SAME_FIELD(GpuDynamicPstatesInfo, nvmlGpuDynamicPstatesInfo_t, utilization);
+  CUCORE_SAME_SIZE(CoolerInfo_v1, nvmlCoolerInfo_v1_t);
+  CUCORE_SAME_FIELD(CoolerInfo_v1, nvmlCoolerInfo_v1_t, version);
+  CUCORE_SAME_FIELD(CoolerInfo_v1, nvmlCoolerInfo_v1_t, index);
+  CUCORE_SAME_FIELD(CoolerInfo_v1, nvmlCoolerInfo_v1_t, signalType);
+  CUCORE_SAME_FIELD(CoolerInfo_v1, nvmlCoolerInfo_v1_t, target);
+  EXPECT_EQ(nvml::kCoolerInfo_v1, nvmlCoolerInfo_v1);
+  CUCORE_SAME_SIZE(GpuThermalSettings, nvmlGpuThermalSettings_t);
+  CUCORE_SAME_FIELD(GpuThermalSettings, nvmlGpuThermalSettings_t, count);
+  CUCORE_SAME_FIELD(GpuThermalSettings, nvmlGpuThermalSettings_t, sensor);
 #undef CUCORE_SAME_SIZE
 #undef CUCORE_SAME_FIELD
+  EXPECT_EQ(nvml::kMaxGpuUtilizations, NVML_MAX_GPU_UTILIZATIONS);
+  EXPECT_EQ(nvml::kMaxThermalSensorsPerGpu, NVML_MAX_THERMAL_SENSORS_PER_GPU);
+  EXPECT_EQ(nvml::kDeviceInforomVersionBufferSize, NVML_DEVICE_INFOROM_VERSION_BUFFER_SIZE);
+  EXPECT_EQ(nvml::kDevicePartNumberBufferSize, NVML_DEVICE_PART_NUMBER_BUFFER_SIZE);
+  EXPECT_EQ(static_cast<int>(cucore::system::AffinityScope::socket), NVML_AFFINITY_SCOPE_SOCKET);
+  EXPECT_EQ(static_cast<int>(cucore::system::AddressingMode::ats), NVML_DEVICE_ADDRESSING_MODE_ATS);
+  EXPECT_EQ(static_cast<int>(cucore::system::InforomObject::den), NVML_INFOROM_DEN);
 
   // Constants and buffer sizes.
   EXPECT_EQ(nvml::kSystemDriverVersionBufferSize, NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE);

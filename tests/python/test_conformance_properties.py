@@ -530,10 +530,7 @@ KNOWN_LACKING_CLASSES = {
     "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode", "graph.ExecutableEventWaitNode",
     "graph.ExecutableGraphNode", "graph.ExecutableHostCallbackNode", "graph.ExecutableKernelNode",
     "graph.ExecutableMemcpyNode", "graph.ExecutableMemsetNode",
-    "system.ClockOffsets", "system.CoolerInfo", "system.DeviceAttributes", "system.FieldValue", "system.FieldValues",
-    "system.GpuDynamicPstatesInfo", "system.GpuDynamicPstatesUtilization", "system.InforomInfo",
-    "system.RegisteredSystemEvents", "system.RepairStatus", "system.SystemEvent", "system.SystemEvents",
-    "system.ThermalSensor", "system.ThermalSettings",
+    "system.ClockOffsets", "system.RegisteredSystemEvents", "system.SystemEvent", "system.SystemEvents",
 }
 KNOWN_LACKING_NAMES = {
     "Buffer.set_deallocation_stream", "ManagedBuffer.set_deallocation_stream",
@@ -543,15 +540,8 @@ KNOWN_LACKING_NAMES = {
     "graph.HostCallbackNode.update", "graph.KernelNode.update", "graph.MemcpyNode.update", "graph.MemsetNode.update",
     "system.BAR1MemoryInfo.reserved", "system.ClockInfo.get_min_max_clock_of_pstate_mhz",
     "system.ClockInfo.get_offsets",
-    "system.Device.addressing_mode", "system.Device.attributes", "system.Device.cooler",
-    "system.Device.dynamic_pstates_info", "system.Device.inforom", "system.Device.is_auto_boosted_clocks_enabled",
-    "system.Device.is_c2c_enabled", "system.Device.is_display_active", "system.Device.is_display_connected",
-    "system.Device.repair_status", "system.Device.get_all_devices_with_cpu_affinity",
-    "system.Device.clear_cpu_affinity",
-    "system.Device.clear_field_values", "system.Device.get_cpu_affinity", "system.Device.get_field_values",
-    "system.Device.get_memory_affinity", "system.Device.get_topology_nearest_gpus", "system.Device.set_cpu_affinity",
     "system.FanInfo.control_policy", "system.FanInfo.min_max_speed", "system.FanInfo.speed_rpm",
-    "system.FanInfo.target_speed", "system.FanInfo.set_default_speed", "system.Temperature.get_thermal_settings",
+    "system.FanInfo.target_speed", "system.FanInfo.set_default_speed",
 }
 
 

@@ -355,3 +355,234 @@ def test_xid_events_register_and_time_out(gpu):
         sd.register_events(0)
     with pytest.raises(ValueError, match="xid_critical_error"):
         sd.register_events(["xid"])
+
+
+# ---- affinity, topology, field values, modes, InfoROM ------------------------------------------
+def test_new_names_are_declared_as_cuda_core_declares_them():
+    for prop in ("addressing_mode", "attributes", "inforom", "is_auto_boosted_clocks_enabled", "is_c2c_enabled",
+                 "is_display_active", "is_display_connected", "repair_status"):
+        assert isinstance(getattr(system.Device, prop), property), prop
+    assert system.Device.is_persistence_mode_enabled.fset is not None  # a setter, as cuda.core has
+    for method in ("get_cpu_affinity", "get_memory_affinity", "set_cpu_affinity", "clear_cpu_affinity",
+                   "get_topology_nearest_gpus", "get_field_values", "clear_field_values"):
+        assert callable(getattr(system.Device, method)), method
+    assert callable(system.Device.get_all_devices_with_cpu_affinity)
+    for cls in ("FieldValue", "FieldValues", "DeviceAttributes", "RepairStatus", "InforomInfo"):
+        assert isinstance(getattr(system, cls), type), cls
+    assert [e.value for e in st.AffinityScope] == ["node", "socket"]
+    assert [e.value for e in st.AddressingMode] == ["hmm", "ats"]
+    assert [e.value for e in st.InforomObject] == ["oem", "ecc", "power", "den"]
+
+
+def test_new_queries_without_nvml_raise_the_typed_error():
+    if not HAS_NVML:
+        with pytest.raises(system.LibraryNotFoundError, match="libnvidia-ml.so.1"):
+            system.Device.get_all_devices_with_cpu_affinity(0)
+        return
+    everyone = system.Device.get_all_devices()
+    near = system.Device.get_all_devices_with_cpu_affinity(0)
+    assert all(d in everyone for d in near)
+
+
+def _sysfs_pci(sd):
+    # sysfs spells the bus id with a 4-digit domain, lower case: 0000:3b:00.0.
+    domain, rest = sd.pci_bus_id.lower().split(":", 1)
+    return os.path.join("/sys/bus/pci/devices", f"{int(domain, 16):04x}:{rest}")
+
+
+def _cpulist(text):
+    cpus = []
+    for part in text.strip().split(","):
+        if part:
+            lo, _, hi = part.partition("-")
+            cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def test_cpu_affinity_is_the_kernels_local_cpus(gpu):
+    sd = cucore.Device(0).to_system_device()
+    cpus = sd.get_cpu_affinity()
+    assert cpus is not None, "Linux GPUs report a CPU affinity"
+    assert cpus == sorted(cpus) and cpus
+    local = os.path.join(_sysfs_pci(sd), "local_cpulist")
+    if os.path.exists(local):
+        with open(local) as f:
+            kernel = _cpulist(f.read())
+        # NVML narrows to the device's NUMA node; the kernel's list is the same CPUs.
+        assert set(cpus) == set(kernel), (cpus, kernel)
+    socket = sd.get_cpu_affinity(st.AffinityScope.SOCKET)
+    assert set(cpus) <= set(socket)
+    assert sd.get_cpu_affinity("node") == cpus
+    with pytest.raises(ValueError, match="affinity scope"):
+        sd.get_cpu_affinity("rack")
+    for cpu in cpus[:4]:
+        assert sd in system.Device.get_all_devices_with_cpu_affinity(cpu)
+    nodes = sd.get_memory_affinity()
+    assert nodes is not None and nodes == sorted(nodes)
+    numa_file = os.path.join(_sysfs_pci(sd), "numa_node")
+    if os.path.exists(numa_file):
+        with open(numa_file) as f:
+            node = int(f.read())
+        if node >= 0:
+            assert node in nodes, (node, nodes)
+
+
+def test_set_cpu_affinity_binds_this_thread_to_the_devices_cpus(gpu):
+    sd = cucore.Device(0).to_system_device()
+    before = os.sched_getaffinity(0)
+    try:
+        sd.set_cpu_affinity()
+        bound = os.sched_getaffinity(0)
+        assert bound <= set(sd.get_cpu_affinity(st.AffinityScope.SOCKET)), bound
+        assert bound & set(sd.get_cpu_affinity())
+        sd.clear_cpu_affinity()
+        assert os.sched_getaffinity(0) >= bound
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+def test_nearest_gpus_are_within_the_level_asked(gpu):
+    sd = system.Device(0)
+    everyone = system.Device.get_all_devices()
+    order = [e.value for e in st.GpuTopologyLevel]
+    for level in st.GpuTopologyLevel:
+        near = sd.get_topology_nearest_gpus(level)
+        assert sd not in near
+        for other in near:
+            assert other in everyone
+            got = system.get_topology_common_ancestor(sd, other)
+            assert order.index(got.value) <= order.index(level.value), (level, got)
+    if len(everyone) >= 2:
+        assert set(sd.get_topology_nearest_gpus("system")) == set(everyone) - {sd}
+    with pytest.raises(ValueError, match="topology level"):
+        sd.get_topology_nearest_gpus("galaxy")
+
+
+NVML_FI_DEV_NVLINK_LINK_COUNT = 91
+NVML_FI_DEV_PCIE_REPLAY_COUNTER = 94
+
+
+def test_field_values_agree_with_the_single_queries(gpu):
+    sd = system.Device(0)
+    values = sd.get_field_values([NVML_FI_DEV_NVLINK_LINK_COUNT, (NVML_FI_DEV_PCIE_REPLAY_COUNTER, 0), 100000])
+    assert len(values) == 3
+    assert [v.field_id for v in values] == [NVML_FI_DEV_NVLINK_LINK_COUNT, NVML_FI_DEV_PCIE_REPLAY_COUNTER, 100000]
+    link_count = values[0]
+    try:
+        assert link_count.value == sd.get_nvlink_count()
+    except system.NotSupportedError:
+        assert sd.get_nvlink_count() == 0  # NVML says no NVLink: the count is 0 there too
+    replay = sd.pci_info.replay_counter
+    try:
+        assert abs(values[1].value - replay) <= 1  # a counter: it may tick between the reads
+        assert values[1].timestamp > 1_600_000_000 * 10**6  # microseconds since 1970
+    except system.NotSupportedError:
+        assert replay is None
+    with pytest.raises(system.NvmlError):  # no field 100000: that value alone fails
+        values[2].value
+    with pytest.raises(system.NvmlError):
+        values.validate()
+    with pytest.raises(system.NvmlError):
+        values.get_all_values()
+    assert values[-1].field_id == 100000
+    assert len(sd.get_field_values([])) == 0
+    sd.clear_field_values([])
+    with pytest.raises(TypeError, match="field_ids"):
+        sd.get_field_values(91)
+
+
+def _smi_one(field):
+    exe = shutil.which("nvidia-smi")
+    if exe is None:
+        return None
+    r = subprocess.run([exe, "-i", "0", "--query-gpu=" + field, "--format=csv,noheader,nounits"],
+                       capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def test_modes_and_inforom_match_nvidia_smi(gpu):
+    d = cucore.Device(0)
+    sd = system.Device(0) if system.Device(0).uuid_without_prefix == d.uuid else d.to_system_device()
+    props = d.properties
+    mode = sd.addressing_mode
+    assert mode in (None, st.AddressingMode.HMM, st.AddressingMode.ATS)
+    # CUDA's view of the same thing: pageable memory is device-accessible under
+    # HMM and ATS, through the host's page tables under ATS alone.
+    assert (mode is not None) == bool(props.pageable_memory_access), (mode, props.pageable_memory_access)
+    assert (mode == st.AddressingMode.ATS) == bool(props.pageable_memory_access_uses_host_page_tables)
+    assert sd.is_c2c_enabled in (True, False, None)
+    for name, field in (("is_display_connected", "display_mode"), ("is_display_active", "display_active")):
+        value = getattr(sd, name)
+        smi = _smi_one(field)
+        if smi and not _na(smi) and value is not None:
+            assert value == (smi in ("Enabled", "Connected")), (name, value, smi)
+    boost = sd.is_auto_boosted_clocks_enabled
+    assert boost is None or (len(boost) == 2 and all(isinstance(b, bool) for b in boost))
+    attrs = sd.attributes
+    if attrs is not None:
+        assert attrs.multiprocessor_count == props.multiprocessor_count
+        assert abs(attrs.memory_size_mb - sd.memory_info.total // (1 << 20)) <= 1024
+    rs = sd.repair_status
+    assert rs is None or (isinstance(rs.tpc_repair_pending, bool) and isinstance(rs.channel_repair_pending, bool))
+    inf = sd.inforom
+    image = inf.image_version
+    smi_image = _smi_one("inforom.img")
+    if image is not None and smi_image and not _na(smi_image):
+        assert image == smi_image
+    smi_ecc = _smi_one("inforom.ecc")
+    ecc = inf.get_version(st.InforomObject.ECC)
+    if ecc is not None and smi_ecc and not _na(smi_ecc):
+        assert ecc == smi_ecc
+    with pytest.raises(ValueError, match="InfoROM object"):
+        inf.get_version("bios")
+    assert inf.configuration_checksum is None or isinstance(inf.configuration_checksum, int)
+    if image is not None:
+        inf.validate()  # a healthy board: no CorruptedInforomError
+    bbx = inf.bbx_flush_time  # None before the first flush of this run (NVML's NOT_READY)
+    assert bbx is None or (len(bbx) == 2 and bbx[0] > 0)
+    part = inf.board_part_number
+    assert part is None or part.strip()
+
+
+def test_persistence_mode_setter_writes_nvmls_state(gpu):
+    sd = system.Device(0)
+    current = sd.is_persistence_mode_enabled
+    assert current is not None, "Linux GPUs report their persistence mode"
+    try:
+        sd.is_persistence_mode_enabled = current  # the value it has: no change to the machine
+    except system.NoPermissionError:
+        assert os.geteuid() != 0, "root may set persistence mode"
+        return
+    assert sd.is_persistence_mode_enabled == current
+
+
+def test_pstates_cooler_and_thermal_sensors(gpu):
+    sd = system.Device(0)
+    info = sd.dynamic_pstates_info
+    if info is not None:
+        assert len(info) == 8
+        for u in (info[i] for i in range(len(info))):
+            assert isinstance(u.is_present, bool)
+            if u.is_present:
+                assert 0 <= u.percentage <= 100
+        assert info[-1].is_present == info[7].is_present
+        with pytest.raises(IndexError):
+            info[8]
+    cooler = sd.cooler
+    if cooler is not None:
+        assert cooler.signal_type in (None, st.CoolerControl.TOGGLE, st.CoolerControl.VARIABLE)
+        assert all(isinstance(t, st.CoolerTarget) for t in cooler.target)
+    elif not sd.num_fans:
+        pass  # a passively cooled board (an H200) has no cooler to describe
+    settings = sd.temperature.get_thermal_settings(st.ThermalTarget.ALL)
+    if settings is not None:
+        assert len(settings) <= 3
+        gpu_temp = sd.temperature.get_sensor()
+        for i in range(len(settings)):
+            sensor = settings[i]
+            assert isinstance(sensor.controller, st.ThermalController)
+            assert isinstance(sensor.target, st.ThermalTarget)
+            if sensor.target == st.ThermalTarget.GPU and gpu_temp is not None:
+                assert abs(sensor.current_temp - gpu_temp) <= 5, (sensor.current_temp, gpu_temp)
+    with pytest.raises(ValueError, match="thermal sensor index"):
+        sd.temperature.get_thermal_settings("toaster")

@@ -39,6 +39,16 @@ FanInfo = _s.FanInfo
 MigInfo = _s.MigInfo
 DeviceEvents = _s.DeviceEvents
 EventData = _s.EventData
+FieldValue = _s.FieldValue
+FieldValues = _s.FieldValues
+DeviceAttributes = _s.DeviceAttributes
+RepairStatus = _s.RepairStatus
+InforomInfo = _s.InforomInfo
+GpuDynamicPstatesInfo = _s.GpuDynamicPstatesInfo
+GpuDynamicPstatesUtilization = _s.GpuDynamicPstatesUtilization
+CoolerInfo = _s.CoolerInfo
+ThermalSensor = _s.ThermalSensor
+ThermalSettings = _s.ThermalSettings
 
 get_num_devices = _s.get_num_devices
 get_user_mode_driver_version = _s.get_user_mode_driver_version

@@ -17,18 +17,49 @@ except ImportError:  # Python < 3.11
 
 
 __all__ = [
+    "AddressingMode",
+    "AffinityScope",
     "ClockId",
     "ClockType",
     "ClocksEventReasons",
+    "CoolerControl",
+    "CoolerTarget",
     "DeviceArch",
     "EccCounterType",
     "EventType",
     "GpuP2PCapsIndex",
     "GpuP2PStatus",
     "GpuTopologyLevel",
+    "InforomObject",
     "MemoryErrorType",
     "TemperatureThresholds",
+    "ThermalController",
+    "ThermalTarget",
 ]
+
+
+class AddressingMode(_StrEnum):
+    """How system memory (malloc, mmap) is addressable from the GPU: HMM
+    (software mirroring of the CPU's page tables) or ATS (one set of page tables)."""
+
+    HMM = "hmm"
+    ATS = "ats"
+
+
+class AffinityScope(_StrEnum):
+    """Scope of Device.get_cpu_affinity / get_memory_affinity."""
+
+    NODE = "node"
+    SOCKET = "socket"
+
+
+class InforomObject(_StrEnum):
+    """InfoROM objects of InforomInfo.get_version."""
+
+    OEM = "oem"
+    ECC = "ecc"
+    POWER = "power"
+    DEN = "den"
 
 
 class ClockId(_StrEnum):
@@ -62,6 +93,22 @@ class ClocksEventReasons(_StrEnum):
     DISPLAY_CLOCK_SETTING = "display_clock_setting"
     BOARD_LIMIT = "board_limit"
     RELIABILITY = "reliability"
+
+
+class CoolerControl(_StrEnum):
+    """How a cooler is controlled: on/off (toggle) or over a range (variable)."""
+
+    TOGGLE = "toggle"
+    VARIABLE = "variable"
+
+
+class CoolerTarget(_StrEnum):
+    """What a cooler cools (NVML's GPU_RELATED is GPU, MEMORY and POWER_SUPPLY together)."""
+
+    NONE = "none"
+    GPU = "gpu"
+    MEMORY = "memory"
+    POWER_SUPPLY = "power_supply"
 
 
 class EventType(_StrEnum):
@@ -130,6 +177,43 @@ class TemperatureThresholds(_StrEnum):
     ACOUSTIC_CURR = "acoustic_curr"
     ACOUSTIC_MAX = "acoustic_max"
     GPS_CURR = "gps_curr"
+
+
+class ThermalController(_StrEnum):
+    """The controller of a ThermalSensor."""
+
+    GPU_INTERNAL = "gpu_internal"
+    ADM1032 = "adm1032"
+    ADT7461 = "adt7461"
+    MAX6649 = "max6649"
+    MAX1617 = "max1617"
+    LM99 = "lm99"
+    LM89 = "lm89"
+    LM64 = "lm64"
+    G781 = "g781"
+    ADT7473 = "adt7473"
+    SBMAX6649 = "sbmax6649"
+    VBIOSEVT = "vbiosevt"
+    OS = "os"
+    NVSYSCON_CANOAS = "nvsyscon_canoas"
+    NVSYSCON_E551 = "nvsyscon_e551"
+    MAX6649R = "max6649r"
+    ADT7473S = "adt7473s"
+    UNKNOWN = "unknown"
+
+
+class ThermalTarget(_StrEnum):
+    """What a thermal sensor measures; Temperature.get_thermal_settings' sensor index."""
+
+    NONE = "none"
+    GPU = "gpu"
+    MEMORY = "memory"
+    POWER_SUPPLY = "power_supply"
+    BOARD = "board"
+    VCD_BOARD = "vcd_board"
+    VCD_INLET = "vcd_inlet"
+    VCD_OUTLET = "vcd_outlet"
+    ALL = "all"
 
 
 class MemoryErrorType(_StrEnum):
