@@ -198,7 +198,9 @@ def test_repacked_is_numpys_dtype_view():
     rng = random.Random(43)
     seen = {"packed": 0, "unpacked": 0, "refused": 0}
     dtypes = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
-    data = np.arange(1 << 12, dtype=np.uint8)
+    # Large enough for the widest layout drawn below (8*16*3*8*3 items of 8 bytes, past an
+    # offset): every element read lies inside `data`, never past its end.
+    data = (np.arange(1 << 17) % 251).astype(np.uint8)
     memory = StridedMemoryView.from_dlpack(data, -1)
     for _ in range(1500):
         itemsize, new = rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4, 8])
@@ -211,6 +213,8 @@ def test_repacked_is_numpys_dtype_view():
         offset = rng.choice([0, 0, 1, 2, 4])
         a = np.lib.stride_tricks.as_strided(data[offset * itemsize:].view(dtypes[itemsize]), tuple(shape),
                                             tuple(s * itemsize for s in strides))
+        end = (offset + sum((n - 1) * st for n, st in zip(shape, strides)) + 1) * itemsize
+        assert end <= data.nbytes, "the layout reaches past the test's memory"
         lay = _StridedLayout._at(tuple(shape), tuple(strides), itemsize, offset)
         w = memory.view(lay, dtypes[itemsize])
         assert np.array_equal(np.from_dlpack(w), a)
