@@ -329,3 +329,44 @@ class TestContextStream:
         with pytest.raises(RuntimeError, match=r"^Context\.create_stream\(\) is only supported on green contexts\. "
                                                r"Use Device\.create_stream\(\) for primary contexts\.$"):
             device.context.create_stream()
+
+
+class TestGreenOptions:
+    def test_split_takes_a_dict_of_the_fields(self, device):
+        sm = device.resources.sm
+        groups, _ = sm.split({"count": sm.min_partition_size}, dry_run=True)
+        assert len(groups) == 1
+        with pytest.raises(TypeError):  # a key the dataclass does not have
+            sm.split({"cuont": sm.min_partition_size}, dry_run=True)
+
+    def test_count_past_unsigned_int_is_overflow(self, device):
+        with pytest.raises(OverflowError, match="count"):
+            device.resources.sm.split(cucore.SMResourceOptions(count=2**32), dry_run=True)
+        with pytest.raises(ValueError, match=r"count must be non-negative"):
+            device.resources.sm.split(cucore.SMResourceOptions(count=-1), dry_run=True)
+
+
+# ---- StridedMemoryView.as_tensor_map / TensorMapDescriptorOptions -------------------------------
+class TestTensorMapOptions:
+    @pytest.fixture
+    def view(self):
+        return StridedMemoryView.from_any_interface(np.zeros((64, 64), dtype=np.float32), stream_ptr=-1)
+
+    def test_options_and_arguments(self, view):
+        from cucore._tensor_map import TensorMapDescriptorOptions
+
+        with pytest.raises(TypeError, match=r"^Specify either options or the individual tensor map arguments, not both"):
+            view.as_tensor_map((8, 8), options=TensorMapDescriptorOptions(box_dim=(8, 8)))
+
+    def test_box_dim_required(self, view):
+        with pytest.raises(TypeError, match=r"^box_dim is required unless options is provided"):
+            view.as_tensor_map()
+
+    @pytest.mark.parametrize("field, enum_name", [("interleave", "TensorMapInterleave"), ("swizzle", "TensorMapSwizzle"),
+                                                  ("l2_promotion", "TensorMapL2Promotion"),
+                                                  ("oob_fill", "TensorMapOOBFill")])
+    def test_enum_fields(self, field, enum_name):
+        from cucore._tensor_map import TensorMapDescriptorOptions
+
+        with pytest.raises(TypeError, match=rf"^{field} must be a {enum_name}"):
+            TensorMapDescriptorOptions(box_dim=(8, 8), **{field: 99})
