@@ -59,6 +59,9 @@ class StreamRef {
 
   void sync() const;
   bool is_done() const;  // cuStreamQuery: all work finished
+  // cuStreamIsCapturing: NONE, ACTIVE, or INVALIDATED (a capture broken by an
+  // unsupported call, which only ending it clears).
+  CUstreamCaptureStatus capture_status() const;
   // Later work on this stream waits for `event` (or for all work queued on `other` so far).
   void wait(const Event& event) const;
   void wait(StreamRef other) const;

@@ -103,10 +103,11 @@ def _int_tuple(name: str, values: Any) -> Tuple[int, ...]:
 
 
 def _enum(name: str, value: Any, enum_type: type) -> enum.IntEnum:
+    # cucore also takes the enum's int values; anything else is cuda.core's TypeError.
     try:
         return enum_type(value)
     except ValueError:
-        raise ValueError(f"{name} must be a {enum_type.__name__}, got {value!r}") from None
+        raise TypeError(f"{name} must be a {enum_type.__name__}, got {value!r}") from None
 
 
 def _data_type(data_type: Any) -> Optional[int]:
@@ -138,14 +139,15 @@ def as_tensor_map(self: StridedMemoryView, box_dim: Optional[Tuple[int, ...]] = 
         given = box_dim is not None or element_strides is not None or data_type is not None or any(
             v != 0 for v in (interleave, swizzle, l2_promotion, oob_fill))
         if given:
-            raise ValueError("as_tensor_map: give options or box_dim and the option keywords, not both")
+            raise TypeError("Specify either options or the individual tensor map arguments, not both "
+                            "(as_tensor_map: options, or box_dim and the option keywords)")
         if not isinstance(options, TensorMapDescriptorOptions):
             if not hasattr(options, "keys"):
                 raise TypeError(f"options must be a TensorMapDescriptorOptions or a mapping, got {type(options).__name__}")
             options = TensorMapDescriptorOptions(**options)
     else:
         if box_dim is None:
-            raise ValueError("as_tensor_map: box_dim is required")
+            raise TypeError("box_dim is required unless options is provided (as_tensor_map)")
         options = TensorMapDescriptorOptions(box_dim, element_strides, data_type, interleave, swizzle,
                                              l2_promotion, oob_fill)
     return TensorMapDescriptor._from_tiled(self, list(options.box_dim), list(options.element_strides or ()),

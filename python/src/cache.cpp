@@ -391,11 +391,50 @@ void bind_cache(nb::module_& m) {
         const std::string target_name = key_type_arg(target_type, "target_type", {"ptx", "cubin", "ltoir"},
                                                      kKeyTargetTypes);
         const cucore::CodeType target = code_type_arg(target_name, "target_type");
+        // extra_sources outside NVVM is refused whatever its value, before the code is read (as cuda.core).
+        if (type != "nvvm" && option_given(options, "extra_sources"))
+          raise_value_error("make_program_cache_key: extra_sources is only supported for code_type \"nvvm\" "
+                            "(Program refuses it for \"" + type + "\")");
         const std::string src = key_code_arg(code, type);
         cucore::ProgramOptions po = program_options(options);
         if (po.arch.empty()) po.arch = "sm_" + cucore::Device::current().arch();  // as Program resolves it
         const std::vector<std::string> names = key_names_arg(name_expressions, type);
         const std::optional<std::string> extra = key_digest_arg(extra_digest);
+        // libcucore reads an empty string as unset; cuda.core refuses any value but None for these, so an
+        // empty one is refused here with libcucore's words.
+        if (type == "c++") {
+          std::string side;
+          int n_side = 0;
+          for (const char* f : {"create_pch", "time", "fdevice_time_trace"})
+            if (option_given(options, f)) side += (n_side++ ? ", " : "") + std::string(f);
+          if (n_side)
+            raise_value_error("make_program_cache_key: " + side + (n_side > 1 ? " write" : " writes") +
+                              " a file as a side effect of compiling, which a cache hit would skip: compile "
+                              "without a cache");
+          if (!extra && ((po.use_pch.empty() && option_given(options, "use_pch")) ||
+                         (po.pch_dir.empty() && option_given(options, "pch_dir")))) {
+            std::string list;
+            auto add = [&](bool set, const char* f) {
+              if (set) list += (list.empty() ? "" : ", ") + std::string(f);
+            };
+            add(!po.include_path.empty(), "include_path");
+            add(!po.pre_include.empty(), "pre_include");
+            add(po.pch.value_or(false), "pch");
+            add(option_given(options, "use_pch"), "use_pch");
+            add(option_given(options, "pch_dir"), "pch_dir");
+            raise_value_error("make_program_cache_key: options read files the key cannot see (" + list +
+                              "): fingerprint those files and pass the digest as extra_digest");
+          }
+        }
+        // Options NVVM refuses: CUDAError, as ProgramOptions.as_bytes("nvvm") raises it (cuda.core renders the
+        // flags for the key); after the libdevice check, which cuda.core makes first.
+        if (type == "nvvm" && !(po.use_libdevice.value_or(false) && !extra)) {
+          if (auto bad = po.unsupported_by_nvvm(); !bad.empty()) {
+            std::string list;
+            for (const auto& f : bad) list += (list.empty() ? "" : ", ") + f;
+            raise_cuda_error("The following options are not supported by NVVM backend: " + list);
+          }
+        }
         const std::string key =
             extra ? cucore::make_program_cache_key(src, type, po, target, names, cucore::GivenExtraDigest{*extra})
                   : cucore::make_program_cache_key(src, type, po, target, names);

@@ -220,6 +220,12 @@ void bind_device(nb::module_& m) {
       .def_prop_ro("device_id", &cucore::Context::device_id)
       .def_prop_ro("device", [](const cucore::Context& c) { return device_object(c.device_id()); })
       .def("create_stream", [](const cucore::Context& c, nb::handle options) {
+        // cuda.core makes streams only in green contexts (a closed one is ClosedError, a RuntimeError, first).
+        if (!c.is_closed() && !c.is_green()) {
+          PyErr_SetString(PyExc_RuntimeError, "Context.create_stream() is only supported on green contexts. "
+                                               "Use Device.create_stream() for primary contexts.");
+          throw nb::python_error();
+        }
         return c.create_stream(stream_options(options));
       }, nb::arg("options") = nb::none())
       .def("create_event", [](const cucore::Context& c, nb::handle options) {

@@ -173,6 +173,37 @@ cucore::graph::GraphDebugPrintOptions print_options(nb::handle o) {
   return p;
 }
 
+// debug_dot_print's options, checked as cuda.core checks them: GraphDefinition
+// takes a GraphDebugPrintOptions or None (TypeError otherwise); GraphBuilder
+// reads any truthy options through the dataclass's own method, so another
+// object fails there with AttributeError, and a falsy one means no flags.
+bool is_debug_print_options(nb::handle o) {
+  static PyObject* cls = [] {
+    nb::object c = nb::module_::import_("cucore.graph").attr("GraphDebugPrintOptions");
+    return c.release().ptr();  // kept for the process
+  }();
+  int r = PyObject_IsInstance(o.ptr(), cls);
+  if (r < 0) throw nb::python_error();
+  return r != 0;
+}
+cucore::graph::GraphDebugPrintOptions definition_print_options(nb::handle o) {
+  if (!o.is_none() && !is_debug_print_options(o)) raise_type_error("options must be a GraphDebugPrintOptions instance");
+  return print_options(o);
+}
+cucore::graph::GraphDebugPrintOptions builder_print_options(nb::handle o) {
+  int truthy = PyObject_IsTrue(o.ptr());
+  if (truthy < 0) throw nb::python_error();
+  if (!truthy) return {};
+  if (!is_debug_print_options(o)) {
+    const std::string msg = std::string("'") + Py_TYPE(o.ptr())->tp_name +
+                            "' object has no attribute '_to_flags' (debug_dot_print's options must be a "
+                            "GraphDebugPrintOptions)";
+    PyErr_SetString(PyExc_AttributeError, msg.c_str());
+    throw nb::python_error();
+  }
+  return print_options(o);
+}
+
 std::optional<unsigned> default_value_arg(nb::handle v) {
   if (v.is_none()) return std::nullopt;
   long long x = nb::cast<long long>(v);
@@ -527,7 +558,7 @@ void bind_graph(nb::module_& parent) {
         return d.instantiate(complete_options(options));
       }, nb::arg("options") = nb::none())
       .def("debug_dot_print", [](const GraphDefinition& d, nb::handle path, nb::handle options) {
-        d.debug_dot_print(path_arg(path), print_options(options));
+        d.debug_dot_print(path_arg(path), definition_print_options(options));
       }, nb::arg("path"), nb::arg("options") = nb::none())
       .def("nodes", [](const GraphDefinition& d) {
         nb::set s;
@@ -735,7 +766,16 @@ void bind_graph(nb::module_& parent) {
         nb::cast<GraphBuilder&>(self).begin_building(m);
         return nb::borrow(self);
       }, nb::arg("mode") = "relaxed")
-      .def_prop_ro("is_building", &GraphBuilder::is_building)
+      .def_prop_ro("is_building", [](const GraphBuilder& b) {
+        if (!b.is_building()) return false;
+        // A capture an unsupported call broke: cuda.core's RuntimeError (end_building() then clears it).
+        if (b.stream().capture_status() == CU_STREAM_CAPTURE_STATUS_INVALIDATED) {
+          PyErr_SetString(PyExc_RuntimeError, "Build process encountered an error and has been invalidated. "
+                                               "Build process must now be ended.");
+          throw nb::python_error();
+        }
+        return true;
+      })
       .def("end_building", [](nb::handle self) {
         nb::cast<GraphBuilder&>(self).end_building();
         return nb::borrow(self);
@@ -743,10 +783,10 @@ void bind_graph(nb::module_& parent) {
       .def("complete", [](const GraphBuilder& b, nb::handle options) { return b.complete(complete_options(options)); },
            nb::arg("options") = nb::none())
       .def("debug_dot_print", [](const GraphBuilder& b, nb::handle path, nb::handle options) {
-        b.debug_dot_print(path_arg(path), print_options(options));
+        b.debug_dot_print(path_arg(path), builder_print_options(options));
       }, nb::arg("path"), nb::arg("options") = nb::none())
       .def("split", [](nb::handle self, long long count) {
-        if (count < 1) raise_value_error("split: count must be at least 1, got " + std::to_string(count));
+        if (count < 2) raise_value_error("Invalid split count: expecting >= 2, got " + std::to_string(count));
         auto v = nb::cast<GraphBuilder&>(self).split(static_cast<std::size_t>(count));
         nb::list l;
         l.append(self);  // the original comes back first, as itself
@@ -754,7 +794,10 @@ void bind_graph(nb::module_& parent) {
         return nb::tuple(l);
       }, nb::arg("count"))
       .def_static("join", [](nb::args builders) -> nb::object {
-        if (nb::len(builders) == 0) raise_value_error("join: give at least one GraphBuilder");
+        // cuda.core's checks, in its order: the types, then the count.
+        for (nb::handle h : builders)
+          if (!nb::isinstance<GraphBuilder>(h)) raise_type_error("All arguments must be GraphBuilder instances");
+        if (nb::len(builders) < 2) raise_value_error("Must join with at least two graph builders");
         std::vector<GraphBuilder> v;
         for (nb::handle h : builders) v.push_back(nb::cast<GraphBuilder>(h));
         GraphBuilder joined = GraphBuilder::join(v);

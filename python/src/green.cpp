@@ -30,7 +30,10 @@ int int_value(nb::handle v, const std::string& field) {
   if (!PyLong_Check(v.ptr())) raise_type_error(field + " must be an int or None, got " + py_type_name(v));
   int overflow = 0;
   long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-  if (overflow > 0 || x > INT_MAX) raise_value_error(field + " = " + nb::cast<std::string>(nb::repr(v)) + " is too large");
+  // Past an unsigned int: cuda.core's conversion fails with OverflowError.
+  if (overflow > 0 || x > static_cast<long long>(UINT_MAX))
+    raise_overflow_error(field + " = " + nb::cast<std::string>(nb::repr(v)) + " does not fit in an unsigned int");
+  if (x > INT_MAX) raise_value_error(field + " = " + nb::cast<std::string>(nb::repr(v)) + " is too large");
   if (overflow < 0 || x < 0) raise_value_error(field + " must be non-negative, got " + nb::cast<std::string>(nb::repr(v)));
   return static_cast<int>(x);
 }
@@ -59,14 +62,27 @@ PerGroup<bool> bool_field(nb::handle options, const char* name) {
   return PerGroup<bool>(std::move(values));
 }
 
-cucore::SMResourceOptions sm_options(nb::handle options) {
+// A dict of the fields is made into the dataclass, as cuda.core's
+// check_or_create_options does (a wrong key is its TypeError).
+nb::object dict_as(nb::handle options, const char* cls) {
+  if (!PyDict_Check(options.ptr())) return nb::borrow(options);
+  nb::object type = nb::module_::import_("cucore._resources").attr(cls);
+  nb::tuple none;
+  PyObject* made = PyObject_Call(type.ptr(), none.ptr(), options.ptr());
+  if (!made) throw nb::python_error();
+  return nb::steal(made);
+}
+
+cucore::SMResourceOptions sm_options(nb::handle given) {
+  nb::object options = dict_as(given, "SMResourceOptions");
   if (!nb::hasattr(options, "count"))
     raise_type_error("options must be SMResourceOptions, got " + py_type_name(options));
   return {int_field(options, "count"), int_field(options, "coscheduled_sm_count"),
           int_field(options, "preferred_coscheduled_sm_count"), bool_field(options, "backfill")};
 }
 
-cucore::WorkqueueResourceOptions workqueue_options(nb::handle options) {
+cucore::WorkqueueResourceOptions workqueue_options(nb::handle given) {
+  nb::object options = dict_as(given, "WorkqueueResourceOptions");
   if (!nb::hasattr(options, "sharing_scope"))
     raise_type_error("options must be WorkqueueResourceOptions, got " + py_type_name(options));
   cucore::WorkqueueResourceOptions o;

@@ -191,7 +191,16 @@ int buffer_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** o
 nb::object allocate_from(nb::handle self, std::size_t size, nb::handle stream) {
   auto* r = nb::inst_ptr<MemoryResource>(self);
   if (!*r) throw nb::type_error("this MemoryResource has no implementation: a subclass must override allocate()");
-  return nb::cast(r->allocate(size, StreamArg(stream).get()));
+  const StreamArg s(stream);
+  // cuda.core's pools refuse a capturing stream (graph allocations are GraphMemoryResource's), though the
+  // driver would record an allocation node.
+  if ((nb::isinstance<cucore::DeviceMemoryResource>(self) || nb::isinstance<cucore::PinnedMemoryResource>(self)) &&
+      !s.get().is_closed() && s.get().capture_status() != CU_STREAM_CAPTURE_STATUS_NONE) {
+    PyErr_SetString(PyExc_RuntimeError, "_MemPool cannot perform memory operations on a capturing stream "
+                                         "(consider using GraphMemoryResource).");
+    throw nb::python_error();
+  }
+  return nb::cast(r->allocate(size, s.get()));
 }
 
 // DeviceMemoryResource.attributes / PinnedMemoryResource.attributes: a view

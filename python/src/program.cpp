@@ -33,26 +33,55 @@ std::string str_arg(nb::handle v, const std::string& what) {
   return utf8_arg(v, what);
 }
 
-// define_macro: "NAME", ("NAME", "VALUE"), or a list of those.
+// A collections.abc.Sequence, as cuda.core's is_sequence tests one (str and
+// bytes included: cuda.core checks str before asking).
+bool is_abc_sequence(nb::handle v) {
+  static PyObject* sequence_abc = [] {
+    nb::object abc = nb::module_::import_("collections.abc").attr("Sequence");
+    return abc.release().ptr();  // kept for the process
+  }();
+  int r = PyObject_IsInstance(v.ptr(), sequence_abc);
+  if (r < 0) throw nb::python_error();
+  return r != 0;
+}
+
+[[noreturn]] void raise_runtime_error(const std::string& msg) {
+  PyErr_SetString(PyExc_RuntimeError, msg.c_str());
+  throw nb::python_error();
+}
+
+// define_macro: "NAME", ("NAME", "VALUE"), or a sequence of those, read as
+// cuda.core reads it: a tuple is one macro and must be two str (a 3-tuple is
+// not three macros), and anything else is RuntimeError with cuda.core's text.
 void parse_macros(nb::handle v, cucore::ProgramOptions& po) {
   if (v.is_none()) return;
   auto one = [&](nb::handle item) {
     if (PyUnicode_Check(item.ptr())) {
       po.define_macro.emplace_back(utf8_arg(item, "define_macro"));
-    } else if (PyTuple_Check(item.ptr()) && PyTuple_GET_SIZE(item.ptr()) == 2) {
-      po.define_macro.emplace_back(
-          std::pair<std::string, std::string>(str_arg(item[0], "define_macro"), str_arg(item[1], "define_macro")));
-    } else {
-      throw nb::type_error("define_macro: expected 'NAME', ('NAME', 'VALUE') or a list of those");
+      return true;
     }
+    if (!PyTuple_Check(item.ptr())) return false;
+    if (PyTuple_GET_SIZE(item.ptr()) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(item.ptr(), 0)) ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(item.ptr(), 1)))
+      raise_runtime_error("Expected define_macro tuple[str, str], got " + nb::cast<std::string>(nb::str(item)));
+    po.define_macro.emplace_back(std::pair<std::string, std::string>(
+        utf8_arg(PyTuple_GET_ITEM(item.ptr(), 0), "define_macro"),
+        utf8_arg(PyTuple_GET_ITEM(item.ptr(), 1), "define_macro")));
+    return true;
   };
-  if (PyUnicode_Check(v.ptr())) return one(v);
-  if (PyTuple_Check(v.ptr()) && PyTuple_GET_SIZE(v.ptr()) == 2 && PyUnicode_Check(PyTuple_GET_ITEM(v.ptr(), 0)) &&
-      PyUnicode_Check(PyTuple_GET_ITEM(v.ptr(), 1))) {
-    // ("NAME", "VALUE"): one macro with a value (cuda.core's reading of a 2-tuple of str)
-    return one(v);
-  }
-  for (nb::handle item : v) one(item);
+  static const std::string one_type = "Union[str, tuple[str, str]]";
+  if (one(v)) return;
+  // A sequence with at least one sequence in it (cuda.core's is_nested_sequence).
+  bool nested = false;
+  if (is_abc_sequence(v))
+    for (nb::handle item : v)
+      if (is_abc_sequence(item)) nested = true;
+  if (!nested)
+    raise_runtime_error("Expected define_macro " + one_type + ", list[" + one_type + "], got " +
+                        nb::cast<std::string>(nb::str(v)));
+  for (nb::handle item : v)
+    if (!one(item))
+      raise_runtime_error("Expected define_macro " + one_type + ", got " + nb::cast<std::string>(nb::str(item)));
 }
 
 nb::bytes to_bytes(std::span<const std::byte> s) { return nb::bytes(reinterpret_cast<const char*>(s.data()), s.size()); }
@@ -203,7 +232,7 @@ void read_field(decltype(cucore::ProgramOptions::define_macro)& field, nb::handl
 void read_field(decltype(cucore::ProgramOptions::extra_sources)& field, nb::handle v, const char*) {
   field.clear();
   if (v.is_none()) return;
-  if (!is_sequence(v))
+  if (!is_abc_sequence(v))
     raise_type_error("extra_sources must be a sequence of 2-tuples: ((name1, source1), (name2, source2), ...)");
   Py_ssize_t i = 0;
   for (nb::handle module : v) {
@@ -287,6 +316,12 @@ cucore::ProgramOptions program_options(nb::handle options) {
   CUCORE_PROGRAM_OPTION_FIELDS(X)
 #undef X
   return po;
+}
+
+bool option_given(nb::handle options, const char* field) {
+  if (options.is_none()) return false;
+  const FieldSource o(options, "ProgramOptions", kProgramFields);
+  return !o[field].is_none();
 }
 
 cucore::LinkerOptions linker_options(nb::handle options) {
@@ -617,6 +652,9 @@ void bind_program(nb::module_& m) {
           throw nb::python_error();
         }
         std::string src = program_code(code, type);
+        if (type != "nvvm" && option_given(options, "extra_sources"))  // before its value is read, as cuda.core
+          raise_value_error(type == "c++" ? "extra_sources is not supported by the NVRTC backend (C++ code_type)"
+                                          : "extra_sources is not supported by the PTX backend.");
         cucore::ProgramOptions po = program_options(options);
         if (type == "nvvm") {
           try {

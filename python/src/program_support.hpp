@@ -15,6 +15,10 @@ struct PyProgram {
 
 
 cucore::ProgramOptions program_options(nb::handle options);
+// Whether `options` (a ProgramOptions, a dict of its fields, or None) gives
+// `field` a value other than None, whatever it is (cuda.core refuses some
+// options by that alone: extra_sources outside NVVM, create_pch="" in a key).
+bool option_given(nb::handle options, const char* field);
 cucore::LinkerOptions linker_options(nb::handle options);
 std::vector<std::string> name_expressions_arg(nb::handle names);
 // A code type as Python spells it ("cubin", in any case) as a CodeType;

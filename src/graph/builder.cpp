@@ -269,9 +269,12 @@ GraphBuilder& GraphBuilder::end_building() {
   if (s.kind == BuilderKind::forked)
     state_error("end_building", "a builder made by split() ends with its primary: join() it back first");
   if (!s.building) state_error("end_building", "the builder is not building");
+  // The driver's own verdict on an unjoined fork (cuda.core gets it from
+  // cuStreamEndCapture), without ending the capture, so a join can still follow.
   if (s.open_forks > 0)
-    state_error("end_building", std::to_string(s.open_forks) +
-                                    " builder(s) made by split() are not joined back (GraphBuilder.join)");
+    throw CudaError(CUDA_ERROR_STREAM_CAPTURE_UNJOINED,
+                    "GraphBuilder.end_building: " + std::to_string(s.open_forks) +
+                        " builder(s) made by split() are not joined back (GraphBuilder.join); cuStreamEndCapture");
   CUgraph g = nullptr;
   CUresult r = driver().cuStreamEndCapture(s.stream.handle(), &g);
   s.building = false;

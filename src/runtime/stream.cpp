@@ -28,6 +28,13 @@ bool StreamRef::is_done() const {
   return true;
 }
 
+CUstreamCaptureStatus StreamRef::capture_status() const {
+  require_open("capture_status");
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  check(driver().cuStreamIsCapturing(handle_, &status), "cuStreamIsCapturing");
+  return status;
+}
+
 void StreamRef::wait(const Event& event) const {
   require_open("wait");
   if (event.is_closed()) detail::throw_closed("Event", "Stream::wait");
