@@ -234,6 +234,24 @@ CUgraphNodeParams blank(CUgraphNodeType type) {
   p.type = type;
   return p;
 }
+
+// A kernel node's launch shape from `config`, which is checked first (`op`
+// names the call in the error): graph kernel nodes have no cluster or
+// cooperative form. The node's creation and its updates share it.
+void set_kernel_shape(decltype(CUgraphNodeParams::kernel)& k, const LaunchConfig& config, const char* op) {
+  if (config.cluster.is_set() || config.is_cooperative)
+    throw std::invalid_argument(std::string(op) + ": graph kernel nodes take no cluster or cooperative configuration");
+  cucore::detail::NativeLaunchConfig native;
+  cucore::detail::to_native(config, nullptr, native);  // validates
+  const CUlaunchConfig& c = native.config;
+  k.gridDimX = c.gridDimX;
+  k.gridDimY = c.gridDimY;
+  k.gridDimZ = c.gridDimZ;
+  k.blockDimX = c.blockDimX;
+  k.blockDimY = c.blockDimY;
+  k.blockDimZ = c.blockDimZ;
+  k.sharedMemBytes = c.sharedMemBytes;
+}
 }  // namespace
 
 GraphNode NodeMaker::empty() const {
@@ -262,23 +280,12 @@ GraphNode NodeMaker::join(std::span<const GraphNode> nodes) const {
 GraphNode NodeMaker::add_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
                                 const ::cucore::detail::ArgDesc* descs, std::size_t count) const {
   open_graph("launch");
-  if (config.cluster.is_set() || config.is_cooperative)
-    throw std::invalid_argument("launch: graph kernel nodes take no cluster or cooperative configuration");
-  cucore::detail::KernelInfo& info = cucore::detail::checked_kernel(kernel, descs, count);
-  cucore::detail::NativeLaunchConfig native;
-  cucore::detail::to_native(config, nullptr, native);  // validates
-  const CUlaunchConfig& c = native.config;
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_KERNEL);
+  set_kernel_shape(p.kernel, config, "launch");
+  cucore::detail::KernelInfo& info = cucore::detail::checked_kernel(kernel, descs, count);
   p.kernel.func = nullptr;
   p.kernel.kern = info.handle;
   p.kernel.ctx = work_context();
-  p.kernel.gridDimX = c.gridDimX;
-  p.kernel.gridDimY = c.gridDimY;
-  p.kernel.gridDimZ = c.gridDimZ;
-  p.kernel.blockDimX = c.blockDimX;
-  p.kernel.blockDimY = c.blockDimY;
-  p.kernel.blockDimZ = c.blockDimZ;
-  p.kernel.sharedMemBytes = c.sharedMemBytes;
   p.kernel.kernelParams = count ? args : nullptr;  // copied by the driver
   auto node_info = std::make_shared<NodeInfo>();
   node_info->kernel = {kernel, config};
@@ -949,23 +956,12 @@ void GraphNode::update_child(const GraphDefinition& child) const {
 
 void GraphNode::update_kernel(const LaunchConfig& config) const {
   expect_type(*this, {CU_GRAPH_NODE_TYPE_KERNEL}, "update (kernel)");
-  if (config.cluster.is_set() || config.is_cooperative)
-    throw std::invalid_argument("update: graph kernel nodes take no cluster or cooperative configuration");
-  cucore::detail::NativeLaunchConfig native;
-  cucore::detail::to_native(config, nullptr, native);  // validates
-  const CUlaunchConfig& c = native.config;
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_KERNEL);
   // The driver's current parameters: its own copies of the arguments stay valid for the call.
   static_assert(sizeof(CUDA_KERNEL_NODE_PARAMS) == sizeof(p.kernel), "the node's kernel parameters, one layout");
   check(driver().cuGraphKernelNodeGetParams(handle(), reinterpret_cast<CUDA_KERNEL_NODE_PARAMS*>(&p.kernel)),
         "cuGraphKernelNodeGetParams");
-  p.kernel.gridDimX = c.gridDimX;
-  p.kernel.gridDimY = c.gridDimY;
-  p.kernel.gridDimZ = c.gridDimZ;
-  p.kernel.blockDimX = c.blockDimX;
-  p.kernel.blockDimY = c.blockDimY;
-  p.kernel.blockDimZ = c.blockDimZ;
-  p.kernel.sharedMemBytes = c.sharedMemBytes;
+  detail::set_kernel_shape(p.kernel, config, "update");  // before the driver is told anything
   auto info = copy_info(*this);
   if (!info->kernel.kernel && p.kernel.kern) info->kernel.kernel = Kernel::from_handle(p.kernel.kern);
   info->kernel.config = config;
@@ -975,22 +971,11 @@ void GraphNode::update_kernel(const LaunchConfig& config) const {
 void GraphNode::update_packed_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
                               const ::cucore::detail::ArgDesc* descs, std::size_t count) const {
   expect_type(*this, {CU_GRAPH_NODE_TYPE_KERNEL}, "update (kernel)");
-  if (config.cluster.is_set() || config.is_cooperative)
-    throw std::invalid_argument("update: graph kernel nodes take no cluster or cooperative configuration");
-  cucore::detail::KernelInfo& k = cucore::detail::checked_kernel(kernel, descs, count);
-  cucore::detail::NativeLaunchConfig native;
-  cucore::detail::to_native(config, nullptr, native);
-  const CUlaunchConfig& c = native.config;
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_KERNEL);
+  detail::set_kernel_shape(p.kernel, config, "update");
+  cucore::detail::KernelInfo& k = cucore::detail::checked_kernel(kernel, descs, count);
   p.kernel.kern = k.handle;
   p.kernel.ctx = work_context();
-  p.kernel.gridDimX = c.gridDimX;
-  p.kernel.gridDimY = c.gridDimY;
-  p.kernel.gridDimZ = c.gridDimZ;
-  p.kernel.blockDimX = c.blockDimX;
-  p.kernel.blockDimY = c.blockDimY;
-  p.kernel.blockDimZ = c.blockDimZ;
-  p.kernel.sharedMemBytes = c.sharedMemBytes;
   p.kernel.kernelParams = count ? args : nullptr;  // copied by the driver
   auto info = copy_info(*this);
   info->kernel = {kernel, config};
