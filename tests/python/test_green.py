@@ -155,7 +155,7 @@ def test_split_options_as_cuda_core_takes_them(dev):
     with pytest.raises(TypeError):
         sm.split(SMResourceOptions(count=[m, m]), True)  # dry_run is keyword-only
     with pytest.raises(TypeError, match="SMResourceOptions"):
-        sm.split({"count": m})
+        sm.split(m)  # a dict of the fields is taken (cuda.core's check_or_create_options); an int is not
     with pytest.raises(TypeError, match="int, Sequence, or None"):
         sm.split(SMResourceOptions(count=8.0))
     with pytest.raises(ValueError, match="empty"):
