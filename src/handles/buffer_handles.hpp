@@ -64,8 +64,8 @@ struct BufferBox {
   mutable std::atomic<bool> ipc_ready{false};
   mutable std::shared_ptr<const IPCBufferDescriptor> ipc_descriptor;
 
-  BufferBox(CUdeviceptr p, std::size_t n, BufferFree f, std::shared_ptr<void> r, CUstream s, StreamHandle sb,
-            Owner o, bool m) noexcept
+  BufferBox(CUdeviceptr p, std::size_t n, BufferFree f, std::shared_ptr<void>&& r, CUstream s, StreamHandle&& sb,
+            Owner&& o, bool m) noexcept
       : ptr(p), size(n), free(f), resource(std::move(r)), stream(s), stream_box(std::move(sb)),
         owner(std::move(o)), mapped(m) {}
   BufferBox(const BufferBox&) = delete;

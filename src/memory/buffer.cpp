@@ -35,18 +35,25 @@ CUcontext stream_context_for_free(CUstream stream) noexcept {
 // a user's worker): the free is made as it is, and only where the driver
 // refuses it is it made again in its stream's context (call_in_context), so
 // the usual path makes no extra call.
-void free_through_resource(const detail::BufferBox& box, CUstream stream, bool dropping) {
-  auto* impl = static_cast<MemoryResource::Impl*>(box.resource.get());
-  if (!dropping) return impl->deallocate(box.ptr, box.size, stream);
+// The retrying path is out of line: close()'s plain free then pays no frame for it.
+[[gnu::noinline]] void free_in_stream_context(MemoryResource::Impl* impl, const detail::BufferBox& box,
+                                              CUstream stream) {
   detail::RetryScope scope;
   detail::call_in_context(scope, [&] { return stream_context_for_free(stream); },
                           [&] { impl->deallocate(box.ptr, box.size, stream); });
 }
 
+void free_through_resource(const detail::BufferBox& box, CUstream stream, bool dropping) {
+  auto* impl = static_cast<MemoryResource::Impl*>(box.resource.get());
+  if (!dropping) return impl->deallocate(box.ptr, box.size, stream);
+  free_in_stream_context(impl, box, stream);
+}
+
 // The box of memory given to a Buffer: freed through `mr` when it has one.
 // Should the box not be made, the memory is freed (the Buffer took it).
-detail::BufferHandle box_for(CUdeviceptr ptr, std::size_t size, std::shared_ptr<MemoryResource::Impl>&& mr,
-                             StreamRef stream, detail::StreamHandle stream_box, detail::Owner owner = {}) {
+// (References, not values: each share is moved once, into the box.)
+[[gnu::always_inline]] inline detail::BufferHandle box_for(CUdeviceptr ptr, std::size_t size, std::shared_ptr<MemoryResource::Impl>&& mr,
+                             StreamRef stream, detail::StreamHandle&& stream_box, detail::Owner&& owner = {}) {
   detail::BufferFree free = mr ? &free_through_resource : nullptr;
   std::shared_ptr<void> resource = std::move(mr);
   try {
@@ -72,7 +79,7 @@ Buffer::Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, StreamRef s
     : Buffer(box_for(ptr, size, std::move(mr.impl_), stream, nullptr)) {}
 
 Buffer::Buffer(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& stream)
-    : Buffer(box_for(ptr, size, std::move(mr.impl_), stream, stream.box())) {}
+    : Buffer(box_for(ptr, size, std::move(mr.impl_), stream, detail::StreamHandle(stream.box()))) {}
 
 Buffer Buffer::mapped(CUdeviceptr ptr, std::size_t size, const MemoryResource& mr, const Stream& stream,
                       std::shared_ptr<const void> mapping, bool share_stream) {

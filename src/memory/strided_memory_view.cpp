@@ -31,6 +31,37 @@ bool known_device_type(dlpack::DLDeviceType t) {
 // the dense strides and the addresses of the first and last element are
 // exact: shared by the constructor and check_dltensor. The arithmetic is the
 // layout's (strided_layout.hpp); its refusals become the view's.
+// The usual layout (no zero extent, every product in range, inside the
+// address space) checked in one pass with the same arithmetic as the layout
+// functions check_layout names below. A view is made per interop call, and
+// going through those functions (each checking the extents anew) cost
+// several times this; false sends the layout to them, to say what is wrong.
+bool fits_at_once(std::uintptr_t data, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
+                  std::int64_t itemsize) noexcept {
+  auto mul = [](std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_mul_overflow(a, b, &out); };
+  auto add = [](std::int64_t a, std::int64_t b, std::int64_t& out) { return !__builtin_add_overflow(a, b, &out); };
+  if ((!strides.empty() && strides.size() != shape.size()) || itemsize <= 0) return false;
+  std::int64_t count = 1, bytes = 0;
+  for (std::int64_t e : shape)
+    if (e <= 0 || !mul(count, e, count)) return false;
+  if (!mul(count, itemsize, bytes)) return false;
+  std::int64_t lo = 0, hi = count - 1;  // element offsets of the lowest and highest element
+  if (!strides.empty()) {
+    hi = 0;
+    for (std::size_t i = 0; i < shape.size(); ++i) {
+      std::int64_t reach = 0;
+      if (!mul(shape[i] - 1, strides[i], reach)) return false;
+      std::int64_t& end = reach < 0 ? lo : hi;
+      if (!add(end, reach, end)) return false;
+    }
+  }
+  std::int64_t begin = 0, end = 0;
+  if (!mul(lo, itemsize, begin) || !add(hi, 1, end) || !mul(end, itemsize, end)) return false;
+  const auto before = static_cast<std::uint64_t>(-(begin + 1)) + 1;  // -begin, also for INT64_MIN
+  return !((begin < 0 && before > data) ||
+           static_cast<std::uint64_t>(end) > std::numeric_limits<std::uintptr_t>::max() - data);
+}
+
 void check_layout(std::uintptr_t data, std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
                   DataType dtype, dlpack::DLDevice device) {
   if (shape.size() > static_cast<std::size_t>(kMaxNdim))
@@ -39,6 +70,8 @@ void check_layout(std::uintptr_t data, std::span<const std::int64_t> shape, std:
     invalid("device type " + std::to_string(static_cast<int>(device.device_type)) +
             " is not CPU, CUDA, CUDA host or CUDA managed memory");
   if (dtype.bits == 0 || dtype.lanes == 0) invalid("the element type has no size");
+  if (fits_at_once(data, shape, strides, static_cast<std::int64_t>(dtype.itemsize()))) [[likely]]
+    return;
   ByteBounds reach;
   try {
     if (!strides.empty()) check_strides_rank(shape.size(), strides.size());
@@ -228,9 +261,15 @@ StridedMemoryView::StridedMemoryView(void* data, std::span<const std::int64_t> s
   std::int64_t* d = dims();
   const std::size_t n = shape.size();
   std::copy_n(shape.data(), n, d);
-  if (strides.empty())
-    dense_strides(shape, LayoutOrder::c, {d + n, n});  // fit: check_layout bounded the product of the extents
-  else
+  if (strides.empty()) {
+    // C order's dense strides, written here: they fit (check_layout bounded
+    // the product of the non-zero extents) and need no second check.
+    std::int64_t step = 1;
+    for (std::size_t k = n; k-- > 0;) {
+      d[n + k] = step;
+      step *= shape[k];
+    }
+  } else
     std::copy_n(strides.data(), n, d + n);
 }
 

@@ -3,6 +3,7 @@
 // the fake driver (whose "device memory" is host memory, so bytes really move).
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
+#include <cucore/strided_layout.hpp>
 #include <cucore/strided_memory_view.hpp>
 
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <random>
@@ -327,6 +329,62 @@ TEST(StridedMemoryViewTest, LayoutsThatOverflowAreRefusedByTheConstructor) {
                                DataType::of<std::uint8_t>(), kCpu);
   EXPECT_EQ(wide.size(), std::int64_t(1) << 60);
   EXPECT_EQ(wide.span_bytes(), std::size_t(1) << 60);
+}
+
+// The constructor checks the usual layout in one pass and sends the rest to
+// the layout functions: on random layouts at the edges of 64 bits, it accepts
+// exactly what those functions accept, and a view's dense strides are theirs.
+TEST(StridedMemoryViewTest, TheOnePassCheckAcceptsExactlyWhatTheLayoutFunctionsAccept) {
+  std::mt19937_64 rng(20261203);
+  const std::int64_t edges[] = {0, 1, 2, 3, 5, 7, (std::int64_t(1) << 20) + 1, std::int64_t(1) << 31,
+                                (std::int64_t(1) << 40) - 3, std::int64_t(1) << 59, (std::int64_t(1) << 61) + 1,
+                                INT64_MAX / 3, INT64_MAX};
+  auto pick = [&] { return edges[rng() % std::size(edges)]; };
+  const std::uintptr_t pointers[] = {0, 8, 4096, std::uintptr_t(1) << 47, ~std::uintptr_t(0) - 4095,
+                                     ~std::uintptr_t(0) - 7};
+  int accepted = 0, refused = 0;
+  for (int trial = 0; trial < 20000; ++trial) {
+    const std::size_t ndim = rng() % 5;
+    std::vector<std::int64_t> shape(ndim), strides;
+    for (auto& e : shape) e = rng() % 3 ? static_cast<std::int64_t>(1 + rng() % 9) : pick();
+    if (rng() % 2) {
+      strides.resize(ndim);
+      for (auto& st : strides) {
+        st = rng() % 3 ? static_cast<std::int64_t>(rng() % 17) - 8 : pick();
+        if (rng() % 4 == 0) st = -st;
+      }
+    }
+    const std::int64_t itemsize = std::int64_t(1) << (rng() % 4);
+    const DataType dtype{dlpack::kDLUInt, static_cast<std::uint8_t>(8 * itemsize), 1};
+    const std::uintptr_t data = pointers[rng() % std::size(pointers)] + (rng() % 2 ? 0 : 8);
+    bool reference = true;  // what the layout functions and the address-space rule say
+    try {
+      (void)size_in_bytes(shape, itemsize);
+      const ByteBounds b = byte_bounds(shape, strides, itemsize);
+      const auto before = static_cast<std::uint64_t>(-(b.begin + 1)) + 1;
+      if ((b.begin < 0 && before > data) || static_cast<std::uint64_t>(b.end) > ~std::uintptr_t(0) - data)
+        reference = false;
+    } catch (const std::exception&) {
+      reference = false;
+    }
+    std::optional<StridedMemoryView> v;
+    try {
+      v.emplace(reinterpret_cast<void*>(data), shape, strides, dtype, kCpu);
+    } catch (const std::invalid_argument&) {
+    }
+    ASSERT_EQ(v.has_value(), reference) << "trial " << trial << ", ndim " << ndim;
+    (reference ? accepted : refused)++;
+    if (!v) continue;
+    std::vector<std::int64_t> want(strides);
+    if (want.empty()) {
+      want.resize(ndim);
+      dense_strides(shape, LayoutOrder::c, want);
+    }
+    ASSERT_EQ(std::vector<std::int64_t>(v->strides().begin(), v->strides().end()), want) << "trial " << trial;
+    ASSERT_EQ(std::vector<std::int64_t>(v->shape().begin(), v->shape().end()), shape) << "trial " << trial;
+  }
+  EXPECT_GT(accepted, 2000);
+  EXPECT_GT(refused, 2000);
 }
 
 TEST(StridedMemoryViewTest, TypestrsAreReadAsNumPyWritesThem) {
