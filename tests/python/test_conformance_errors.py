@@ -372,7 +372,23 @@ class TestTensorMapOptions:
             TensorMapDescriptorOptions(box_dim=(8, 8), **{field: 99})
 
 
-# ---- Zero-size allocations -----------------------------------------------------------------
+# ---- Empty sources, zero-size allocations -----------------------------------------------
+class TestEmptySource:
+    def test_empty_cpp_and_nvvm_are_the_compilers_to_judge(self):
+        # As cuda.core: NVRTC takes an empty translation unit (and makes PTX of nothing); libNVVM
+        # takes an empty module when the Program is made and refuses it at compile.
+        assert Program("", "c++", ProgramOptions(arch="sm_90")).compile("ptx").code_type == "ptx"
+        p = Program("", "nvvm", ProgramOptions(arch="sm_90"))
+        assert p.backend == "NVVM"
+        with pytest.raises(cucore.CompileError):
+            p.compile("ptx")
+
+    def test_empty_ptx_is_refused_when_the_program_is_made(self):
+        # cuda.core hands the PTX to its linker when the Program is made: empty input is refused then.
+        with pytest.raises(ValueError, match="PTX source is empty"):
+            Program("", "ptx", ProgramOptions(arch="sm_90"))
+
+
 class TestZeroSizeAllocation:
     def test_every_resource_gives_a_zero_size_buffer(self, device):
         # A zero-size Buffer at address 0, as cuda.core's resources give one (no driver allocation).
