@@ -615,3 +615,11 @@ class TestTextureGpu:
         with pytest.raises(ValueError, match=r"must be created with is_surface_load_store=True to be bound as a "
                                              r"SurfaceObject"):
             device.create_surface_object(resource=ResourceDescriptor.from_opaque_array(plain))
+
+
+class TestStreamWait:
+    def test_what_cannot_be_waited(self):
+        # cuda.core's ValueError and text; refused before the driver is asked (CPU).
+        with pytest.raises(ValueError, match=r"^only an Event, Stream, or object supporting __cuda_stream__ can be "
+                                             r"waited, got <class 'str'>$"):
+            cucore.LEGACY_DEFAULT_STREAM.wait("invalid_event")
