@@ -69,6 +69,11 @@ class ScopedContext {
  public:
   explicit ScopedContext(CUcontext ctx);
   ~ScopedContext();
+  // Puts the previous context back now; throws CudaError where the driver
+  // refuses, so that a call which made something in `ctx` can undo it rather
+  // than leave the thread in the wrong context. The destructor's restore is
+  // best effort (destructors never throw).
+  void restore();
   ScopedContext(const ScopedContext&) = delete;
   ScopedContext& operator=(const ScopedContext&) = delete;
 

@@ -140,9 +140,10 @@ class ResourceDescriptor {
 
   static ResourceDescriptor from_opaque_array(const OpaqueArray& array);
   static ResourceDescriptor from_mipmapped_array(const MipmappedArray& array);
-  // size_bytes 0: the whole buffer.
+  // size_bytes: whole elements, at least one (none given: the whole buffer).
   static ResourceDescriptor from_linear(const Buffer& buffer, ArrayFormat format, unsigned num_channels,
-                                        std::size_t size_bytes = 0, std::shared_ptr<const void> owner = {});
+                                        std::optional<std::size_t> size_bytes = std::nullopt,
+                                        std::shared_ptr<const void> owner = {});
   static ResourceDescriptor from_pitch2d(const Buffer& buffer, ArrayFormat format, unsigned num_channels,
                                          std::size_t width, std::size_t height, std::size_t pitch_bytes,
                                          std::shared_ptr<const void> owner = {});
@@ -174,6 +175,9 @@ class ResourceDescriptor {
   std::shared_ptr<const void> owner_;
 };
 
+// "array", "mipmapped_array", "linear", "pitch2d" (cuda.core's ResourceDescriptor.kind).
+const char* to_string(ResourceDescriptor::Kind kind) noexcept;
+
 // Sampling state (CUDA_TEXTURE_DESC).
 struct TextureObjectOptions {
   std::array<AddressMode, 3> address_mode{AddressMode::clamp, AddressMode::clamp, AddressMode::clamp};
@@ -183,7 +187,7 @@ struct TextureObjectOptions {
   bool srgb = false;
   bool disable_trilinear_optimization = false;
   bool seamless_cubemap = false;
-  unsigned max_anisotropy = 0;
+  unsigned max_anisotropy = 0;  // the driver clamps it to [1, 16]; 0 and 1: no anisotropic filtering
   FilterMode mipmap_filter_mode = FilterMode::point;
   float mipmap_level_bias = 0.0f;
   float min_mipmap_level_clamp = 0.0f;

@@ -393,10 +393,32 @@ def _object_code_from_bytes(module, code_type, name, symbol_mapping):
 
 # ---- textures, virtual memory, batched copies --------------------------------------
 
-def _texture_enums():
-    from cucore import typing as t
+# cucore._core is loaded before this module (cucore/__init__ imports it first), so typing's import of it is safe.
+from cucore.typing import AddressModeType, FilterModeType, ReadModeType  # noqa: E402
+from cucore.typing import _normalize_array_format, _normalize_enum  # noqa: E402
 
-    return t
+
+def _validate_format_channels(format, num_channels):
+    """The format as an ArrayFormatType, once it and num_channels (1, 2 or 4) are
+    checked, in cuda.core's order and with its messages."""
+    fmt = _normalize_array_format(format)
+    if isinstance(num_channels, bool) or num_channels not in (1, 2, 4):
+        raise ValueError(f"num_channels must be 1, 2, or 4, got {num_channels!r}")
+    return fmt
+
+
+def _validate_array_shape(shape) -> Tuple[int, ...]:
+    """The shape as a tuple of ints: 1 to 3 extents, each >= 1."""
+    try:
+        shape_t = tuple(int(s) for s in shape)
+    except TypeError as e:
+        raise TypeError(f"shape must be a tuple of ints, got {type(shape).__name__}") from e
+    if not 1 <= len(shape_t) <= 3:
+        raise ValueError(f"shape rank must be 1, 2, or 3, got {len(shape_t)}")
+    for i, dim in enumerate(shape_t):
+        if dim < 1:
+            raise ValueError(f"shape[{i}] must be >= 1, got {dim}")
+    return shape_t
 
 
 @dataclass
@@ -411,7 +433,8 @@ class OpaqueArrayOptions:
     is_surface_load_store: bool = False
 
     def __post_init__(self):
-        _normalize_array_fields(self)
+        self.format = _validate_format_channels(self.format, self.num_channels)
+        self.shape = _validate_array_shape(self.shape)
 
 
 @dataclass
@@ -426,69 +449,66 @@ class MipmappedArrayOptions:
     is_surface_load_store: bool = False
 
     def __post_init__(self):
-        _normalize_array_fields(self)
-        if isinstance(self.num_levels, bool) or not isinstance(self.num_levels, int) or self.num_levels < 1:
-            raise ValueError(f"num_levels must be an int >= 1, got {self.num_levels!r}")
-
-
-def _normalize_array_fields(o) -> None:
-    t = _texture_enums()
-    o.shape = _array_shape(o.shape)
-    o.format = t.ArrayFormatType(t._array_format_name(o.format))
-    _check_channels(o.num_channels)
-
-
-def _array_shape(shape) -> Tuple[int, ...]:
-    if isinstance(shape, int):
-        shape = (shape,)
-    shape = tuple(shape)
-    if not 1 <= len(shape) <= 3:
-        raise ValueError(f"shape must have 1, 2 or 3 extents, got {shape!r}")
-    for e in shape:
-        if isinstance(e, bool) or not isinstance(e, int) or e < 1:
-            raise ValueError(f"shape extents must be ints >= 1, got {shape!r}")
-    return shape
-
-
-def _check_channels(n) -> None:
-    if n not in (1, 2, 4) or isinstance(n, bool):
-        raise ValueError(f"num_channels must be 1, 2 or 4, got {n!r}")
+        self.format = _validate_format_channels(self.format, self.num_channels)
+        self.shape = _validate_array_shape(self.shape)
+        self.num_levels = int(self.num_levels)
+        if self.num_levels < 1:
+            raise ValueError(f"num_levels must be >= 1, got {self.num_levels}")
 
 
 @dataclass
 class TextureObjectOptions:
-    """Sampling state for Device.create_texture_object (CUDA_TEXTURE_DESC)."""
+    """Sampling state for Device.create_texture_object (CUDA_TEXTURE_DESC).
 
-    address_mode: object = "clamp"
-    filter_mode: object = "point"
-    read_mode: object = "element_type"
+    filter_mode, read_mode and mipmap_filter_mode are made enum members here;
+    address_mode (one mode, or 1 to 3 per axis), max_anisotropy and
+    border_color (4 floats, or None for zeros) are checked when a texture is
+    made, as cuda.core checks them."""
+
+    address_mode: object = AddressModeType.CLAMP
+    filter_mode: object = FilterModeType.POINT
+    read_mode: object = ReadModeType.ELEMENT_TYPE
     normalized_coords: bool = False
     srgb: bool = False
     disable_trilinear_optimization: bool = False
     seamless_cubemap: bool = False
     max_anisotropy: int = 0
-    mipmap_filter_mode: object = "point"
+    mipmap_filter_mode: object = FilterModeType.POINT
     mipmap_level_bias: float = 0.0
     min_mipmap_level_clamp: float = 0.0
     max_mipmap_level_clamp: float = 0.0
     border_color: Optional[Tuple[float, ...]] = None
 
     def __post_init__(self):
-        t = _texture_enums()
-        if isinstance(self.address_mode, (str, t.AddressModeType)):
-            self.address_mode = t._coerce(t.AddressModeType, self.address_mode, "address_mode")
-        else:
-            modes = tuple(t._coerce(t.AddressModeType, m, "address_mode") for m in self.address_mode)
-            if not 1 <= len(modes) <= 3:
-                raise ValueError("address_mode takes 1 to 3 entries")
-            self.address_mode = modes
-        self.filter_mode = t._coerce(t.FilterModeType, self.filter_mode, "filter_mode")
-        self.read_mode = t._coerce(t.ReadModeType, self.read_mode, "read_mode")
-        self.mipmap_filter_mode = t._coerce(t.FilterModeType, self.mipmap_filter_mode, "mipmap_filter_mode")
-        if self.border_color is not None:
-            self.border_color = tuple(float(c) for c in self.border_color)
-            if len(self.border_color) != 4:
-                raise ValueError("border_color takes 4 floats")
+        self.filter_mode = _normalize_enum("filter_mode", self.filter_mode, FilterModeType)
+        self.read_mode = _normalize_enum("read_mode", self.read_mode, ReadModeType)
+        self.mipmap_filter_mode = _normalize_enum("mipmap_filter_mode", self.mipmap_filter_mode, FilterModeType)
+
+
+def _normalize_address_modes(address_mode) -> Tuple[AddressModeType, AddressModeType, AddressModeType]:
+    """A mode per axis from one mode (every axis) or 1 to 3 of them (the last
+    repeated), each a member or its string: what create_texture_object reads."""
+    if isinstance(address_mode, (AddressModeType, str)):
+        m = _normalize_enum("address_mode", address_mode, AddressModeType)
+        return (m, m, m)
+    try:
+        modes = tuple(address_mode)
+    except TypeError as e:
+        raise TypeError("address_mode must be an AddressModeType or a tuple of AddressModeType") from e
+    if not 1 <= len(modes) <= 3:
+        raise ValueError(f"address_mode tuple must have 1-3 entries, got {len(modes)}")
+    modes = tuple(_normalize_enum(f"address_mode[{i}]", m, AddressModeType) for i, m in enumerate(modes))
+    return modes + (modes[-1],) * (3 - len(modes))
+
+
+def _border_color(border_color) -> Tuple[float, float, float, float]:
+    """The 4 border floats (zeros for None)."""
+    if border_color is None:
+        return (0.0, 0.0, 0.0, 0.0)
+    bc = tuple(border_color)
+    if len(bc) != 4:
+        raise ValueError(f"border_color must have 4 elements, got {len(bc)}")
+    return tuple(float(c) for c in bc)
 
 
 @dataclass

@@ -28,9 +28,12 @@ else:  # Python 3.10: the same behaviour, spelled out
 
 
 __all__ = [
+    "AddressModeType",
+    "ArrayFormatType",
     "CompilerBackendType",
     "DevicePointerType",
     "DeviceResourcesType",
+    "FilterModeType",
     "GraphConditionalType",
     "GraphMemoryType",
     "IsStreamType",
@@ -38,6 +41,7 @@ __all__ = [
     "ObjectCodeFormatType",
     "PCHStatusType",
     "ProcessStateType",
+    "ReadModeType",
     "SourceCodeType",
     "VirtualMemoryAccessType",
     "VirtualMemoryAllocationType",
@@ -152,7 +156,7 @@ class VirtualMemoryAllocationType(StrEnum):
     MANAGED = "managed"
 
 
-# Texture enumerations (cuda.core.texture's option types; not in cuda.core.typing.__all__).
+# Texture enumerations (the option types of cucore.texture, in cuda.core.typing as here).
 class ArrayFormatType(StrEnum):
     UINT8 = "uint8"
     UINT16 = "uint16"
@@ -189,20 +193,40 @@ def _coerce(enum_type, value, field: str):
         raise ValueError(f"invalid {field}: {value!r} (expected one of {allowed})") from None
 
 
-def _array_format_name(value) -> str:
-    """An ArrayFormatType, its string, or a NumPy dtype (or anything numpy.dtype
-    takes) naming one of the eight formats, as its name."""
-    if isinstance(value, ArrayFormatType):
-        return value.value
-    if isinstance(value, str) and value in ArrayFormatType._value2member_map_:
+def _normalize_enum(name: str, value, enum_type):
+    """`value` as a member of `enum_type` (a member, or its string); else the
+    ValueError cuda.core raises, naming the field and the accepted strings."""
+    if isinstance(value, enum_type):
         return value
     try:
-        import numpy
+        return enum_type(value)
+    except ValueError:
+        valid = ", ".join(repr(m.value) for m in enum_type)
+        raise ValueError(f"{name} must be a {enum_type.__name__} or one of {{{valid}}}, got {value!r}") from None
 
-        name = numpy.dtype(value).name
-    except Exception:
-        name = None
-    if name in ArrayFormatType._value2member_map_:
-        return name
-    raise ValueError(f"invalid array format {value!r}: expected an ArrayFormatType, one of "
-                     + ", ".join(m.value for m in ArrayFormatType) + ", or the matching numpy dtype")
+
+def _normalize_array_format(value) -> ArrayFormatType:
+    """An ArrayFormatType, its string, or a NumPy dtype (or anything numpy.dtype
+    takes) naming one of the eight formats, as the member; ValueError (with
+    cuda.core's messages) for anything else."""
+    if isinstance(value, ArrayFormatType):
+        return value
+    valid = ", ".join(repr(f.value) for f in ArrayFormatType)
+    if isinstance(value, str):
+        if value in ArrayFormatType._value2member_map_:
+            return ArrayFormatType(value)
+        raise ValueError(f"format must be an ArrayFormatType or one of {{{valid}}}, got {value!r}")
+    import numpy
+
+    try:
+        dt = numpy.dtype(value)
+    except TypeError:
+        raise ValueError(f"format must be an ArrayFormatType, str, or NumPy dtype, got {value!r}") from None
+    if dt.name in ArrayFormatType._value2member_map_ and dt == numpy.dtype(dt.name):
+        return ArrayFormatType(dt.name)
+    raise ValueError(f"NumPy dtype {dt!r} has no ArrayFormatType equivalent; supported formats: {{{valid}}}")
+
+
+def _array_format_name(value) -> str:
+    """The format's name (see _normalize_array_format)."""
+    return _normalize_array_format(value).value

@@ -359,11 +359,11 @@ void bind_device(nb::module_& m) {
       }, nb::arg("options"), "A MipmappedArray (cucore.texture) on this device.")
       .def("create_texture_object", [](PyDevice& d, nb::handle resource, nb::handle options) {
         return create_texture_object(d.dev, resource, options);
-      }, nb::kw_only(), nb::arg("resource"), nb::arg("options") = nb::none(),
+      }, nb::kw_only(), nb::arg("resource").none(), nb::arg("options") = nb::none(),
          "A TextureObject over `resource` (a ResourceDescriptor) with TextureObjectOptions.")
       .def("create_surface_object", [](PyDevice& d, nb::handle resource) {
         return create_surface_object(d.dev, resource);
-      }, nb::kw_only(), nb::arg("resource"), "A SurfaceObject over an OpaqueArray made with is_surface_load_store.")
+      }, nb::kw_only(), nb::arg("resource").none(), "A SurfaceObject over an OpaqueArray made with is_surface_load_store.")
       .def_static("get_all_devices", []() {
         int n = cucore::Device::count();
         nb::list l;

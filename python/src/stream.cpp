@@ -232,8 +232,8 @@ void bind_stream(nb::module_& m) {
           return;
         }
         if (!is_stream(event_or_stream) && !PyObject_HasAttrString(event_or_stream.ptr(), "__cuda_stream__"))
-          throw nb::value_error(("event_or_stream must be an Event, a Stream or an object with __cuda_stream__, got " +
-                                 std::string(Py_TYPE(event_or_stream.ptr())->tp_name))
+          throw nb::value_error(("only an Event, Stream, or object supporting __cuda_stream__ can be waited, got <class '" +
+                                 std::string(Py_TYPE(event_or_stream.ptr())->tp_name) + "'>")
                                     .c_str());
         s.wait(stream_arg(event_or_stream, "event_or_stream"));
       }, nb::arg("event_or_stream"), "Later work here waits for the event (or for all work queued on the stream so far).")

@@ -3,8 +3,11 @@
 // option dataclasses and enums live in Python (cucore._options, cucore.typing).
 #include <cucore/texture.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -42,17 +45,8 @@ ArrayFormat format_arg(nb::handle v) {
 nb::object format_object(ArrayFormat f) { return nb::module_::import_("cucore.typing").attr("ArrayFormatType")(to_string(f)); }
 
 std::vector<std::size_t> shape_arg(nb::handle o) {
-  nb::object s = o.attr("shape");
   std::vector<std::size_t> shape;
-  if (PyLong_Check(s.ptr())) {
-    shape.push_back(static_cast<std::size_t>(uint64_arg(s, "shape")));
-    return shape;
-  }
-  for (nb::handle e : s) {
-    const std::int64_t v = int64_arg(e, "shape");
-    if (v < 1) throw nb::value_error("shape extents must be >= 1");
-    shape.push_back(static_cast<std::size_t>(v));
-  }
+  for (nb::handle e : o.attr("shape")) shape.push_back(static_cast<std::size_t>(uint64_arg(e, "shape")));
   return shape;
 }
 
@@ -66,58 +60,61 @@ AddressMode address_mode(const std::string& s) {
   if (s == "wrap") return AddressMode::wrap;
   if (s == "clamp") return AddressMode::clamp;
   if (s == "mirror") return AddressMode::mirror;
-  if (s == "border") return AddressMode::border;
-  raise_value_error("invalid address_mode: " + s);
+  return AddressMode::border;  // the dataclass's normalizers admit nothing else
 }
-FilterMode filter_mode(const std::string& s, const char* field) {
-  if (s == "point") return FilterMode::point;
-  if (s == "linear") return FilterMode::linear;
-  raise_value_error(std::string("invalid ") + field + ": " + s);
+FilterMode filter_mode(nb::handle v, const char* field) {
+  nb::object m = options_module().attr("_normalize_enum")(field, v, nb::module_::import_("cucore.typing").attr("FilterModeType"));
+  return enum_value(m) == "linear" ? FilterMode::linear : FilterMode::point;
 }
 
-TextureObjectOptions texture_options(nb::handle options) {
-  nb::object o = options_arg(options, "TextureObjectOptions");
+// The sampling state, checked as cuda.core checks it when it makes a texture
+// (the dataclass checks the enum fields when it is made; address_mode,
+// max_anisotropy and border_color are checked here).
+TextureObjectOptions texture_options(nb::handle o) {
   TextureObjectOptions t;
-  nb::object am = o.attr("address_mode");
-  if (nb::isinstance<nb::str>(am)) {
-    t.address_mode.fill(address_mode(enum_value(am)));
-  } else {
-    std::size_t i = 0;
-    for (nb::handle a : am) {
-      if (i == 3) raise_value_error("address_mode takes 1 to 3 entries");
-      t.address_mode[i++] = address_mode(enum_value(a));
-    }
-    if (i == 0) raise_value_error("address_mode takes 1 to 3 entries");
-    for (; i < 3; ++i) t.address_mode[i] = t.address_mode[i - 1];
-  }
-  t.filter_mode = filter_mode(enum_value(o.attr("filter_mode")), "filter_mode");
-  const std::string rm = enum_value(o.attr("read_mode"));
-  if (rm == "element_type") t.read_mode = ReadMode::element_type;
-  else if (rm == "normalized_float") t.read_mode = ReadMode::normalized_float;
-  else raise_value_error("invalid read_mode: " + rm);
+  nb::object modes = options_module().attr("_normalize_address_modes")(o.attr("address_mode"));
+  for (std::size_t i = 0; i < 3; ++i) t.address_mode[i] = address_mode(enum_value(modes[i]));
+  t.filter_mode = filter_mode(o.attr("filter_mode"), "filter_mode");
+  nb::object rm = options_module().attr("_normalize_enum")("read_mode", o.attr("read_mode"),
+                                                            nb::module_::import_("cucore.typing").attr("ReadModeType"));
+  t.read_mode = enum_value(rm) == "normalized_float" ? ReadMode::normalized_float : ReadMode::element_type;
   t.normalized_coords = opt_bool(o, "normalized_coords").value_or(false);
   t.srgb = opt_bool(o, "srgb").value_or(false);
   t.disable_trilinear_optimization = opt_bool(o, "disable_trilinear_optimization").value_or(false);
   t.seamless_cubemap = opt_bool(o, "seamless_cubemap").value_or(false);
   long long aniso = opt_int(o, "max_anisotropy").value_or(0);
   if (aniso < 0) raise_value_error("max_anisotropy must be >= 0");
-  t.max_anisotropy = static_cast<unsigned>(aniso);
-  t.mipmap_filter_mode = filter_mode(enum_value(o.attr("mipmap_filter_mode")), "mipmap_filter_mode");
+  t.max_anisotropy = static_cast<unsigned>(std::min<long long>(aniso, UINT32_MAX));
+  t.mipmap_filter_mode = filter_mode(o.attr("mipmap_filter_mode"), "mipmap_filter_mode");
   t.mipmap_level_bias = nb::cast<float>(o.attr("mipmap_level_bias"));
   t.min_mipmap_level_clamp = nb::cast<float>(o.attr("min_mipmap_level_clamp"));
   t.max_mipmap_level_clamp = nb::cast<float>(o.attr("max_mipmap_level_clamp"));
-  nb::object bc = o.attr("border_color");
-  if (!bc.is_none()) {
+  if (!o.attr("border_color").is_none()) {
+    nb::object bc = options_module().attr("_border_color")(o.attr("border_color"));
     std::array<float, 4> c{};
-    std::size_t i = 0;
-    for (nb::handle v : bc) {
-      if (i == 4) raise_value_error("border_color takes 4 floats");
-      c[i++] = nb::cast<float>(v);
-    }
-    if (i != 4) raise_value_error("border_color takes 4 floats");
+    for (std::size_t i = 0; i < 4; ++i) c[i] = nb::cast<float>(bc[i]);
     t.border_color = c;
   }
   return t;
+}
+
+const char* tp_name_of(nb::handle o) { return Py_TYPE(o.ptr())->tp_name; }
+
+// cuda.core's reprs: ArrayFormatType's member names (FLOAT32) and the shape tuple.
+std::string format_name(ArrayFormat f) {
+  std::string n = to_string(f);
+  for (char& c : n) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return n;
+}
+std::string shape_repr(const std::vector<std::size_t>& shape) {
+  std::string r = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) r += (i ? ", " : "") + std::to_string(shape[i]);
+  return r + (shape.size() == 1 ? ",)" : ")");
+}
+std::string handle_repr(const char* name, unsigned long long h) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s(handle=0x%llx)", name, h);
+  return buf;
 }
 
 int ordinal_of(nb::handle device) { return nb::inst_ptr<PyDevice>(device)->dev.ordinal(); }
@@ -150,10 +147,6 @@ nb::object copy_out(const OpaqueArray& a, nb::handle dst, nb::handle stream) {
   return nb::borrow(dst);
 }
 
-template <typename T>
-std::string closed_repr(const char* name, const T& obj) {
-  return std::string("<") + name + (obj.is_closed() ? " closed>" : ">");
-}
 
 }  // namespace
 
@@ -169,7 +162,7 @@ nb::object create_opaque_array(const cucore::Device& dev, nb::handle options) {
 nb::object create_mipmapped_array(const cucore::Device& dev, nb::handle options) {
   nb::object o = options_arg(options, "MipmappedArrayOptions");
   long long levels = opt_int(o, "num_levels").value_or(1);
-  if (levels < 1) throw nb::value_error("num_levels must be >= 1");
+  if (levels < 1) throw nb::value_error(("num_levels must be >= 1, got " + std::to_string(levels)).c_str());
   return nb::cast(dev.create_mipmapped_array(
       {.shape = shape_arg(o),
        .format = format_arg(o.attr("format")),
@@ -180,17 +173,19 @@ nb::object create_mipmapped_array(const cucore::Device& dev, nb::handle options)
 
 namespace {
 const PyResource& resource_arg(nb::handle r) {
-  if (!nb::isinstance<PyResource>(r)) raise_type_error("resource must be a ResourceDescriptor");
+  if (!nb::isinstance<PyResource>(r))
+    raise_type_error(std::string("resource must be a ResourceDescriptor, got ") + tp_name_of(r));
   return *nb::inst_ptr<PyResource>(r);
 }
 }  // namespace
 
 nb::object create_texture_object(const cucore::Device& dev, nb::handle resource, nb::handle options) {
   const PyResource& r = resource_arg(resource);
-  TextureObject t = dev.create_texture_object(r.desc, texture_options(options));
+  nb::object o = options_arg(options, "TextureObjectOptions");
+  TextureObject t = dev.create_texture_object(r.desc, texture_options(o));
   nb::object obj = nb::cast(std::move(t));
   nb::setattr(obj, "_resource", resource);  // the Python face stays what it was built from
-  nb::setattr(obj, "_options", options_arg(options, "TextureObjectOptions"));
+  nb::setattr(obj, "_options", o);
   return obj;
 }
 
@@ -224,7 +219,11 @@ void bind_texture(nb::module_& m) {
       .def("close", &OpaqueArray::close)
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](OpaqueArray& a, nb::args) { a.close(); })
-      .def("__repr__", [](const OpaqueArray& a) { return closed_repr("OpaqueArray", a); });
+      .def("__repr__", [](const OpaqueArray& a) -> std::string {
+        if (a.is_closed()) return "OpaqueArray(closed)";
+        return "OpaqueArray(shape=" + shape_repr(a.shape()) + ", format=" + format_name(a.format()) +
+               ", num_channels=" + std::to_string(a.num_channels()) + ")";
+      });
 
   nb::class_<MipmappedArray>(m, "MipmappedArray", "A mipmapped CUDA array (levels via get_level).")
       .def("__init__", [](MipmappedArray*, nb::args, nb::kwargs) {
@@ -239,50 +238,60 @@ void bind_texture(nb::module_& m) {
       .def_prop_ro("is_surface_load_store", &MipmappedArray::is_surface_load_store)
       .def_prop_ro("device", [](const MipmappedArray& a) { return device_object(a.device_id()); })
       .def("get_level", [](const MipmappedArray& a, long long level) {
-        if (level < 0) throw nb::index_error("level must be >= 0");
+        // cuda.core raises ValueError for a level out of range.
+        if (level < 0) throw nb::value_error(("level must be >= 0, got " + std::to_string(level)).c_str());
         try {
           return a.get_level(static_cast<unsigned>(level));
         } catch (const std::out_of_range& e) {
-          throw nb::index_error(e.what());
+          throw nb::value_error(e.what());
         }
       }, nb::arg("level"))
       .def("close", &MipmappedArray::close)
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](MipmappedArray& a, nb::args) { a.close(); })
-      .def("__repr__", [](const MipmappedArray& a) { return closed_repr("MipmappedArray", a); });
+      .def("__repr__", [](const MipmappedArray& a) -> std::string {
+        if (a.is_closed()) return "MipmappedArray(closed)";
+        return "MipmappedArray(shape=" + shape_repr(a.shape()) + ", format=" + format_name(a.format()) +
+               ", num_channels=" + std::to_string(a.num_channels()) + ", num_levels=" + std::to_string(a.num_levels()) +
+               ")";
+      });
 
   nb::class_<PyResource>(m, "ResourceDescriptor", "What a texture or surface reads (built with the from_* methods).")
       .def("__init__", [](PyResource*, nb::args, nb::kwargs) {
         refuse_init("ResourceDescriptor cannot be instantiated directly. Use ResourceDescriptor.from_* factories.");
       })
       .def_static("from_opaque_array", [](nb::handle array) {
-        if (!nb::isinstance<OpaqueArray>(array)) raise_type_error("array must be an OpaqueArray");
+        if (!nb::isinstance<OpaqueArray>(array))
+          raise_type_error(std::string("array must be an OpaqueArray, got ") + tp_name_of(array));
         return PyResource{ResourceDescriptor::from_opaque_array(*nb::inst_ptr<OpaqueArray>(array)), nb::borrow(array)};
-      }, nb::arg("array"))
+      }, nb::arg("array").none())
       .def_static("from_mipmapped_array", [](nb::handle array) {
-        if (!nb::isinstance<MipmappedArray>(array)) raise_type_error("mipmapped_array must be a MipmappedArray");
+        if (!nb::isinstance<MipmappedArray>(array))
+          raise_type_error(std::string("mipmapped_array must be a MipmappedArray, got ") + tp_name_of(array));
         return PyResource{ResourceDescriptor::from_mipmapped_array(*nb::inst_ptr<MipmappedArray>(array)),
                           nb::borrow(array)};
-      }, nb::arg("mipmapped_array"))
+      }, nb::arg("mipmapped_array").none())
       .def_static("from_linear", [](nb::handle buffer, nb::handle format, unsigned num_channels, nb::handle size) {
-        if (!PyObject_TypeCheck(buffer.ptr(), g_types.buffer)) raise_type_error("buffer must be a Buffer");
-        std::size_t n = size.is_none() ? 0 : static_cast<std::size_t>(uint64_arg(size, "size"));
-        return PyResource{ResourceDescriptor::from_linear(*nb::inst_ptr<cucore::Buffer>(buffer), format_arg(format),
-                                                          num_channels, n, py_owner(buffer)),
+        if (!PyObject_TypeCheck(buffer.ptr(), g_types.buffer))
+          raise_type_error(std::string("buffer must be a Buffer, got ") + tp_name_of(buffer));
+        const ArrayFormat f = format_arg(format);
+        std::optional<std::size_t> n;
+        if (!size.is_none()) n = static_cast<std::size_t>(uint64_arg(size, "size_bytes"));
+        return PyResource{ResourceDescriptor::from_linear(*nb::inst_ptr<cucore::Buffer>(buffer), f, num_channels, n,
+                                                          py_owner(buffer)),
                           nb::borrow(buffer)};
       }, nb::arg("buffer"), nb::kw_only(), nb::arg("format"), nb::arg("num_channels"), nb::arg("size_bytes") = nb::none())
       .def_static("from_pitch2d", [](nb::handle buffer, nb::handle format, unsigned num_channels, std::size_t width,
                                      std::size_t height, std::size_t pitch_bytes) {
-        if (!PyObject_TypeCheck(buffer.ptr(), g_types.buffer)) raise_type_error("buffer must be a Buffer");
-        return PyResource{ResourceDescriptor::from_pitch2d(*nb::inst_ptr<cucore::Buffer>(buffer), format_arg(format),
-                                                           num_channels, width, height, pitch_bytes, py_owner(buffer)),
+        if (!PyObject_TypeCheck(buffer.ptr(), g_types.buffer))
+          raise_type_error(std::string("buffer must be a Buffer, got ") + tp_name_of(buffer));
+        const ArrayFormat f = format_arg(format);
+        return PyResource{ResourceDescriptor::from_pitch2d(*nb::inst_ptr<cucore::Buffer>(buffer), f, num_channels,
+                                                           width, height, pitch_bytes, py_owner(buffer)),
                           nb::borrow(buffer)};
       }, nb::arg("buffer"), nb::kw_only(), nb::arg("format"), nb::arg("num_channels"), nb::arg("width"),
          nb::arg("height"), nb::arg("pitch_bytes"))
-      .def_prop_ro("kind", [](const PyResource& r) {
-        static const char* names[] = {"opaque_array", "mipmapped_array", "linear", "pitch2d"};
-        return std::string(names[static_cast<int>(r.desc.kind())]);
-      })
+      .def_prop_ro("kind", [](const PyResource& r) { return std::string(to_string(r.desc.kind())); })
       .def_prop_ro("source", [](const PyResource& r) { return r.source; })
       .def_prop_ro("format", [](const PyResource& r) -> nb::object {
         auto f = r.desc.format();
@@ -302,6 +311,18 @@ void bind_texture(nb::module_& m) {
       })
       .def_prop_ro("pitch_bytes", [](const PyResource& r) -> nb::object {
         return r.desc.kind() == ResourceDescriptor::Kind::pitch2d ? nb::cast(r.desc.pitch_bytes()) : nb::none();
+      })
+      .def("__repr__", [](const PyResource& r) {
+        const auto& d = r.desc;
+        const std::string head = std::string("ResourceDescriptor(kind='") + to_string(d.kind()) + "'";
+        if (d.kind() == ResourceDescriptor::Kind::linear)
+          return head + ", format=" + format_name(d.element_format()) + ", num_channels=" +
+                 std::to_string(d.num_channels()) + ", size_bytes=" + std::to_string(d.size_bytes()) + ")";
+        if (d.kind() == ResourceDescriptor::Kind::pitch2d)
+          return head + ", format=" + format_name(d.element_format()) + ", num_channels=" +
+                 std::to_string(d.num_channels()) + ", width=" + std::to_string(d.width()) + ", height=" +
+                 std::to_string(d.height()) + ", pitch_bytes=" + std::to_string(d.pitch_bytes()) + ")";
+        return head + ")";
       });
 
   nb::class_<TextureObject>(m, "TextureObject",
@@ -319,7 +340,7 @@ void bind_texture(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](TextureObject& t, nb::args) { t.close(); })
       .def("__int__", &TextureObject::kernel_argument)
-      .def("__repr__", [](const TextureObject& t) { return closed_repr("TextureObject", t); });
+      .def("__repr__", [](const TextureObject& t) { return handle_repr("TextureObject", t.handle()); });
   g_types.texture_object = reinterpret_cast<PyTypeObject*>(m.attr("TextureObject").ptr());
 
   nb::class_<SurfaceObject>(m, "SurfaceObject",
@@ -336,7 +357,7 @@ void bind_texture(nb::module_& m) {
       .def("__enter__", [](nb::handle self) { return nb::borrow(self); })
       .def("__exit__", [](SurfaceObject& s, nb::args) { s.close(); })
       .def("__int__", &SurfaceObject::kernel_argument)
-      .def("__repr__", [](const SurfaceObject& s) { return closed_repr("SurfaceObject", s); });
+      .def("__repr__", [](const SurfaceObject& s) { return handle_repr("SurfaceObject", s.handle()); });
   g_types.surface_object = reinterpret_cast<PyTypeObject*>(m.attr("SurfaceObject").ptr());
 }
 

@@ -335,8 +335,8 @@ std::vector<std::string> ProgramOptions::as_nvvm_flags(std::optional<CodeType> t
   }
   for (std::size_t i = 0; i < extra_sources.size(); ++i) {
     if (extra_sources[i].second.empty())
-      invalid("extra_sources", "the module '" + extra_sources[i].first + "' (index " + std::to_string(i) +
-                                   ") is empty");
+      invalid("extra_sources", "Module source for '" + extra_sources[i].first + "' (index " + std::to_string(i) +
+                                   ") cannot be empty");
     check_no_nul("extra_sources", extra_sources[i].first);
   }
   std::vector<std::string> f;
@@ -397,7 +397,11 @@ Program::Program(std::string code, std::string code_type, ProgramOptions options
     if (auto at = code_.find('\0'); at != std::string::npos)
       throw std::invalid_argument("Program: the source contains a NUL byte at offset " + std::to_string(at));
   }
-  if (code_type_ == "nvvm" && code_.empty()) throw std::invalid_argument("Program: the NVVM IR is empty");
+  // As cuda.core: empty C++ and NVVM IR are the compilers' to judge (NVRTC
+  // compiles it; libNVVM takes it and refuses it at compile), but the linker
+  // refuses empty PTX at once, and cuda.core adds the PTX to its linker here.
+  if (code_type_ == "ptx" && code_.empty())
+    throw std::invalid_argument("Program: the PTX source is empty (the linker refuses empty input)");
   if (options_.arch.empty()) options_.arch = resolve_arch_from_device();
   state_ = std::make_shared<detail::ProgramState>();
   // Fail on bad options now, not at compile; NVRTC's flags are rendered once,

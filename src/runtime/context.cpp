@@ -79,6 +79,7 @@ void Context::sync() const {
   if (!box_) throw std::logic_error("Context::sync: empty context");
   ScopedContext scope(box_->ctx);
   detail::check(detail::driver().cuCtxSynchronize(), "cuCtxSynchronize");
+  scope.restore();
 }
 
 Stream Context::create_stream(const StreamOptions& options) const {
@@ -112,6 +113,12 @@ ScopedContext::ScopedContext(CUcontext ctx) {
   if (previous_ == ctx) return;
   detail::check(d.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
   switched_ = true;
+}
+
+void ScopedContext::restore() {
+  if (!switched_) return;
+  switched_ = false;
+  detail::check(detail::driver().cuCtxSetCurrent(previous_), "cuCtxSetCurrent (restoring the caller's context)");
 }
 
 ScopedContext::~ScopedContext() {

@@ -29,6 +29,7 @@ Event::Event(const detail::ContextHandle& ctx, const EventOptions& options) {
   if (options.ipc_enabled) flags |= CU_EVENT_INTERPROCESS;
   ScopedContext scope(ctx->ctx);
   box_ = detail::create_event(ctx, flags);
+  scope.restore();  // should it throw, the event goes with box_
 }
 
 const detail::EventBox& Event::open_box(const char* operation) const {

@@ -136,6 +136,8 @@ Stream::Stream(const detail::ContextHandle& ctx, const StreamOptions& options)
   }
   box_ = detail::create_stream(ctx, flags, options.priority ? &*options.priority : nullptr);
   handle_ = box_->stream;
+  // Should the caller's context not come back, the stream goes (box_ is a member).
+  scope.restore();
 }
 
 Stream& Stream::operator=(Stream&& other) noexcept {

@@ -6,6 +6,8 @@
 #include <cucore/errors.hpp>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -40,19 +42,26 @@ constexpr FormatInfo kFormats[] = {
 };
 const FormatInfo& info(ArrayFormat f) { return kFormats[static_cast<int>(f)]; }
 
+// "FLOAT32": the ArrayFormatType member's name, as cuda.core's messages show it.
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The checks say what cuda.core's say, after the operation's name.
 void check_channels(const char* what, unsigned channels) {
   if (channels != 1 && channels != 2 && channels != 4)
-    throw std::invalid_argument(std::string(what) + ": num_channels must be 1, 2 or 4, not " +
+    throw std::invalid_argument(std::string(what) + ": num_channels must be 1, 2, or 4, got " +
                                 std::to_string(channels));
 }
 
 void check_shape(const char* what, const std::vector<std::size_t>& shape) {
   if (shape.empty() || shape.size() > 3)
-    throw std::invalid_argument(std::string(what) + ": shape must have 1, 2 or 3 extents (width[, height[, depth]]), not " +
+    throw std::invalid_argument(std::string(what) + ": shape rank must be 1, 2, or 3, got " +
                                 std::to_string(shape.size()));
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (shape[i] == 0)
-      throw std::invalid_argument(std::string(what) + ": shape[" + std::to_string(i) + "] is 0; every extent must be >= 1");
+      throw std::invalid_argument(std::string(what) + ": shape[" + std::to_string(i) + "] must be >= 1, got 0");
 }
 
 CUDA_ARRAY3D_DESCRIPTOR array_descriptor(const std::vector<std::size_t>& shape, ArrayFormat format, unsigned channels,
@@ -183,6 +192,16 @@ void copy_array(const ArrayState& a, bool to_array, CUmemorytype linear_type, CU
 }  // namespace
 
 const char* to_string(ArrayFormat format) noexcept { return info(format).name; }
+
+const char* to_string(ResourceDescriptor::Kind kind) noexcept {
+  switch (kind) {
+    case ResourceDescriptor::Kind::array: return "array";
+    case ResourceDescriptor::Kind::mipmapped_array: return "mipmapped_array";
+    case ResourceDescriptor::Kind::linear: return "linear";
+    case ResourceDescriptor::Kind::pitch2d: return "pitch2d";
+  }
+  return "?";
+}
 std::size_t format_bytes(ArrayFormat format) noexcept { return info(format).bytes; }
 
 ArrayFormat parse_array_format(std::string_view name) {
@@ -239,7 +258,7 @@ bool MipmappedArray::is_surface_load_store() const {
 OpaqueArray MipmappedArray::get_level(unsigned level) const {
   const auto& m = require_mipmap(box_, "get_level");
   if (level >= m.num_levels)
-    throw std::out_of_range("MipmappedArray::get_level: level " + std::to_string(level) + " is not in [0, " +
+    throw std::out_of_range("MipmappedArray::get_level: level (" + std::to_string(level) + ") must be < num_levels (" +
                             std::to_string(m.num_levels) + ")");
   auto level_state = std::make_shared<ArrayState>();
   level_state->info = m.info;
@@ -267,13 +286,19 @@ ResourceDescriptor ResourceDescriptor::from_mipmapped_array(const MipmappedArray
 }
 
 ResourceDescriptor ResourceDescriptor::from_linear(const Buffer& buffer, ArrayFormat format, unsigned num_channels,
-                                                   std::size_t size_bytes, std::shared_ptr<const void> owner) {
+                                                   std::optional<std::size_t> size, std::shared_ptr<const void> owner) {
   if (buffer.is_closed()) detail::throw_closed("Buffer", "ResourceDescriptor::from_linear");
   check_channels("ResourceDescriptor::from_linear", num_channels);
-  if (size_bytes == 0) size_bytes = buffer.size();
+  const std::size_t size_bytes = size.value_or(buffer.size());
+  const std::string what = "ResourceDescriptor::from_linear: size_bytes (" + std::to_string(size_bytes) + ")";
   if (size_bytes > buffer.size())
-    throw std::invalid_argument("ResourceDescriptor::from_linear: size_bytes " + std::to_string(size_bytes) +
-                                " exceeds the buffer's " + std::to_string(buffer.size()) + " bytes");
+    throw std::invalid_argument(what + " exceeds buffer.size (" + std::to_string(buffer.size()) + ")");
+  const std::size_t element = info(format).bytes * num_channels;
+  if (size_bytes < element)
+    throw std::invalid_argument(what + " must be at least one element (" + std::to_string(element) + " bytes)");
+  if (size_bytes % element != 0)
+    throw std::invalid_argument(what + " must be a multiple of element size (" + std::to_string(element) +
+                                " bytes for " + upper(to_string(format)) + " x " + std::to_string(num_channels) + ")");
   ResourceDescriptor r;
   r.kind_ = Kind::linear;
   r.ptr_ = buffer.handle();
@@ -289,15 +314,20 @@ ResourceDescriptor ResourceDescriptor::from_pitch2d(const Buffer& buffer, ArrayF
                                                     std::shared_ptr<const void> owner) {
   if (buffer.is_closed()) detail::throw_closed("Buffer", "ResourceDescriptor::from_pitch2d");
   check_channels("ResourceDescriptor::from_pitch2d", num_channels);
-  if (width == 0 || height == 0) throw std::invalid_argument("ResourceDescriptor::from_pitch2d: width and height must be >= 1");
+  if (width == 0) throw std::invalid_argument("ResourceDescriptor::from_pitch2d: width must be >= 1, got 0");
+  if (height == 0) throw std::invalid_argument("ResourceDescriptor::from_pitch2d: height must be >= 1, got 0");
   const std::size_t row = width * info(format).bytes * num_channels;
   if (pitch_bytes < row)
-    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: pitch_bytes " + std::to_string(pitch_bytes) +
-                                " is less than a row's " + std::to_string(row) + " bytes");
-  if (pitch_bytes * (height - 1) + row > buffer.size())
-    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: " + std::to_string(height) + " rows of pitch " +
-                                std::to_string(pitch_bytes) + " do not fit the buffer's " +
-                                std::to_string(buffer.size()) + " bytes");
+    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: pitch_bytes (" + std::to_string(pitch_bytes) +
+                                ") must be >= width * element_bytes (" + std::to_string(row) + ")");
+  // Every row whole, the last one's padding too (cuda.core's rule: pitch * height bytes).
+  if (pitch_bytes > buffer.size() / height) {
+    const bool fits = pitch_bytes <= SIZE_MAX / height;  // the product itself, where 64 bits hold it
+    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: pitch_bytes * height (" +
+                                (fits ? std::to_string(pitch_bytes * height)
+                                      : std::to_string(pitch_bytes) + " * " + std::to_string(height)) +
+                                ") exceeds buffer.size (" + std::to_string(buffer.size()) + ")");
+  }
   ResourceDescriptor r;
   r.kind_ = Kind::pitch2d;
   r.ptr_ = buffer.handle();
@@ -388,6 +418,36 @@ namespace cucore {
 
 using namespace texture;
 
+namespace {
+// The device whose memory `resource` reads: an array's own; for linear memory
+// the pointer's, where it is device memory (-1: host or managed memory, which
+// any device reads).
+int resource_device(const ResourceDescriptor& resource) {
+  switch (resource.kind()) {
+    case ResourceDescriptor::Kind::array: return resource.array().device_id();
+    case ResourceDescriptor::Kind::mipmapped_array: return resource.mipmapped_array().device_id();
+    default: break;
+  }
+  unsigned type = 0;
+  int managed = 0, ordinal = -1;
+  CUpointer_attribute attrs[3] = {CU_POINTER_ATTRIBUTE_MEMORY_TYPE, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL};
+  void* values[3] = {&type, &managed, &ordinal};
+  check(driver().cuPointerGetAttributes(3, attrs, values, resource.pointer()), "cuPointerGetAttributes");
+  return type == CU_MEMORYTYPE_DEVICE && !managed ? ordinal : -1;
+}
+
+// A texture or surface is made in its device's context: a resource of another
+// device's is refused (the driver would make an object that faults on use).
+void check_resource_device(const char* operation, const ResourceDescriptor& resource, int device) {
+  const int owner = resource_device(resource);
+  if (owner >= 0 && owner != device)
+    throw std::invalid_argument(std::string(operation) + ": the resource belongs to device " + std::to_string(owner) +
+                                ", not device " + std::to_string(device) + "; make the object with Device(" +
+                                std::to_string(owner) + ")");
+}
+}  // namespace
+
 OpaqueArray Device::create_opaque_array(const OpaqueArrayOptions& options) const {
   check_shape("Device::create_opaque_array", options.shape);
   check_channels("Device::create_opaque_array", options.num_channels);
@@ -398,13 +458,14 @@ OpaqueArray Device::create_opaque_array(const OpaqueArrayOptions& options) const
   auto state = std::make_shared<ArrayState>();  // first: should it fail, no array is left behind
   state->info = {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()};
   detail::make_array(*state, d, ctx.box());
+  scope.restore();  // should it throw, the array goes with `state`
   return OpaqueArray(std::move(state));
 }
 
 MipmappedArray Device::create_mipmapped_array(const MipmappedArrayOptions& options) const {
   check_shape("Device::create_mipmapped_array", options.shape);
   check_channels("Device::create_mipmapped_array", options.num_channels);
-  if (options.num_levels == 0) throw std::invalid_argument("Device::create_mipmapped_array: num_levels must be >= 1");
+  if (options.num_levels == 0) throw std::invalid_argument("Device::create_mipmapped_array: num_levels must be >= 1, got 0");
   const CUDA_ARRAY3D_DESCRIPTOR d =
       array_descriptor(options.shape, options.format, options.num_channels, options.is_surface_load_store);
   Context ctx = context();
@@ -413,6 +474,7 @@ MipmappedArray Device::create_mipmapped_array(const MipmappedArrayOptions& optio
   state->info = {options.shape, options.format, options.num_channels, options.is_surface_load_store, ordinal()};
   state->num_levels = options.num_levels;
   detail::make_mipmapped_array(*state, d, options.num_levels, ctx.box());
+  scope.restore();
   return MipmappedArray(std::move(state));
 }
 
@@ -422,9 +484,6 @@ TextureObject Device::create_texture_object(const ResourceDescriptor& resource) 
 
 TextureObject Device::create_texture_object(const ResourceDescriptor& resource,
                                             const TextureObjectOptions& options) const {
-  if (options.max_anisotropy > 16)
-    throw std::invalid_argument("Device::create_texture_object: max_anisotropy must be in [0, 16], not " +
-                                std::to_string(options.max_anisotropy));
   if (resource.kind() == ResourceDescriptor::Kind::linear &&
       (options.normalized_coords || options.filter_mode == FilterMode::linear))
     throw std::invalid_argument(
@@ -435,27 +494,33 @@ TextureObject Device::create_texture_object(const ResourceDescriptor& resource,
     throw std::invalid_argument(
         std::string("Device::create_texture_object: linear filtering of the integer format ") +
         to_string(resource.element_format()) + " needs read_mode normalized_float");
+  check_resource_device("Device::create_texture_object", resource, ordinal());
   ScopedContext scope(context().handle());
   auto state = std::make_shared<TexObjectState>();
   state->options = options;
   state->device = ordinal();
   detail::make_texture_object(*state, resource.to_driver(), texture_descriptor(resource, options),
                               std::make_shared<const ResourceDescriptor>(resource));
+  scope.restore();
   return TextureObject(std::move(state));
 }
 
 SurfaceObject Device::create_surface_object(const ResourceDescriptor& resource) const {
   if (resource.kind() != ResourceDescriptor::Kind::array)
-    throw std::invalid_argument(
-        "Device::create_surface_object: a surface needs an OpaqueArray resource (for a mipmapped array, one of its "
-        "levels: MipmappedArray::get_level); linear and pitch2d memory cannot back a surface");
+    throw std::invalid_argument(std::string("Device::create_surface_object: SurfaceObject requires an array-backed "
+                                            "ResourceDescriptor, got kind='") +
+                                to_string(resource.kind()) +
+                                "' (for a mipmapped array, bind one of its levels: MipmappedArray::get_level)");
   if (!resource.array().is_surface_load_store())
     throw std::invalid_argument(
-        "Device::create_surface_object: the array was not created with is_surface_load_store = true");
+        "Device::create_surface_object: OpaqueArray must be created with is_surface_load_store=True to be bound as "
+        "a SurfaceObject");
+  check_resource_device("Device::create_surface_object", resource, ordinal());
   ScopedContext scope(context().handle());
   auto state = std::make_shared<SurfObjectState>();
   state->device = ordinal();
   detail::make_surface_object(*state, resource.to_driver(), std::make_shared<const ResourceDescriptor>(resource));
+  scope.restore();
   return SurfaceObject(std::move(state));
 }
 

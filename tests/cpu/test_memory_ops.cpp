@@ -118,8 +118,8 @@ TEST(TextureTest, ArgumentsAreCheckedBeforeTheDriver) {
   Device dev(0);
   using namespace texture;
   expect_invalid([&] { dev.create_opaque_array({.shape = {}, .format = ArrayFormat::float32}); }, "shape");
-  expect_invalid([&] { dev.create_opaque_array({.shape = {4, 4, 4, 4}}); }, "1, 2 or 3");
-  expect_invalid([&] { dev.create_opaque_array({.shape = {4, 0}}); }, "shape[1] is 0");
+  expect_invalid([&] { dev.create_opaque_array({.shape = {4, 4, 4, 4}}); }, "shape rank must be 1, 2, or 3, got 4");
+  expect_invalid([&] { dev.create_opaque_array({.shape = {4, 0}}); }, "shape[1] must be >= 1, got 0");
   expect_invalid([&] { dev.create_opaque_array({.shape = {4}, .num_channels = 3}); }, "num_channels");
   expect_invalid([&] { dev.create_mipmapped_array({.shape = {4}, .num_levels = 0}); }, "num_levels");
   EXPECT_TRUE(g_calls.empty()) << g_calls.front();

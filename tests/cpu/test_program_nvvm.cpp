@@ -102,7 +102,20 @@ TEST(NvvmProgram, RefusesWhatLibnvvmCannotTake) {
                        "extra_sources");
   test::expect_invalid([] { Program(".version 8.0", "ptx", {.arch = "sm_90", .extra_sources = {{"m", "x"}}}); },
                        "extra_sources");
-  test::expect_invalid([] { Program("", "nvvm", test::sm90()); }, "empty");
+  // Empty PTX is refused when the Program is made (cuda.core's linker refuses it then).
+  test::expect_invalid([] { Program("", "ptx", test::sm90()); }, "PTX source is empty");
+}
+
+// Empty NVVM IR is libNVVM's to judge, as in cuda.core: the Program is made,
+// and its compile is a CompileError carrying libNVVM's verdict.
+TEST(NvvmProgram, EmptyIrIsRefusedByLibnvvmAtCompile) {
+  Program p("", "nvvm", test::sm90());
+  try {
+    (void)p.compile(CodeType::ptx);
+    ADD_FAILURE() << "libNVVM compiled an empty module";
+  } catch (const CompileError& e) {
+    EXPECT_FALSE(std::string(e.what()).empty());
+  }
 }
 
 TEST(ProgramState, HandleCloseAndPchStatusAreShared) {

@@ -370,3 +370,256 @@ class TestTensorMapOptions:
 
         with pytest.raises(TypeError, match=rf"^{field} must be a {enum_name}"):
             TensorMapDescriptorOptions(box_dim=(8, 8), **{field: 99})
+
+
+# ---- Empty sources, zero-size allocations -----------------------------------------------
+class TestEmptySource:
+    def test_empty_cpp_and_nvvm_are_the_compilers_to_judge(self):
+        # As cuda.core: NVRTC takes an empty translation unit (and makes PTX of nothing); libNVVM
+        # takes an empty module when the Program is made and refuses it at compile.
+        assert Program("", "c++", ProgramOptions(arch="sm_90")).compile("ptx").code_type == "ptx"
+        p = Program("", "nvvm", ProgramOptions(arch="sm_90"))
+        assert p.backend == "NVVM"
+        with pytest.raises(cucore.CompileError):
+            p.compile("ptx")
+
+    def test_empty_ptx_is_refused_when_the_program_is_made(self):
+        # cuda.core hands the PTX to its linker when the Program is made: empty input is refused then.
+        with pytest.raises(ValueError, match="PTX source is empty"):
+            Program("", "ptx", ProgramOptions(arch="sm_90"))
+
+
+class TestZeroSizeAllocation:
+    def test_every_resource_gives_a_zero_size_buffer(self, device):
+        # A zero-size Buffer at address 0, as cuda.core's resources give one (no driver allocation).
+        s = device.create_stream()
+        resources = [device.memory_resource, cucore.LegacyPinnedMemoryResource(),
+                     cucore.DeviceMemoryResource(device.device_id, cucore.DeviceMemoryResourceOptions())]
+        try:
+            resources.append(cucore.PinnedMemoryResource())
+        except (cucore.FeatureUnavailableError, NotImplementedError):
+            pass
+        if device.properties.concurrent_managed_access:
+            resources.append(cucore.ManagedMemoryResource())
+        for mr in resources:
+            b = mr.allocate(0, stream=s)
+            assert isinstance(b, Buffer) and b.size == 0 and int(b.handle) == 0, type(mr).__name__
+            b.close(s)
+            assert b.is_closed
+        b = device.allocate(0, stream=s)
+        assert b.size == 0
+        s.sync()
+
+
+# ---- Textures and surfaces (cucore.texture as cuda.core.texture) ------------------------
+from cucore.texture import (  # noqa: E402
+    MipmappedArrayOptions,
+    OpaqueArrayOptions,
+    ResourceDescriptor,
+    TextureObjectOptions,
+)
+from cucore.typing import AddressModeType, ArrayFormatType, FilterModeType, ReadModeType  # noqa: E402
+
+_FORMATS = r"\{'uint8', 'uint16', 'uint32', 'int8', 'int16', 'int32', 'float16', 'float32'\}"
+
+
+class TestTextureOptions:
+    def test_defaults_are_the_enum_members(self):
+        import dataclasses
+
+        # The signature cuda.core documents: address_mode=AddressModeType.CLAMP, and so on.
+        d = {f.name: f.default for f in dataclasses.fields(TextureObjectOptions)}
+        assert d["address_mode"] is AddressModeType.CLAMP and d["filter_mode"] is FilterModeType.POINT
+        assert d["read_mode"] is ReadModeType.ELEMENT_TYPE and d["mipmap_filter_mode"] is FilterModeType.POINT
+        assert (d["max_anisotropy"], d["border_color"], d["normalized_coords"]) == (0, None, False)
+
+    @pytest.mark.parametrize("field, enum, valid", [
+        ("filter_mode", "FilterModeType", "'point', 'linear'"),
+        ("read_mode", "ReadModeType", "'element_type', 'normalized_float'"),
+        ("mipmap_filter_mode", "FilterModeType", "'point', 'linear'"),
+    ])
+    def test_enum_fields_are_checked_when_made(self, field, enum, valid):
+        with pytest.raises(ValueError, match=rf"^{field} must be a {enum} or one of \{{{valid}\}}, got 0$"):
+            TextureObjectOptions(**{field: 0})
+        with pytest.raises(ValueError, match=rf"^{field} must be a {enum} .* got 'sideways'$"):
+            TextureObjectOptions(**{field: "sideways"})
+
+    def test_address_mode_border_color_and_anisotropy_are_checked_by_the_texture(self):
+        # cuda.core keeps them as given; create_texture_object checks them (TestTextureGpu).
+        o = TextureObjectOptions(address_mode=42, border_color=(0.0, 0.0), max_anisotropy=-1)
+        assert (o.address_mode, o.border_color, o.max_anisotropy) == (42, (0.0, 0.0), -1)
+
+    def test_enums_are_in_typing(self):
+        for name in ("AddressModeType", "ArrayFormatType", "FilterModeType", "ReadModeType"):
+            assert name in cucore.typing.__all__
+
+
+class TestArrayOptions:
+    REFUSALS = [
+        (dict(shape=8), TypeError, r"^shape must be a tuple of ints, got int$"),
+        (dict(shape=(2, 2, 2, 2)), ValueError, r"^shape rank must be 1, 2, or 3, got 4$"),
+        (dict(shape=()), ValueError, r"^shape rank must be 1, 2, or 3, got 0$"),
+        (dict(shape=(8, 0)), ValueError, r"^shape\[1\] must be >= 1, got 0$"),
+        (dict(num_channels=3), ValueError, r"^num_channels must be 1, 2, or 4, got 3$"),
+        (dict(num_channels=True), ValueError, r"^num_channels must be 1, 2, or 4, got True$"),
+        (dict(format=0), ValueError, r"^format must be an ArrayFormatType, str, or NumPy dtype, got 0$"),
+        (dict(format="float64"), ValueError, rf"^format must be an ArrayFormatType or one of {_FORMATS}, got 'float64'$"),
+        (dict(format=np.float64), ValueError,
+         rf"^NumPy dtype dtype\('float64'\) has no ArrayFormatType equivalent; supported formats: {_FORMATS}$"),
+        (dict(shape=8, format=0), ValueError, "^format must be"),  # the format first, as cuda.core
+    ]
+
+    @pytest.mark.parametrize("kw, exc, msg", REFUSALS)
+    def test_refusals(self, kw, exc, msg):
+        base = dict(shape=(8, 4), format="uint8", num_channels=1)
+        with pytest.raises(exc, match=msg):
+            OpaqueArrayOptions(**{**base, **kw})
+        with pytest.raises(exc, match=msg):
+            MipmappedArrayOptions(**{**base, "num_levels": 1, **kw})
+
+    def test_accepted_forms(self):
+        o = OpaqueArrayOptions(shape=[np.int64(8), 4], format=np.dtype("i4"), num_channels=np.int32(2))
+        assert o.shape == (8, 4) and all(type(e) is int for e in o.shape) and o.format is ArrayFormatType.INT32
+        assert OpaqueArrayOptions(shape=(8,), format=np.uint8, num_channels=1).format is ArrayFormatType.UINT8
+        assert OpaqueArrayOptions(shape=(8,), format="float16", num_channels=4).format is ArrayFormatType.FLOAT16
+
+    def test_num_levels(self):
+        with pytest.raises(ValueError, match=r"^num_levels must be >= 1, got 0$"):
+            MipmappedArrayOptions(shape=(8, 8), format="uint8", num_channels=1, num_levels=0)
+        m = MipmappedArrayOptions(shape=(8, 8), format="uint8", num_channels=1, num_levels=np.int64(3))
+        assert m.num_levels == 3 and type(m.num_levels) is int
+
+
+class TestResourceDescriptor:
+    @pytest.fixture
+    def buf(self):
+        return Buffer.from_handle(ctypes.addressof(_HOST), 1024, mr=_NullResource())
+
+    def test_linear(self, buf):
+        r = ResourceDescriptor.from_linear(buf, format="float32", num_channels=1)
+        assert r.kind == "linear" and r.source is buf and r.format is ArrayFormatType.FLOAT32
+        assert (r.num_channels, r.size_bytes, r.width, r.height, r.pitch_bytes) == (1, 1024, None, None, None)
+        assert repr(r) == "ResourceDescriptor(kind='linear', format=FLOAT32, num_channels=1, size_bytes=1024)"
+        assert ResourceDescriptor.from_linear(buf, format="uint32", num_channels=2, size_bytes=64).size_bytes == 64
+
+    @pytest.mark.parametrize("kw, msg", [
+        (dict(size_bytes=2048), r"size_bytes \(2048\) exceeds buffer.size \(1024\)"),
+        (dict(size_bytes=0), r"size_bytes \(0\) must be at least one element \(4 bytes\)"),
+        (dict(size_bytes=10), r"size_bytes \(10\) must be a multiple of element size \(4 bytes for UINT32 x 1\)"),
+        (dict(num_channels=3), r"num_channels must be 1, 2, or 4, got 3"),
+        (dict(format="float64"), r"^format must be an ArrayFormatType or one of"),
+    ])
+    def test_linear_refusals(self, buf, kw, msg):
+        with pytest.raises(ValueError, match=msg):
+            ResourceDescriptor.from_linear(buf, **{**dict(format="uint32", num_channels=1), **kw})
+
+    def test_pitch2d(self, buf):
+        r = ResourceDescriptor.from_pitch2d(buf, format="uint8", num_channels=4, width=8, height=16, pitch_bytes=64)
+        assert r.kind == "pitch2d" and r.source is buf and (r.width, r.height, r.pitch_bytes) == (8, 16, 64)
+        assert r.size_bytes is None
+        assert repr(r) == ("ResourceDescriptor(kind='pitch2d', format=UINT8, num_channels=4, width=8, height=16, "
+                           "pitch_bytes=64)")
+
+    @pytest.mark.parametrize("kw, msg", [
+        (dict(width=0), r"width must be >= 1, got 0"),
+        (dict(height=0), r"height must be >= 1, got 0"),
+        (dict(pitch_bytes=16), r"pitch_bytes \(16\) must be >= width \* element_bytes \(32\)"),
+        # cuda.core counts every row whole: 64 * 17 > 1024 even though the last row's 32 bytes would fit.
+        (dict(height=17), r"pitch_bytes \* height \(1088\) exceeds buffer.size \(1024\)"),
+    ])
+    def test_pitch2d_refusals(self, buf, kw, msg):
+        with pytest.raises(ValueError, match=msg):
+            ResourceDescriptor.from_pitch2d(buf, **{**dict(format="uint8", num_channels=4, width=8, height=8,
+                                                           pitch_bytes=64), **kw})
+
+    def test_wrong_types(self):
+        with pytest.raises(TypeError, match=r"^buffer must be a Buffer, got object$"):
+            ResourceDescriptor.from_linear(object(), format="uint8", num_channels=1)
+        with pytest.raises(TypeError, match=r"^buffer must be a Buffer, got object$"):
+            ResourceDescriptor.from_pitch2d(object(), format="uint8", num_channels=1, width=8, height=8, pitch_bytes=8)
+        with pytest.raises(TypeError, match=r"^array must be an OpaqueArray, got int$"):
+            ResourceDescriptor.from_opaque_array(1)
+        with pytest.raises(TypeError, match=r"^mipmapped_array must be a MipmappedArray, got NoneType$"):
+            ResourceDescriptor.from_mipmapped_array(None)
+        with pytest.raises(RuntimeError, match=r"^ResourceDescriptor cannot be instantiated"):
+            ResourceDescriptor()
+
+
+class TestTextureGpu:
+    @pytest.fixture
+    def arr(self, device):
+        return device.create_opaque_array(OpaqueArrayOptions(shape=(32, 16), format="float32", num_channels=1,
+                                                             is_surface_load_store=True))
+
+    def test_reprs_and_kinds(self, device, arr):
+        assert repr(arr) == "OpaqueArray(shape=(32, 16), format=FLOAT32, num_channels=1)"
+        m = device.create_mipmapped_array(MipmappedArrayOptions(shape=(64,), format="uint8", num_channels=4,
+                                                                num_levels=3))
+        assert repr(m) == "MipmappedArray(shape=(64,), format=UINT8, num_channels=4, num_levels=3)"
+        r = ResourceDescriptor.from_opaque_array(arr)
+        assert r.kind == "array" and r.source is arr and r.format is None and r.num_channels is None
+        assert repr(r) == "ResourceDescriptor(kind='array')"
+        assert ResourceDescriptor.from_mipmapped_array(m).kind == "mipmapped_array"
+        opts = TextureObjectOptions()
+        t = device.create_texture_object(resource=r, options=opts)
+        assert t.resource is r and t.options is opts
+        assert repr(t) == f"TextureObject(handle={t.handle:#x})"
+        s = device.create_surface_object(resource=r)
+        assert repr(s) == f"SurfaceObject(handle={s.handle:#x})"
+
+    def test_get_level_out_of_range_is_value_error(self, device):
+        m = device.create_mipmapped_array(MipmappedArrayOptions(shape=(16, 16), format="uint8", num_channels=1,
+                                                                num_levels=2))
+        with pytest.raises(ValueError, match=r"level \(2\) must be < num_levels \(2\)"):
+            m.get_level(2)
+        with pytest.raises(ValueError, match=r"^level must be >= 0, got -1$"):
+            m.get_level(-1)
+        assert m.get_level(1).shape == (8, 8)
+
+    @pytest.mark.parametrize("kw, exc, msg", [
+        (dict(address_mode=42), TypeError, r"^address_mode must be an AddressModeType or a tuple of AddressModeType$"),
+        (dict(address_mode=()), ValueError, r"^address_mode tuple must have 1-3 entries, got 0$"),
+        (dict(address_mode=("wrap",) * 4), ValueError, r"^address_mode tuple must have 1-3 entries, got 4$"),
+        (dict(address_mode="sideways"), ValueError, r"^address_mode must be a AddressModeType or one of"),
+        (dict(address_mode=("wrap", "bad")), ValueError, r"^address_mode\[1\] must be a AddressModeType or one of"),
+        (dict(border_color=(0.0, 0.0)), ValueError, r"^border_color must have 4 elements, got 2$"),
+        (dict(max_anisotropy=-1), ValueError, r"^max_anisotropy must be >= 0$"),
+    ])
+    def test_sampling_state_is_checked_when_the_texture_is_made(self, device, arr, kw, exc, msg):
+        opts = TextureObjectOptions(**kw)  # taken as given
+        with pytest.raises(exc, match=msg):
+            device.create_texture_object(resource=ResourceDescriptor.from_opaque_array(arr), options=opts)
+
+    def test_what_cuda_core_passes_to_the_driver(self, device, arr):
+        # An anisotropy past 16 is the driver's to clamp; modes are taken as strings, and per axis.
+        r = ResourceDescriptor.from_opaque_array(arr)
+        device.create_texture_object(resource=r, options=TextureObjectOptions(max_anisotropy=32))
+        device.create_texture_object(resource=r, options=TextureObjectOptions(address_mode=("wrap", "clamp")))
+        device.create_texture_object(resource=r, options={"address_mode": "border", "border_color": [1, 0, 0, 1]})
+
+    def test_resource_types(self, device):
+        with pytest.raises(TypeError, match=r"^resource must be a ResourceDescriptor, got object$"):
+            device.create_texture_object(resource=object())
+        with pytest.raises(TypeError, match=r"^resource must be a ResourceDescriptor, got NoneType$"):
+            device.create_surface_object(resource=None)
+
+    def test_surface_refusals(self, device):
+        lin = ResourceDescriptor.from_linear(device.allocate(1024), format="uint32", num_channels=1)
+        with pytest.raises(ValueError, match=r"requires an array-backed ResourceDescriptor, got kind='linear'"):
+            device.create_surface_object(resource=lin)
+        m = device.create_mipmapped_array(MipmappedArrayOptions(shape=(16, 16), format="uint8", num_channels=4,
+                                                                num_levels=2, is_surface_load_store=True))
+        with pytest.raises(ValueError, match=r"array-backed ResourceDescriptor, got kind='mipmapped_array'"):
+            device.create_surface_object(resource=ResourceDescriptor.from_mipmapped_array(m))
+        plain = device.create_opaque_array(OpaqueArrayOptions(shape=(8, 8), format="uint8", num_channels=4))
+        with pytest.raises(ValueError, match=r"must be created with is_surface_load_store=True to be bound as a "
+                                             r"SurfaceObject"):
+            device.create_surface_object(resource=ResourceDescriptor.from_opaque_array(plain))
+
+
+class TestStreamWait:
+    def test_what_cannot_be_waited(self):
+        # cuda.core's ValueError and text; refused before the driver is asked (CPU).
+        with pytest.raises(ValueError, match=r"^only an Event, Stream, or object supporting __cuda_stream__ can be "
+                                             r"waited, got <class 'str'>$"):
+            cucore.LEGACY_DEFAULT_STREAM.wait("invalid_event")

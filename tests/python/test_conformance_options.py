@@ -178,8 +178,9 @@ def test_str_enums_are_accepted_where_strings_are():
 def test_typing_has_cuda_core_names():
     import typing
 
-    # cuda.core 1.2's cuda.core.typing.__all__.
-    names = ["CompilerBackendType", "DevicePointerType", "DeviceResourcesType", "GraphConditionalType",
+    # cuda.core.typing.__all__ (1.3's lists the texture enums, AddressModeType to ReadModeType, too).
+    names = ["AddressModeType", "ArrayFormatType", "FilterModeType", "ReadModeType",
+             "CompilerBackendType", "DevicePointerType", "DeviceResourcesType", "GraphConditionalType",
              "GraphMemoryType", "IsStreamType", "ManagedMemoryLocationType", "ObjectCodeFormatType", "PCHStatusType",
              "ProcessStateType", "SourceCodeType", "VirtualMemoryAccessType", "VirtualMemoryAllocationType",
              "VirtualMemoryGranularityType", "VirtualMemoryHandleType", "VirtualMemoryLocationType"]
