@@ -12,7 +12,9 @@
 #include <cucore/errors.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -34,6 +36,12 @@ class NvmlError : public Error {
   int code_;
   std::string name_, description_, call_;
 };
+
+// The handle layer's boxes of NVML's event sets (src/handles/nvml_handles.hpp).
+namespace detail {
+class NvmlEventSetBox;
+class NvmlSystemEventSetBox;
+}  // namespace detail
 
 namespace system {
 
@@ -91,13 +99,30 @@ constexpr std::uint64_t single_bit_ecc_error = 0x1, double_bit_ecc_error = 0x2, 
                         gpu_unavailable_error = 0x4000, gpu_recovery_action = 0x8000;
 }
 
+// Bits of system::register_events (nvmlSystemEventType*): a GPU unbound from,
+// or bound to, the driver.
+namespace system_event_types {
+constexpr std::uint64_t gpu_driver_unbind = 0x1, gpu_driver_bind = 0x2;
+}
+
 // The names of the bits set in a mask, lowest first ("gpu_idle", "sw_power_cap";
-// "xid_critical_error"): the values of cuda.core.system's ClocksEventReasons and
-// EventType. Bits cucore does not know are left out.
+// "xid_critical_error"; "unbind"): the values of cuda.core.system's
+// ClocksEventReasons, EventType and SystemEventType. Bits cucore does not know
+// are left out.
 std::vector<std::string> clock_event_reason_names(std::uint64_t reasons);
 std::vector<std::string> event_type_names(std::uint64_t types);
+std::vector<std::string> system_event_type_names(std::uint64_t types);
 // The bit of an event type name; std::invalid_argument listing the names when unknown.
 std::uint64_t event_type_bit(std::string_view name);
+std::uint64_t system_event_type_bit(std::string_view name);
+
+// NVML's field ids (NVML_FI_*) by the names of cuda.core.system's FieldId
+// ("DEV_ECC_CURRENT" is 1), in FieldId's order; two names may share an id.
+struct FieldIdName {
+  unsigned int id;
+  const char* name;
+};
+std::span<const FieldIdName> field_id_names() noexcept;
 
 // ---- values -------------------------------------------------------------------
 
@@ -129,6 +154,11 @@ struct FieldValue {
   int status = 0;                 // nvmlReturn_t of this value
   std::variant<std::int64_t, std::uint64_t, double> raw;  // by NVML's value type
   const std::variant<std::int64_t, std::uint64_t, double>& value() const;
+};
+
+// A clock domain's offsets at one P-state (MHz; may be negative).
+struct ClockOffsets {
+  int clock_offset_mhz = 0, min_offset_mhz = 0, max_offset_mhz = 0;
 };
 
 struct RepairStatus {  // pending TPC / channel repairs
@@ -226,6 +256,10 @@ class ClockInfo {
   std::optional<unsigned int> get_max_mhz() const;
   std::optional<unsigned int> get_max_customer_boost_mhz() const;
   std::optional<unsigned int> get_application_mhz() const;  // the applications clock target
+  // At P-state `pstate` (0 = P0 .. 15; std::invalid_argument otherwise): the
+  // lowest and highest clock, and the current offset with its bounds.
+  std::optional<std::pair<unsigned int, unsigned int>> get_min_max_clock_of_pstate_mhz(int pstate) const;
+  std::optional<ClockOffsets> get_offsets(int pstate) const;
 
  private:
   friend class Device;
@@ -265,21 +299,17 @@ class NvlinkInfo {
 
 struct EventData;
 
-// Events registered on one device (move-only; frees NVML's event set).
+// Events registered on one device: a share of the box that owns NVML's event
+// set (copies share it; the last one frees it). A moved-from value holds none.
 class DeviceEvents {
  public:
-  DeviceEvents(DeviceEvents&& o) noexcept;
-  DeviceEvents& operator=(DeviceEvents&& o) noexcept;
-  DeviceEvents(const DeviceEvents&) = delete;
-  DeviceEvents& operator=(const DeviceEvents&) = delete;
-  ~DeviceEvents();
   // Waits up to `timeout_ms` (0: forever) for the next event; empty on timeout.
   std::optional<EventData> wait(unsigned int timeout_ms = 0) const;
 
  private:
   friend class Device;
-  explicit DeviceEvents(void* set) : set_(set) {}
-  void* set_;
+  explicit DeviceEvents(std::shared_ptr<detail::NvmlEventSetBox> set) noexcept;
+  std::shared_ptr<detail::NvmlEventSetBox> set_;
 };
 
 // A GPU as NVML sees it. A cheap value over NVML's device handle, valid for
@@ -417,6 +447,36 @@ struct EventData {
   std::uint64_t event_data = 0;  // the XID for xid_critical_error
   unsigned int gpu_instance_id = 0, compute_instance_id = 0;
 };
+
+// One system event: its system_event_types bit and the GPU it is about.
+struct SystemEvent {
+  std::uint64_t event_type = 0;
+  unsigned int gpu_id = 0;  // NVML's PCI form: ((domain & 0xffff) << 16) | (bus << 8) | device
+  std::string pci_bus_id() const;  // "00000000:3B:00.0", as NVML spells bus ids
+  // The GPU of pci_bus_id() (as Device::from_pci_bus_id: std::out_of_range
+  // when NVML no longer sees it, e.g. once unbound).
+  Device device() const;
+};
+
+// Events registered on the whole system (Linux): a share of the box that owns
+// NVML's system event set, as DeviceEvents.
+class RegisteredSystemEvents {
+ public:
+  // Up to `buffer_size` events (1 .. 65536; std::invalid_argument otherwise),
+  // waiting up to `timeout_ms` for the first; empty on timeout. NVML does not
+  // wait at all when `timeout_ms` is 0.
+  std::optional<std::vector<SystemEvent>> wait(unsigned int timeout_ms = 0, unsigned int buffer_size = 1) const;
+
+ private:
+  friend RegisteredSystemEvents register_events(std::uint64_t system_event_types);
+  explicit RegisteredSystemEvents(std::shared_ptr<detail::NvmlSystemEventSetBox> set) noexcept;
+  std::shared_ptr<detail::NvmlSystemEventSetBox> set_;
+};
+
+// Starts recording `system_event_types` (system_event_types bits); events
+// before this call are not recorded. NvmlError (NVML_ERROR_NOT_SUPPORTED)
+// when none of them can be.
+RegisteredSystemEvents register_events(std::uint64_t system_event_types);
 
 GpuTopologyLevel get_topology_common_ancestor(const Device& a, const Device& b);
 GpuP2PStatus get_p2p_status(const Device& a, const Device& b, GpuP2PCapsIndex index);

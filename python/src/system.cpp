@@ -144,6 +144,48 @@ std::vector<std::pair<unsigned int, unsigned int>> field_ids_arg(nb::handle ids)
   return out;
 }
 
+// A field id as a cucore.system.typing.FieldId member; an id cucore's table
+// does not name (a newer NVML's) stays an int.
+nb::object field_id_object(unsigned int id) {
+  for (const auto& f : sys::field_id_names())
+    if (f.id == id) return typing_enum("FieldId", nb::int_(id));
+  return nb::int_(id);
+}
+
+// A P-state argument (0 = P0 .. 15), checked with cuda.core's words.
+int pstate_arg(nb::handle pstate) {
+  if (PyBool_Check(pstate.ptr()) || !PyIndex_Check(pstate.ptr()))
+    raise_type_error("pstate must be an int, got " + nb::cast<std::string>(nb::repr(pstate)));
+  long long p = PyLong_AsLongLong(nb::steal(PyNumber_Index(pstate.ptr())).ptr());
+  if (p == -1 && PyErr_Occurred()) {
+    PyErr_Clear();
+    p = -1;  // too large for a long long: out of range all the same
+  }
+  if (p < 0 || p > 15)
+    raise_value_error("Invalid P-state: " + nb::cast<std::string>(nb::str(pstate)) +
+                      ". Must be between 0 and 15 inclusive.");
+  return static_cast<int>(p);
+}
+
+// An events argument: a member or string of `cls`, or a list of them, as one mask.
+std::uint64_t events_mask(nb::handle events, const char* cls, std::uint64_t (*bit)(std::string_view)) {
+  std::uint64_t mask = 0;
+  if (PyUnicode_Check(events.ptr())) {
+    mask = bit(enum_arg(events, "event type"));
+  } else if (PyList_Check(events.ptr()) || PyTuple_Check(events.ptr())) {
+    for (nb::handle e : events) mask |= bit(enum_arg(e, "event type"));
+  } else {
+    raise_type_error(std::string("events must be an ") + cls + ", a str, or a list of them, got " +
+                     nb::cast<std::string>(nb::repr(events)));
+  }
+  return mask;
+}
+
+// RegisteredSystemEvents.wait's result, as cuda.core's SystemEvents.
+struct SystemEvents {
+  std::vector<sys::SystemEvent> events;
+};
+
 nb::object field_value_object(const sys::FieldValue& f) {
   const auto& v = f.value();  // NvmlError (its class) when this value failed
   if (const auto* d = std::get_if<double>(&v)) return nb::float_(*d);
@@ -252,7 +294,31 @@ void bind_values(nb::module_& s) {
       .def("get_max_mhz", &sys::ClockInfo::get_max_mhz, release())
       .def("get_max_customer_boost_mhz", &sys::ClockInfo::get_max_customer_boost_mhz, release())
       .def("get_application_mhz", &sys::ClockInfo::get_application_mhz, release(),
-           "The applications clock target (cucore).");
+           "The applications clock target (cucore).")
+      .def("get_min_max_clock_of_pstate_mhz",
+           [](const sys::ClockInfo& c, nb::handle pstate) {
+             int p = pstate_arg(pstate);
+             nb::gil_scoped_release r;
+             return c.get_min_max_clock_of_pstate_mhz(p);
+           },
+           nb::arg("pstate"), "(min, max) clock (MHz) of this domain at P-state `pstate` (0..15).")
+      .def("get_offsets",
+           [](const sys::ClockInfo& c, nb::handle pstate) {
+             int p = pstate_arg(pstate);
+             nb::gil_scoped_release r;
+             return c.get_offsets(p);
+           },
+           nb::arg("pstate"), "The ClockOffsets of this domain at P-state `pstate` (0..15).");
+  nb::class_<sys::ClockOffsets>(s, "ClockOffsets", "A clock domain's offsets at one P-state (MHz).",
+                                nb::is_weak_referenceable())
+      .def_ro("clock_offset_mhz", &sys::ClockOffsets::clock_offset_mhz, "The current clock offset (MHz).")
+      .def_ro("max_offset_mhz", &sys::ClockOffsets::max_offset_mhz, "The largest offset allowed (MHz).")
+      .def_ro("min_offset_mhz", &sys::ClockOffsets::min_offset_mhz, "The smallest offset allowed (MHz).")
+      .def("__repr__", [](const sys::ClockOffsets& o) {
+        return "ClockOffsets(clock_offset_mhz=" + std::to_string(o.clock_offset_mhz) +
+               ", min_offset_mhz=" + std::to_string(o.min_offset_mhz) +
+               ", max_offset_mhz=" + std::to_string(o.max_offset_mhz) + ")";
+      });
 
   nb::class_<sys::Temperature>(s, "Temperature", "Temperatures of a device (degrees Celsius).",
                                nb::is_weak_referenceable())
@@ -292,14 +358,16 @@ void bind_values(nb::module_& s) {
 
   nb::class_<sys::FieldValue>(s, "FieldValue", "One field value (NVML_FI_*) of Device.get_field_values.",
                               nb::is_weak_referenceable())
-      .def_ro("field_id", &sys::FieldValue::field_id, "The field id (an int: NVML's NVML_FI_* number).")
+      .def_prop_ro("field_id", [](const sys::FieldValue& f) { return field_id_object(f.field_id); },
+                   "The field id: a FieldId member (an int; a plain int for an id FieldId does not name).")
       .def_ro("scope_id", &sys::FieldValue::scope_id)
       .def_ro("timestamp", &sys::FieldValue::timestamp_us, "CPU time of the sample (microseconds since 1970).")
       .def_ro("latency_usec", &sys::FieldValue::latency_us, "How long NVML took to update the value (us).")
       .def_prop_ro("value", &field_value_object,
                    "The value (int or float); raises this value's NvmlError subclass when NVML failed it.")
       .def("__repr__", [](const sys::FieldValue& f) {
-        return "FieldValue(field_id=" + std::to_string(f.field_id) + ", scope_id=" + std::to_string(f.scope_id) + ")";
+        return "FieldValue(field_id=" + nb::cast<std::string>(nb::repr(field_id_object(f.field_id))) +
+               ", scope_id=" + std::to_string(f.scope_id) + ")";
       });
   nb::class_<FieldValues>(s, "FieldValues", "The values of Device.get_field_values, in the order asked.",
                           nb::is_weak_referenceable())
@@ -444,6 +512,54 @@ void bind_values(nb::module_& s) {
              return *d;
            },
            nb::arg("timeout_ms") = 0, "Waits for the next event (0: forever); TimeoutError when none comes.");
+
+  nb::class_<sys::SystemEvent>(s, "SystemEvent", "One system event (a GPU bound to or unbound from the driver).",
+                               nb::is_weak_referenceable())
+      .def_prop_ro("event_type",
+                   [](const sys::SystemEvent& e) {
+                     auto names = sys::system_event_type_names(e.event_type);
+                     return names.empty() ? nb::object(nb::int_(e.event_type))
+                                          : typing_enum("SystemEventType", nb::str(names.front().c_str()));
+                   },
+                   "The SystemEventType that was triggered.")
+      .def_ro("gpu_id", &sys::SystemEvent::gpu_id,
+              "The GPU in NVML's PCI form: ((domain & 0xffff) << 16) | (bus << 8) | device.")
+      .def_prop_ro("device",
+                   [](const sys::SystemEvent& e) {
+                     try {
+                       nb::gil_scoped_release r;
+                       return e.device();
+                     } catch (const std::out_of_range& x) {
+                       raise_nvml_class("NotFoundError", x.what());  // as Device(pci_bus_id=...)
+                     }
+                   },
+                   "The Device of gpu_id's PCI bus id; NotFoundError when NVML no longer sees it.")
+      .def("__repr__", [](const sys::SystemEvent& e) {
+        return "SystemEvent(event_type=" + std::to_string(e.event_type) + ", pci_bus_id=" + e.pci_bus_id() + ")";
+      });
+  nb::class_<SystemEvents>(s, "SystemEvents", "The events of one RegisteredSystemEvents.wait, in NVML's order.",
+                           nb::is_weak_referenceable())
+      .def("__len__", [](const SystemEvents& e) { return e.events.size(); })
+      .def("__getitem__", [](const SystemEvents& e, Py_ssize_t i) { return item_at(e.events, i, "SystemEvents"); },
+           nb::arg("idx"));
+  nb::class_<sys::RegisteredSystemEvents>(s, "RegisteredSystemEvents",
+                                          "System events registered by cucore.system.register_events; wait() for them.",
+                                          nb::is_weak_referenceable())
+      .def("wait",
+           [](const sys::RegisteredSystemEvents& ev, unsigned int timeout_ms, unsigned int buffer_size) {
+             if (buffer_size < 1) raise_value_error("buffer_size must be at least 1, got 0");
+             std::optional<std::vector<sys::SystemEvent>> got;
+             {
+               nb::gil_scoped_release r;
+               got = ev.wait(timeout_ms, buffer_size);
+             }
+             if (!got)
+               raise_nvml_class("TimeoutError", "no system event within " + std::to_string(timeout_ms) + " ms");
+             return SystemEvents{std::move(*got)};
+           },
+           nb::arg("timeout_ms") = 0, nb::arg("buffer_size") = 1,
+           "Up to buffer_size events (SystemEvents); TimeoutError when none comes within timeout_ms "
+           "(NVML does not wait when timeout_ms is 0).");
 }
 
 void bind_device_class(nb::module_& s) {
@@ -675,15 +791,7 @@ void bind_device_class(nb::module_& s) {
            })
       .def("register_events",
            [](const sys::Device& d, nb::handle events) {
-             std::uint64_t mask = 0;
-             if (PyUnicode_Check(events.ptr())) {
-               mask = sys::event_type_bit(enum_arg(events, "event type"));
-             } else if (PyList_Check(events.ptr()) || PyTuple_Check(events.ptr())) {
-               for (nb::handle e : events) mask |= sys::event_type_bit(enum_arg(e, "event type"));
-             } else {
-               raise_type_error("events must be an EventType, a str, or a list of them, got " +
-                                nb::cast<std::string>(nb::repr(events)));
-             }
+             std::uint64_t mask = events_mask(events, "EventType", &sys::event_type_bit);
              nb::gil_scoped_release r;
              return d.register_events(mask);
            },
@@ -759,6 +867,22 @@ void bind_system(nb::module_& m) {
           return typing_enum("GpuP2PStatus", nb::str(enum_name(st, kP2PStatus)));
         },
         nb::arg("device1"), nb::arg("device2"), nb::arg("index"));
+
+  s.def("register_events",
+        [](nb::handle events) {
+          std::uint64_t mask = events_mask(events, "SystemEventType", &sys::system_event_type_bit);
+          nb::gil_scoped_release r;
+          return sys::register_events(mask);
+        },
+        nb::arg("events"),
+        "Starts recording system events (SystemEventType: a GPU unbound from or bound to the driver); "
+        "NotSupportedError when none of them can be.");
+  // NVML's field ids by FieldId's names, from which cucore.system.typing makes FieldId.
+  s.def("_field_ids", [] {
+    nb::list rows;
+    for (const auto& f : sys::field_id_names()) rows.append(nb::make_tuple(f.name, f.id));
+    return rows;
+  });
 
   // cucore.Device.to_system_device(), as cuda.core.Device has it.
   nb::handle device_cls = m.attr("Device");

@@ -17,6 +17,7 @@ using Return = int;  // nvmlReturn_t
 
 using Device = struct nvmlDevice_st*;      // nvmlDevice_t
 using EventSet = struct nvmlEventSet_st*;  // nvmlEventSet_t
+using SystemEventSet = struct nvmlSystemEventSet_st*;  // nvmlSystemEventSet_t
 
 constexpr unsigned struct_version(unsigned size, unsigned version) { return size | (version << 24U); }
 
@@ -88,6 +89,46 @@ struct EventData {  // nvmlEventData_t
   unsigned long long eventType, eventData;
   unsigned int gpuInstanceId, computeInstanceId;
 };
+
+// System events (driver bind / unbind of a GPU): the nvmlSystemEventSet*
+// requests, each carrying its version.
+struct SystemEventSetCreateRequest_v1 {  // nvmlSystemEventSetCreateRequest_v1_t
+  unsigned int version;
+  SystemEventSet set;
+};
+constexpr unsigned kSystemEventSetCreateRequest_v1 = struct_version(sizeof(SystemEventSetCreateRequest_v1), 1);
+struct SystemEventSetFreeRequest_v1 {  // nvmlSystemEventSetFreeRequest_v1_t
+  unsigned int version;
+  SystemEventSet set;
+};
+constexpr unsigned kSystemEventSetFreeRequest_v1 = struct_version(sizeof(SystemEventSetFreeRequest_v1), 1);
+struct SystemRegisterEventRequest_v1 {  // nvmlSystemRegisterEventRequest_v1_t
+  unsigned int version;
+  unsigned long long eventTypes;
+  SystemEventSet set;
+};
+constexpr unsigned kSystemRegisterEventRequest_v1 = struct_version(sizeof(SystemRegisterEventRequest_v1), 1);
+struct SystemEventData_v1 {  // nvmlSystemEventData_v1_t
+  unsigned long long eventType;
+  unsigned int gpuId;  // ((PCI domain & 0xffff) << 16) | (bus << 8) | device
+};
+struct SystemEventSetWaitRequest_v1 {  // nvmlSystemEventSetWaitRequest_v1_t
+  unsigned int version;
+  unsigned int timeoutms;  // 0: NVML does not wait
+  SystemEventSet set;
+  SystemEventData_v1* data;
+  unsigned int dataSize;
+  unsigned int numEvent;  // out
+};
+constexpr unsigned kSystemEventSetWaitRequest_v1 = struct_version(sizeof(SystemEventSetWaitRequest_v1), 1);
+
+struct ClockOffset_v1 {  // nvmlClockOffset_v1_t
+  unsigned int version;
+  int type;    // nvmlClockType_t (in)
+  int pstate;  // nvmlPstates_t (in)
+  int clockOffsetMHz, minClockOffsetMHz, maxClockOffsetMHz;
+};
+constexpr unsigned kClockOffset_v1 = struct_version(sizeof(ClockOffset_v1), 1);
 
 union Value {  // nvmlValue_t
   double dVal;
@@ -234,6 +275,8 @@ constexpr int kMaxPstates = 16;             // NVML_MAX_GPU_PERF_PSTATES
   X(nvmlDeviceGetMaxClockInfo, false, (nvml::Device, int, unsigned int*))                                         \
   X(nvmlDeviceGetClock, false, (nvml::Device, int, int, unsigned int*))                                           \
   X(nvmlDeviceGetMaxCustomerBoostClock, false, (nvml::Device, int, unsigned int*))                                \
+  X(nvmlDeviceGetMinMaxClockOfPState, false, (nvml::Device, int, int, unsigned int*, unsigned int*))               \
+  X(nvmlDeviceGetClockOffsets, false, (nvml::Device, nvml::ClockOffset_v1*))                                      \
   X(nvmlDeviceGetPerformanceState, false, (nvml::Device, int*))                                                   \
   X(nvmlDeviceGetSupportedPerformanceStates, false, (nvml::Device, int*, unsigned int))                           \
   X(nvmlDeviceGetCurrentClocksEventReasons, false, (nvml::Device, unsigned long long*))                           \
@@ -267,7 +310,11 @@ constexpr int kMaxPstates = 16;             // NVML_MAX_GPU_PERF_PSTATES
   X(nvmlEventSetCreate, false, (nvml::EventSet*))                                                                 \
   X(nvmlDeviceRegisterEvents, false, (nvml::Device, unsigned long long, nvml::EventSet))                          \
   X(nvmlEventSetWait_v2, false, (nvml::EventSet, nvml::EventData*, unsigned int))                                 \
-  X(nvmlEventSetFree, false, (nvml::EventSet))
+  X(nvmlEventSetFree, false, (nvml::EventSet))                                                                    \
+  X(nvmlSystemEventSetCreate, false, (nvml::SystemEventSetCreateRequest_v1*))                                     \
+  X(nvmlSystemRegisterEvents, false, (nvml::SystemRegisterEventRequest_v1*))                                      \
+  X(nvmlSystemEventSetWait, false, (nvml::SystemEventSetWaitRequest_v1*))                                         \
+  X(nvmlSystemEventSetFree, false, (nvml::SystemEventSetFreeRequest_v1*))
 
 // Older entry points some nvml.h releases no longer declare; used only when the
 // newer one above is missing.

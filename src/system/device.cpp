@@ -14,6 +14,7 @@
 
 #include <unistd.h>
 
+#include "handles/nvml_handles.hpp"
 #include "system/nvml_call.hpp"
 
 namespace cucore::system {
@@ -284,6 +285,33 @@ std::optional<unsigned int> ClockInfo::get_application_mhz() const {
   return optional_uint(
       CUCORE_NVML(nvmlDeviceGetApplicationsClock)(nvml_handle(handle_), static_cast<int>(type_), &v), v,
       "nvmlDeviceGetApplicationsClock");
+}
+
+namespace {
+// NVML's nvmlPstates_t of P-state `pstate` (NVML_PSTATE_0 is 0 .. NVML_PSTATE_15 is 15).
+int pstate_arg(int pstate, const char* what) {
+  if (pstate < 0 || pstate > 15)
+    throw std::invalid_argument(std::string("system::ClockInfo::") + what + ": P-state " + std::to_string(pstate) +
+                                " is not 0..15");
+  return pstate;
+}
+}  // namespace
+
+std::optional<std::pair<unsigned int, unsigned int>> ClockInfo::get_min_max_clock_of_pstate_mhz(int pstate) const {
+  const int p = pstate_arg(pstate, "get_min_max_clock_of_pstate_mhz");
+  unsigned int lo = 0, hi = 0;
+  if (!CUCORE_NVML_OK(nvmlDeviceGetMinMaxClockOfPState, nvml_handle(handle_), static_cast<int>(type_), p, &lo, &hi))
+    return std::nullopt;
+  return std::pair{lo, hi};
+}
+
+std::optional<ClockOffsets> ClockInfo::get_offsets(int pstate) const {
+  nvml::ClockOffset_v1 info{};
+  info.version = nvml::kClockOffset_v1;
+  info.type = static_cast<int>(type_);
+  info.pstate = pstate_arg(pstate, "get_offsets");
+  if (!CUCORE_NVML_OK(nvmlDeviceGetClockOffsets, nvml_handle(handle_), &info)) return std::nullopt;
+  return ClockOffsets{info.clockOffsetMHz, info.minClockOffsetMHz, info.maxClockOffsetMHz};
 }
 
 std::optional<int> Device::performance_state() const {
@@ -559,38 +587,24 @@ std::optional<std::uint64_t> Device::supported_event_types() const {
 }
 
 DeviceEvents Device::register_events(std::uint64_t event_types) const {
-  auto free_set = CUCORE_NVML(nvmlEventSetFree);
-  nvml::EventSet set = nullptr;
-  CUCORE_NVML_CHECK(nvmlEventSetCreate, &set);
-  nvml::Return r = CUCORE_NVML(nvmlDeviceRegisterEvents)(nvml_handle(handle_), event_types, set);
-  if (r != nvml::SUCCESS) {
-    free_set(set);
-    detail::throw_nvml_error(r, "nvmlDeviceRegisterEvents");
-  }
-  return DeviceEvents(set);
+  // Each entry point's absence named as itself, before a set exists.
+  (void)CUCORE_NVML(nvmlEventSetFree);
+  auto register_fn = CUCORE_NVML(nvmlDeviceRegisterEvents);
+  std::shared_ptr<detail::NvmlEventSetBox> set;
+  detail::nvml_check(detail::create_nvml_event_set(detail::nvml_for_system(), set), "nvmlEventSetCreate");
+  // A refused registration leaves the set to its box, which frees it here.
+  detail::nvml_check(register_fn(nvml_handle(handle_), event_types, set->get()), "nvmlDeviceRegisterEvents");
+  return DeviceEvents(std::move(set));
 }
 
-DeviceEvents::DeviceEvents(DeviceEvents&& o) noexcept : set_(std::exchange(o.set_, nullptr)) {}
-
-DeviceEvents& DeviceEvents::operator=(DeviceEvents&& o) noexcept {
-  if (this != &o) {
-    DeviceEvents old(std::move(*this));
-    set_ = std::exchange(o.set_, nullptr);
-  }
-  return *this;
-}
-
-DeviceEvents::~DeviceEvents() {
-  // The table is loaded (the set came from it); never throws.
-  if (set_)
-    if (const auto* t = detail::g_nvml.load(std::memory_order_acquire); t && t->nvmlEventSetFree)
-      t->nvmlEventSetFree(static_cast<nvml::EventSet>(set_));
-}
+DeviceEvents::DeviceEvents(std::shared_ptr<detail::NvmlEventSetBox> set) noexcept : set_(std::move(set)) {}
 
 std::optional<EventData> DeviceEvents::wait(unsigned int timeout_ms) const {
   if (!set_) throw Error("system::DeviceEvents::wait: these events were moved from");
+  auto wait_fn = set_->table().nvmlEventSetWait_v2;
+  if (!wait_fn) detail::throw_nvml_missing("nvmlEventSetWait_v2");
   nvml::EventData d{};
-  nvml::Return r = CUCORE_NVML(nvmlEventSetWait_v2)(static_cast<nvml::EventSet>(set_), &d, timeout_ms);
+  nvml::Return r = wait_fn(set_->get(), &d, timeout_ms);
   if (r == nvml::ERROR_TIMEOUT) return std::nullopt;
   detail::nvml_check(r, "nvmlEventSetWait_v2");
   return EventData{Device::from_handle(d.device), d.eventType, d.eventData, d.gpuInstanceId, d.computeInstanceId};

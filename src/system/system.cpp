@@ -2,14 +2,17 @@
 // `cucore smi`.
 #include <cucore/system.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "handles/nvml_handles.hpp"
 #include "system/nvml_call.hpp"
 
 namespace cucore::system {
@@ -68,6 +71,28 @@ constexpr NamedBit kEventTypes[] = {
     {event_types::gpu_recovery_action, "gpu_recovery_action"},
 };
 
+constexpr NamedBit kSystemEventTypes[] = {
+    {system_event_types::gpu_driver_unbind, "unbind"},
+    {system_event_types::gpu_driver_bind, "bind"},
+};
+
+constexpr FieldIdName kFieldIds[] = {
+#define CUCORE_NVML_FIELD(id, name) {id, #name},
+#include "loader/nvml_fields.inc"
+#undef CUCORE_NVML_FIELD
+};
+
+template <std::size_t N>
+std::uint64_t bit_of(std::string_view name, const NamedBit (&table)[N], const char* what) {
+  std::string known;
+  for (const auto& e : table) {
+    if (name == e.name) return e.bit;
+    known += (known.empty() ? "" : ", ") + std::string(e.name);
+  }
+  throw std::invalid_argument(std::string("unknown ") + what + " '" + std::string(name) + "' (known: " + known +
+                              ")");
+}
+
 template <std::size_t N>
 std::vector<std::string> names_of(std::uint64_t mask, const NamedBit (&table)[N]) {
   std::vector<std::string> out;
@@ -81,13 +106,64 @@ std::vector<std::string> names_of(std::uint64_t mask, const NamedBit (&table)[N]
 std::vector<std::string> clock_event_reason_names(std::uint64_t reasons) { return names_of(reasons, kClockEventReasons); }
 std::vector<std::string> event_type_names(std::uint64_t types) { return names_of(types, kEventTypes); }
 
-std::uint64_t event_type_bit(std::string_view name) {
-  std::string known;
-  for (const auto& e : kEventTypes) {
-    if (name == e.name) return e.bit;
-    known += (known.empty() ? "" : ", ") + std::string(e.name);
-  }
-  throw std::invalid_argument("unknown event type '" + std::string(name) + "' (known: " + known + ")");
+std::vector<std::string> system_event_type_names(std::uint64_t types) { return names_of(types, kSystemEventTypes); }
+std::uint64_t event_type_bit(std::string_view name) { return bit_of(name, kEventTypes, "event type"); }
+std::uint64_t system_event_type_bit(std::string_view name) {
+  return bit_of(name, kSystemEventTypes, "system event type");
+}
+
+std::span<const FieldIdName> field_id_names() noexcept { return kFieldIds; }
+
+// ---- system events ---------------------------------------------------------------------------
+
+std::string SystemEvent::pci_bus_id() const {
+  char buf[nvml::kDevicePciBusIdBufferSize];
+  std::snprintf(buf, sizeof buf, "%08X:%02X:%02X.0", gpu_id >> 16, (gpu_id >> 8) & 0xffu, gpu_id & 0xffu);
+  return buf;
+}
+
+Device SystemEvent::device() const { return Device::from_pci_bus_id(pci_bus_id()); }
+
+RegisteredSystemEvents register_events(std::uint64_t system_event_types) {
+  // Each entry point's absence named as itself, before a set exists.
+  (void)CUCORE_NVML(nvmlSystemEventSetFree);
+  auto register_fn = CUCORE_NVML(nvmlSystemRegisterEvents);
+  std::shared_ptr<detail::NvmlSystemEventSetBox> set;
+  detail::nvml_check(detail::create_nvml_system_event_set(detail::nvml_for_system(), set),
+                     "nvmlSystemEventSetCreate");
+  nvml::SystemRegisterEventRequest_v1 request{nvml::kSystemRegisterEventRequest_v1, system_event_types, set->get()};
+  // A refused registration leaves the set to its box, which frees it here.
+  detail::nvml_check(register_fn(&request), "nvmlSystemRegisterEvents");
+  return RegisteredSystemEvents(std::move(set));
+}
+
+RegisteredSystemEvents::RegisteredSystemEvents(std::shared_ptr<detail::NvmlSystemEventSetBox> set) noexcept
+    : set_(std::move(set)) {}
+
+std::optional<std::vector<SystemEvent>> RegisteredSystemEvents::wait(unsigned int timeout_ms,
+                                                                     unsigned int buffer_size) const {
+  if (!set_) throw Error("system::RegisteredSystemEvents::wait: these events were moved from");
+  constexpr unsigned int kMaxBuffer = 65536;  // a bound on the caller's buffer, not NVML's
+  if (buffer_size < 1 || buffer_size > kMaxBuffer)
+    throw std::invalid_argument("system::RegisteredSystemEvents::wait: buffer_size " + std::to_string(buffer_size) +
+                                " is not 1.." + std::to_string(kMaxBuffer));
+  auto wait_fn = set_->table().nvmlSystemEventSetWait;
+  if (!wait_fn) detail::throw_nvml_missing("nvmlSystemEventSetWait");
+  std::vector<nvml::SystemEventData_v1> data(buffer_size);
+  nvml::SystemEventSetWaitRequest_v1 request{};
+  request.version = nvml::kSystemEventSetWaitRequest_v1;
+  request.timeoutms = timeout_ms;
+  request.set = set_->get();
+  request.data = data.data();
+  request.dataSize = buffer_size;
+  nvml::Return r = wait_fn(&request);
+  if (r == nvml::ERROR_TIMEOUT) return std::nullopt;
+  detail::nvml_check(r, "nvmlSystemEventSetWait");
+  std::vector<SystemEvent> out;
+  const unsigned int n = std::min(request.numEvent, buffer_size);  // never past what NVML was given
+  out.reserve(n);
+  for (unsigned int i = 0; i < n; ++i) out.push_back({data[i].eventType, data[i].gpuId});
+  return out;
 }
 
 int get_num_devices() {

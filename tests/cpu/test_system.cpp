@@ -2,6 +2,7 @@
 // through on random data, NOT_SUPPORTED is an empty optional, real failures are
 // NvmlError, unknown devices std::out_of_range, a missing NVML a
 // LibraryNotFoundError naming what was searched.
+#include <cucore/log.hpp>
 #include <cucore/pathfinder.hpp>
 #include <cucore/system.hpp>
 
@@ -11,10 +12,13 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "handles/nvml_handles.hpp"
 #include "loader/toolkit.hpp"
 
 namespace {
@@ -62,6 +66,9 @@ struct FakeGpu {
   nvml::GpuDynamicPstatesInfo dyn{};
   nvml::CoolerInfo_v1 cooler{};
   nvml::GpuThermalSettings thermal{};
+  // Per clock type and P-state: min/max clock, and offset (current, min, max).
+  unsigned pstate_min[4][16] = {}, pstate_max[4][16] = {};
+  int offset[4][16][3] = {};
 };
 
 FakeGpu& gpu(nvml::Device h) { return *reinterpret_cast<FakeGpu*>(h); }
@@ -79,6 +86,13 @@ class FakeNvml {
   static inline int sets_created = 0, sets_freed = 0;
   static inline unsigned long long registered = 0;
   static inline int pending_events = 0;
+  // The system event set: how many were made and freed, the set NVML made, the
+  // types it records, and the (type, gpu id) events waiting.
+  static inline int system_sets_created = 0, system_sets_freed = 0, system_set_storage = 0;
+  static inline unsigned long long system_registered = 0, system_supported = 0;
+  static inline std::vector<nvml::SystemEventData_v1> system_pending;
+  static inline unsigned last_wait_timeout = 0;
+  static inline unsigned extra_events_claimed = 0;  // a misbehaving NVML: numEvent past dataSize
   static inline int process_list_growth = 0;  // extra processes appearing after each short call
 
   NvmlTable table;
@@ -402,6 +416,46 @@ class FakeNvml {
       return nvml::SUCCESS;
     };
     t.nvmlEventSetFree = [](nvml::EventSet) { return ++sets_freed, nvml::SUCCESS; };
+    t.nvmlSystemEventSetCreate = [](nvml::SystemEventSetCreateRequest_v1* r) {
+      if (r->version != nvml::kSystemEventSetCreateRequest_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      ++system_sets_created;
+      return r->set = reinterpret_cast<nvml::SystemEventSet>(&system_set_storage), nvml::SUCCESS;
+    };
+    t.nvmlSystemRegisterEvents = [](nvml::SystemRegisterEventRequest_v1* r) {
+      if (r->version != nvml::kSystemRegisterEventRequest_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      if (r->set != reinterpret_cast<nvml::SystemEventSet>(&system_set_storage)) return nvml::ERROR_INVALID_ARGUMENT;
+      if (r->eventTypes & ~system_supported) return nvml::ERROR_NOT_SUPPORTED;
+      system_registered = r->eventTypes;
+      return nvml::SUCCESS;
+    };
+    t.nvmlSystemEventSetWait = [](nvml::SystemEventSetWaitRequest_v1* r) {
+      if (r->version != nvml::kSystemEventSetWaitRequest_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      if (r->set != reinterpret_cast<nvml::SystemEventSet>(&system_set_storage) || !r->data || r->dataSize == 0)
+        return nvml::ERROR_INVALID_ARGUMENT;
+      last_wait_timeout = r->timeoutms;
+      if (system_pending.empty()) return nvml::ERROR_TIMEOUT;
+      const auto n = static_cast<unsigned>(std::min<std::size_t>(system_pending.size(), r->dataSize));
+      std::copy_n(system_pending.begin(), n, r->data);
+      system_pending.erase(system_pending.begin(), system_pending.begin() + n);
+      r->numEvent = n + extra_events_claimed;
+      return nvml::SUCCESS;
+    };
+    t.nvmlSystemEventSetFree = [](nvml::SystemEventSetFreeRequest_v1* r) {
+      if (r->version != nvml::kSystemEventSetFreeRequest_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      if (r->set != reinterpret_cast<nvml::SystemEventSet>(&system_set_storage)) return nvml::ERROR_INVALID_ARGUMENT;
+      return ++system_sets_freed, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMinMaxClockOfPState = [](nvml::Device h, int type, int pstate, unsigned* lo, unsigned* hi) {
+      if (type < 0 || type > 3 || pstate < 0 || pstate > 15) return nvml::ERROR_INVALID_ARGUMENT;
+      return *lo = gpu(h).pstate_min[type][pstate], *hi = gpu(h).pstate_max[type][pstate], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetClockOffsets = [](nvml::Device h, nvml::ClockOffset_v1* o) {
+      if (o->version != nvml::kClockOffset_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      if (o->type < 0 || o->type > 3 || o->pstate < 0 || o->pstate > 15) return nvml::ERROR_INVALID_ARGUMENT;
+      const int* v = gpu(h).offset[o->type][o->pstate];
+      o->clockOffsetMHz = v[0], o->minClockOffsetMHz = v[1], o->maxClockOffsetMHz = v[2];
+      return nvml::SUCCESS;
+    };
     cucore::detail::set_nvml_table_for_testing(&table);
   }
   ~FakeNvml() { cucore::detail::set_nvml_table_for_testing(nullptr); }
@@ -501,6 +555,13 @@ std::vector<FakeGpu> random_gpus(std::mt19937& rng, int n) {
     for (unsigned k = 0, n_fields = r(2, 8); k < n_fields; ++k) g.fields.push_back(r(1, 1u << 30));
     for (auto& u : g.dyn.utilization) u = {r(0, 1), r(0, 100), r(1, 100), r(1, 100)};
     g.cooler.signalType = static_cast<int>(r(0, 2)), g.cooler.target = static_cast<int>(r(1, 15));
+    for (int type = 0; type < 4; ++type)
+      for (int p = 0; p < 16; ++p) {
+        g.pstate_min[type][p] = r(100, 900), g.pstate_max[type][p] = r(1000, 3000);
+        int lo = -static_cast<int>(r(1, 500)), hi = static_cast<int>(r(1, 500));
+        g.offset[type][p][0] = lo + static_cast<int>(r(0, static_cast<unsigned>(hi - lo)));
+        g.offset[type][p][1] = lo, g.offset[type][p][2] = hi;
+      }
     g.thermal.count = r(1, 5);  // more than the 3 slots: cucore reads 3 at most
     for (auto& sensor : g.thermal.sensor)
       sensor = {static_cast<int>(r(0, 17)), static_cast<int>(r(0, 20)), static_cast<int>(r(80, 110)),
@@ -523,6 +584,11 @@ class SystemFake : public ::testing::Test {
     FakeNvml::cuda_version = 12000 + static_cast<int>(rng() % 3) * 1000 + static_cast<int>(rng() % 10) * 10;
     FakeNvml::sets_created = FakeNvml::sets_freed = FakeNvml::pending_events = 0;
     FakeNvml::registered = 0;
+    FakeNvml::system_sets_created = FakeNvml::system_sets_freed = 0;
+    FakeNvml::system_registered = 0;
+    FakeNvml::system_supported = sys::system_event_types::gpu_driver_unbind | sys::system_event_types::gpu_driver_bind;
+    FakeNvml::system_pending.clear();
+    FakeNvml::last_wait_timeout = FakeNvml::extra_events_claimed = 0;
   }
   std::mt19937 rng;
   FakeNvml fake;
@@ -778,6 +844,12 @@ TEST_F(SystemFake, NotSupportedIsAnEmptyOptionalNeverAnException) {
   } catch (const cucore::NvmlError& e) {
     EXPECT_EQ(e.code(), nvml::ERROR_NOT_SUPPORTED);
   }
+  try {
+    (void)sys::register_events(sys::system_event_types::gpu_driver_unbind);
+    ADD_FAILURE() << "system register_events did not throw";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.code(), nvml::ERROR_NOT_SUPPORTED);
+  }
 }
 
 TEST_F(SystemFake, FailuresAreNvmlErrorsWithCodeNameTextAndCall) {
@@ -872,6 +944,12 @@ TEST_F(SystemFake, EventsRegisterWaitAndFreeTheirSetOnce) {
       EXPECT_EQ(e->device, d);
     }
     EXPECT_FALSE(ev.wait(10));  // timeout
+    {
+      sys::DeviceEvents copy = ev;  // a second share of the one set
+      FakeNvml::pending_events = 1;
+      EXPECT_TRUE(copy.wait(10));
+    }
+    EXPECT_EQ(FakeNvml::sets_freed, 0);  // the first share still holds it
     sys::DeviceEvents moved = std::move(ev);
     EXPECT_THROW((void)ev.wait(1), cucore::Error);  // NOLINT(bugprone-use-after-move): the documented state
     EXPECT_EQ(FakeNvml::sets_freed, 0);
@@ -883,6 +961,164 @@ TEST_F(SystemFake, EventsRegisterWaitAndFreeTheirSetOnce) {
   EXPECT_THROW(d.register_events(sys::event_types::xid_critical_error), cucore::NvmlError);
   EXPECT_EQ(FakeNvml::sets_created, 2);
   EXPECT_EQ(FakeNvml::sets_freed, 2);
+  // An NVML without the free: refused before any set exists, naming the missing call.
+  fake.table.nvmlEventSetFree = nullptr;
+  try {
+    (void)d.register_events(sys::event_types::pstate);
+    ADD_FAILURE() << "registered without nvmlEventSetFree";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.code(), nvml::ERROR_FUNCTION_NOT_FOUND);
+    EXPECT_EQ(e.call(), "nvmlEventSetFree");
+  }
+  EXPECT_EQ(FakeNvml::sets_created, 2);
+}
+
+// The handle layer's boxes: a set NVML made is freed once, by its last share,
+// through the table it was made with; a set NVML refused is never freed; a
+// failed free is reported, never thrown.
+TEST_F(SystemFake, EventSetBoxesFreeTheirSetOnceThroughTheirTable) {
+  using cucore::detail::NvmlEventSetBox;
+  using cucore::detail::NvmlSystemEventSetBox;
+  std::shared_ptr<NvmlEventSetBox> box;
+  ASSERT_EQ(cucore::detail::create_nvml_event_set(fake.table, box), nvml::SUCCESS);
+  ASSERT_TRUE(box && box->get());
+  EXPECT_EQ(&box->table(), &fake.table);
+  auto share = box;
+  box.reset();
+  EXPECT_EQ(FakeNvml::sets_freed, 0);
+  share.reset();
+  EXPECT_EQ(FakeNvml::sets_created, 1);
+  EXPECT_EQ(FakeNvml::sets_freed, 1);
+
+  NvmlTable refusing = fake.table;
+  refusing.nvmlEventSetCreate = [](nvml::EventSet*) { return nvml::ERROR_INSUFFICIENT_RESOURCES; };
+  EXPECT_EQ(cucore::detail::create_nvml_event_set(refusing, box), nvml::ERROR_INSUFFICIENT_RESOURCES);
+  EXPECT_FALSE(box);
+  EXPECT_EQ(FakeNvml::sets_freed, 1);
+  refusing.nvmlEventSetFree = nullptr;  // no free, no set: NVML is not asked to make one
+  refusing.nvmlEventSetCreate = fake.table.nvmlEventSetCreate;
+  EXPECT_EQ(cucore::detail::create_nvml_event_set(refusing, box), nvml::ERROR_FUNCTION_NOT_FOUND);
+  EXPECT_EQ(FakeNvml::sets_created, 1);
+
+  std::shared_ptr<NvmlSystemEventSetBox> sbox;
+  ASSERT_EQ(cucore::detail::create_nvml_system_event_set(fake.table, sbox), nvml::SUCCESS);
+  EXPECT_EQ(sbox->get(), reinterpret_cast<nvml::SystemEventSet>(&FakeNvml::system_set_storage));
+  sbox.reset();
+  EXPECT_EQ(FakeNvml::system_sets_created, 1);
+  EXPECT_EQ(FakeNvml::system_sets_freed, 1);
+
+  // A free NVML fails goes to the log hook, once, with NVML's code.
+  std::vector<std::string> logged;
+  auto previous = cucore::set_log_handler([&](cucore::LogLevel level, std::string_view message) {
+    if (level == cucore::LogLevel::release_failure) logged.emplace_back(message);
+  });
+  NvmlTable failing = fake.table;
+  failing.nvmlEventSetFree = [](nvml::EventSet) { return nvml::ERROR_GPU_IS_LOST; };
+  ASSERT_EQ(cucore::detail::create_nvml_event_set(failing, box), nvml::SUCCESS);
+  box.reset();
+  cucore::set_log_handler(std::move(previous));
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_NE(logged[0].find("nvmlEventSetFree"), std::string::npos) << logged[0];
+  EXPECT_NE(logged[0].find(std::to_string(nvml::ERROR_GPU_IS_LOST)), std::string::npos) << logged[0];
+}
+
+TEST_F(SystemFake, SystemEventsRegisterWaitAndFreeTheirSetOnce) {
+  FakeGpu& g0 = FakeNvml::gpus[0];
+  FakeGpu& g1 = FakeNvml::gpus[1];
+  if (g1.bus_id == g0.bus_id) {  // random buses may meet: the two must be told apart here
+    g1.bus = g0.bus % 255 + 1;
+    char bus_id[32];
+    std::snprintf(bus_id, sizeof bus_id, "%08X:%02X:%02X.0", g1.domain, g1.bus, g1.dev);
+    g1.bus_id = bus_id;
+  }
+  auto gpu_id = [](const FakeGpu& g) { return ((g.domain & 0xffffu) << 16) | (g.bus << 8) | g.dev; };
+  {
+    sys::RegisteredSystemEvents ev = sys::register_events(sys::system_event_types::gpu_driver_unbind |
+                                                          sys::system_event_types::gpu_driver_bind);
+    EXPECT_EQ(FakeNvml::system_registered, 0x3u);
+    EXPECT_FALSE(ev.wait(25));  // timeout
+    EXPECT_EQ(FakeNvml::last_wait_timeout, 25u);
+    FakeNvml::system_pending = {{sys::system_event_types::gpu_driver_unbind, gpu_id(g1)},
+                                {sys::system_event_types::gpu_driver_bind, gpu_id(g0)},
+                                {sys::system_event_types::gpu_driver_bind, gpu_id(g1)}};
+    auto first = ev.wait(10, 2);  // at most two
+    ASSERT_TRUE(first);
+    ASSERT_EQ(first->size(), 2u);
+    EXPECT_EQ((*first)[0].event_type, sys::system_event_types::gpu_driver_unbind);
+    EXPECT_EQ((*first)[0].gpu_id, gpu_id(g1));
+    EXPECT_EQ((*first)[0].pci_bus_id(), g1.bus_id);  // NVML's spelling of the same GPU
+    EXPECT_EQ((*first)[0].device(), sys::Device(g1.index));
+    EXPECT_EQ((*first)[1].device(), sys::Device(g0.index));
+    FakeNvml::extra_events_claimed = 5;  // numEvent past the buffer: only what was given is read
+    auto rest = ev.wait(10, 4);
+    ASSERT_TRUE(rest);
+    ASSERT_EQ(rest->size(), 4u);
+    EXPECT_EQ((*rest)[0].gpu_id, gpu_id(g1));
+    EXPECT_EQ(sys::system_event_type_names((*rest)[0].event_type), std::vector<std::string>{"bind"});
+    EXPECT_THROW((void)ev.wait(0, 0), std::invalid_argument);
+    EXPECT_THROW((void)ev.wait(0, 65537), std::invalid_argument);
+    sys::RegisteredSystemEvents copy = ev;
+    sys::RegisteredSystemEvents moved = std::move(ev);
+    EXPECT_THROW((void)ev.wait(1), cucore::Error);  // NOLINT(bugprone-use-after-move): the documented state
+    EXPECT_EQ(FakeNvml::system_sets_freed, 0);
+  }
+  EXPECT_EQ(FakeNvml::system_sets_created, 1);
+  EXPECT_EQ(FakeNvml::system_sets_freed, 1);
+  // An event about a GPU NVML no longer has (the bus id of none of the fakes).
+  sys::SystemEvent gone{sys::system_event_types::gpu_driver_unbind, 0xffffu << 16 | 0xff00u | 0x1f};
+  EXPECT_EQ(gone.pci_bus_id(), "0000FFFF:FF:1F.0");
+  EXPECT_THROW((void)gone.device(), std::out_of_range);
+  // A type the system cannot record: NOT_SUPPORTED, and the set is not leaked.
+  FakeNvml::system_supported = sys::system_event_types::gpu_driver_bind;
+  try {
+    (void)sys::register_events(sys::system_event_types::gpu_driver_unbind);
+    ADD_FAILURE() << "registered an unsupported system event";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.code(), nvml::ERROR_NOT_SUPPORTED);
+    EXPECT_EQ(e.call(), "nvmlSystemRegisterEvents");
+  }
+  EXPECT_EQ(FakeNvml::system_sets_created, 2);
+  EXPECT_EQ(FakeNvml::system_sets_freed, 2);
+  // An NVML older than system events: FUNCTION_NOT_FOUND, nothing made.
+  fake.table.nvmlSystemRegisterEvents = nullptr;
+  try {
+    (void)sys::register_events(sys::system_event_types::gpu_driver_bind);
+    ADD_FAILURE() << "registered without nvmlSystemRegisterEvents";
+  } catch (const cucore::NvmlError& e) {
+    EXPECT_EQ(e.code(), nvml::ERROR_FUNCTION_NOT_FOUND);
+    EXPECT_EQ(e.call(), "nvmlSystemRegisterEvents");
+  }
+  EXPECT_EQ(FakeNvml::system_sets_created, 2);
+}
+
+TEST_F(SystemFake, ClockOffsetsAndPstateClocksPassThrough) {
+  for (const FakeGpu& g : FakeNvml::gpus) {
+    SCOPED_TRACE(g.name);
+    sys::Device d(g.index);
+    for (int type = 0; type < 4; ++type) {
+      sys::ClockInfo c = d.get_clock(static_cast<sys::ClockType>(type));
+      for (int p = 0; p < 16; ++p) {
+        auto mm = c.get_min_max_clock_of_pstate_mhz(p);
+        ASSERT_TRUE(mm);
+        EXPECT_EQ(mm->first, g.pstate_min[type][p]);
+        EXPECT_EQ(mm->second, g.pstate_max[type][p]);
+        auto o = c.get_offsets(p);
+        ASSERT_TRUE(o);
+        EXPECT_EQ(o->clock_offset_mhz, g.offset[type][p][0]);
+        EXPECT_EQ(o->min_offset_mhz, g.offset[type][p][1]);
+        EXPECT_EQ(o->max_offset_mhz, g.offset[type][p][2]);
+        EXPECT_LT(o->min_offset_mhz, 0);  // negative offsets cross intact
+      }
+      for (int bad : {-1, 16, 32}) {  // refused before NVML is asked (NVML_PSTATE_UNKNOWN is 32)
+        EXPECT_THROW((void)c.get_offsets(bad), std::invalid_argument) << bad;
+        EXPECT_THROW((void)c.get_min_max_clock_of_pstate_mhz(bad), std::invalid_argument) << bad;
+      }
+    }
+  }
+  fake.make_optional_entries_unsupported();
+  sys::ClockInfo c = sys::Device(0).get_clock(sys::ClockType::sm);
+  EXPECT_FALSE(c.get_offsets(0));
+  EXPECT_FALSE(c.get_min_max_clock_of_pstate_mhz(0));
 }
 
 TEST_F(SystemFake, ModesAttributesRepairAndInforomPassThrough) {
@@ -1099,6 +1335,45 @@ TEST(SystemNames, MaskBitsNameAsCudaCore) {
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("xid_critical_error"), std::string::npos);  // lists the names
   }
+}
+
+TEST(SystemNames, SystemEventTypesNameAsCudaCore) {
+  EXPECT_EQ(sys::system_event_type_names(0x3 | 0x100), (std::vector<std::string>{"unbind", "bind"}));
+  EXPECT_EQ(sys::system_event_type_bit("unbind"), sys::system_event_types::gpu_driver_unbind);
+  EXPECT_EQ(sys::system_event_type_bit("bind"), sys::system_event_types::gpu_driver_bind);
+  try {
+    (void)sys::system_event_type_bit("xid_critical_error");  // a device event, not a system one
+    ADD_FAILURE();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unbind, bind"), std::string::npos) << e.what();
+  }
+}
+
+TEST(SystemNames, FieldIdsAreCudaCoresNamesOfNvmlsNumbers) {
+  auto ids = sys::field_id_names();
+  ASSERT_EQ(ids.size(), 295u);
+  std::vector<std::string> names;
+  std::map<unsigned, std::vector<std::string>> by_id;
+  for (const auto& f : ids) {
+    names.emplace_back(f.name);
+    by_id[f.id].emplace_back(f.name);
+    EXPECT_GT(f.id, 0u) << f.name;
+  }
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "a name twice";
+  EXPECT_EQ(by_id.size(), 293u);  // two ids have two names
+  auto id_of = [&](std::string_view n) {
+    for (const auto& f : ids)
+      if (n == f.name) return f.id;
+    return 0u;
+  };
+  EXPECT_EQ(ids[0].id, 1u);
+  EXPECT_STREQ(ids[0].name, "DEV_ECC_CURRENT");
+  EXPECT_EQ(id_of("DEV_NVLINK_LINK_COUNT"), nvml::kFieldNvlinkLinkCount);
+  EXPECT_EQ(id_of("DEV_PERF_POLICY_POWER"), 74u);
+  EXPECT_EQ(by_id[74], (std::vector<std::string>{"DEV_PERF_POLICY_POWER", "DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP"}));
+  EXPECT_EQ(by_id[76], (std::vector<std::string>{"DEV_PERF_POLICY_SYNC_BOOST", "DEV_CLOCKS_EVENT_REASON_SYNC_BOOST"}));
+  EXPECT_EQ(id_of("DEV_PENDING_BANK_REMAPPING"), 307u);  // the newest ids are there too
 }
 
 // Runs on every machine: NVML is looked for under a name no machine has.

@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -225,6 +226,44 @@ TEST(SystemGpu, XidEventsRegisterAndTimeOut) {
   }
 }
 
+TEST(SystemGpu, ClockOffsetsAndPstateClocksOfTheCurrentPstate) {
+  CUCORE_REQUIRE_GPU();
+  sys::Device sd = cucore::Device(0).to_system_device();
+  auto p = sd.performance_state();
+  if (!p) GTEST_SKIP() << "this GPU reports no P-state";
+  for (auto type : {sys::ClockType::graphics, sys::ClockType::sm, sys::ClockType::memory}) {
+    sys::ClockInfo c = sd.get_clock(type);
+    if (auto mm = c.get_min_max_clock_of_pstate_mhz(*p)) {
+      EXPECT_LE(mm->first, mm->second);
+      EXPECT_GT(mm->second, 0u);
+      if (auto max = c.get_max_mhz()) {
+        EXPECT_LE(mm->second, *max + 1);
+      }
+    }
+    if (auto o = c.get_offsets(*p)) {  // NOT_SUPPORTED on many boards (an H200's memory clock)
+      EXPECT_LE(o->min_offset_mhz, o->clock_offset_mhz);
+      EXPECT_LE(o->clock_offset_mhz, o->max_offset_mhz);
+    }
+  }
+}
+
+TEST(SystemGpu, SystemEventsRegisterAndTimeOut) {
+  CUCORE_REQUIRE_GPU();
+  try {
+    sys::RegisteredSystemEvents ev = sys::register_events(sys::system_event_types::gpu_driver_unbind |
+                                                          sys::system_event_types::gpu_driver_bind);
+    auto t0 = std::chrono::steady_clock::now();
+    EXPECT_FALSE(ev.wait(300));  // no GPU is bound or unbound during the test
+    EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(250));
+  } catch (const cucore::NvmlError& e) {
+    // An older driver, or one without system events: the action is refused with NVML's code.
+    EXPECT_TRUE(e.code() == cucore::detail::nvml::ERROR_NOT_SUPPORTED ||
+                e.code() == cucore::detail::nvml::ERROR_FUNCTION_NOT_FOUND ||
+                e.code() == cucore::detail::nvml::ERROR_NO_PERMISSION)
+        << e.what();
+  }
+}
+
 // ---- the declared ABI against nvml.h ------------------------------------------------------
 
 #ifdef CUCORE_TEST_HAVE_NVML_H
@@ -384,6 +423,38 @@ TEST(SystemAbi, DeclaredTypesMatchNvmlH) {
   CUCORE_SAME_SIZE(GpuThermalSettings, nvmlGpuThermalSettings_t);
   CUCORE_SAME_FIELD(GpuThermalSettings, nvmlGpuThermalSettings_t, count);
   CUCORE_SAME_FIELD(GpuThermalSettings, nvmlGpuThermalSettings_t, sensor);
+  CUCORE_SAME_SIZE(ClockOffset_v1, nvmlClockOffset_v1_t);
+  CUCORE_SAME_FIELD(ClockOffset_v1, nvmlClockOffset_v1_t, version);
+  CUCORE_SAME_FIELD(ClockOffset_v1, nvmlClockOffset_v1_t, type);
+  CUCORE_SAME_FIELD(ClockOffset_v1, nvmlClockOffset_v1_t, pstate);
+  CUCORE_SAME_FIELD(ClockOffset_v1, nvmlClockOffset_v1_t, clockOffsetMHz);
+  CUCORE_SAME_FIELD(ClockOffset_v1, nvmlClockOffset_v1_t, minClockOffsetMHz);
+  CUCORE_SAME_FIELD(ClockOffset_v1, nvmlClockOffset_v1_t, maxClockOffsetMHz);
+  EXPECT_EQ(nvml::kClockOffset_v1, nvmlClockOffset_v1);
+  CUCORE_SAME_SIZE(SystemEventSetCreateRequest_v1, nvmlSystemEventSetCreateRequest_v1_t);
+  CUCORE_SAME_FIELD(SystemEventSetCreateRequest_v1, nvmlSystemEventSetCreateRequest_v1_t, version);
+  CUCORE_SAME_FIELD(SystemEventSetCreateRequest_v1, nvmlSystemEventSetCreateRequest_v1_t, set);
+  EXPECT_EQ(nvml::kSystemEventSetCreateRequest_v1, nvmlSystemEventSetCreateRequest_v1);
+  CUCORE_SAME_SIZE(SystemEventSetFreeRequest_v1, nvmlSystemEventSetFreeRequest_v1_t);
+  CUCORE_SAME_FIELD(SystemEventSetFreeRequest_v1, nvmlSystemEventSetFreeRequest_v1_t, version);
+  CUCORE_SAME_FIELD(SystemEventSetFreeRequest_v1, nvmlSystemEventSetFreeRequest_v1_t, set);
+  EXPECT_EQ(nvml::kSystemEventSetFreeRequest_v1, nvmlSystemEventSetFreeRequest_v1);
+  CUCORE_SAME_SIZE(SystemRegisterEventRequest_v1, nvmlSystemRegisterEventRequest_v1_t);
+  CUCORE_SAME_FIELD(SystemRegisterEventRequest_v1, nvmlSystemRegisterEventRequest_v1_t, version);
+  CUCORE_SAME_FIELD(SystemRegisterEventRequest_v1, nvmlSystemRegisterEventRequest_v1_t, eventTypes);
+  CUCORE_SAME_FIELD(SystemRegisterEventRequest_v1, nvmlSystemRegisterEventRequest_v1_t, set);
+  EXPECT_EQ(nvml::kSystemRegisterEventRequest_v1, nvmlSystemRegisterEventRequest_v1);
+  CUCORE_SAME_SIZE(SystemEventData_v1, nvmlSystemEventData_v1_t);
+  CUCORE_SAME_FIELD(SystemEventData_v1, nvmlSystemEventData_v1_t, eventType);
+  CUCORE_SAME_FIELD(SystemEventData_v1, nvmlSystemEventData_v1_t, gpuId);
+  CUCORE_SAME_SIZE(SystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1_t);
+  CUCORE_SAME_FIELD(SystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1_t, version);
+  CUCORE_SAME_FIELD(SystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1_t, timeoutms);
+  CUCORE_SAME_FIELD(SystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1_t, set);
+  CUCORE_SAME_FIELD(SystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1_t, data);
+  CUCORE_SAME_FIELD(SystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1_t, dataSize);
+  CUCORE_SAME_FIELD(SystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1_t, numEvent);
+  EXPECT_EQ(nvml::kSystemEventSetWaitRequest_v1, nvmlSystemEventSetWaitRequest_v1);
 #undef CUCORE_SAME_SIZE
 #undef CUCORE_SAME_FIELD
   EXPECT_EQ(nvml::kMaxGpuUtilizations, NVML_MAX_GPU_UTILIZATIONS);
@@ -531,6 +602,41 @@ TEST(SystemAbi, DeclaredTypesMatchNvmlH) {
             static_cast<std::uint64_t>(nvmlClocksThrottleReasonHwPowerBrakeSlowdown));
   EXPECT_EQ(sys::clocks_event_reasons::display_clock_setting,
             static_cast<std::uint64_t>(nvmlClocksThrottleReasonDisplayClockSetting));
+
+  EXPECT_EQ(sys::system_event_types::gpu_driver_unbind, static_cast<std::uint64_t>(nvmlSystemEventTypeGpuDriverUnbind));
+  EXPECT_EQ(sys::system_event_types::gpu_driver_bind, static_cast<std::uint64_t>(nvmlSystemEventTypeGpuDriverBind));
+  EXPECT_EQ(static_cast<int>(NVML_PSTATE_15), 15);  // ClockInfo passes P-states 0..15 as nvmlPstates_t
+
+  // Field ids: each row the value nvml.h gives its NVML_FI_ name. A row whose
+  // name this nvml.h lacks stringizes to the name itself; it must then be an
+  // id newer than this header (at least its NVML_FI_MAX).
+#define CUCORE_STR2(x) #x
+#define CUCORE_STR(x) CUCORE_STR2(x)
+  struct FieldRow {
+    unsigned id;
+    const char* name;
+    const char* header;  // the macro's expansion, or its own name when undefined
+  };
+  const FieldRow field_rows[] = {
+#define CUCORE_NVML_FIELD(id, name) {id, #name, CUCORE_STR(NVML_FI_##name)},
+#include "loader/nvml_fields.inc"
+#undef CUCORE_NVML_FIELD
+  };
+#undef CUCORE_STR
+#undef CUCORE_STR2
+  int in_header = 0;
+  for (const auto& row : field_rows) {
+    std::string expansion = row.header;
+    if (expansion == std::string("NVML_FI_") + row.name) {
+      EXPECT_GE(row.id, static_cast<unsigned>(NVML_FI_MAX)) << row.name << " is not in this nvml.h, yet older";
+      continue;
+    }
+    expansion.erase(std::remove(expansion.begin(), expansion.end(), '('), expansion.end());
+    EXPECT_EQ(std::strtoul(expansion.c_str(), nullptr, 0), row.id) << row.name << " is " << row.header;
+    ++in_header;
+  }
+  EXPECT_GT(in_header, 250) << "nvml.h names too few of cucore's field ids";
+  EXPECT_EQ(std::size(field_rows), sys::field_id_names().size());
 
   // Every entry point cucore calls: same arity, parameter kinds and sizes as nvml.h declares.
 #pragma GCC diagnostic push

@@ -530,7 +530,6 @@ KNOWN_LACKING_CLASSES = {
     "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode", "graph.ExecutableEventWaitNode",
     "graph.ExecutableGraphNode", "graph.ExecutableHostCallbackNode", "graph.ExecutableKernelNode",
     "graph.ExecutableMemcpyNode", "graph.ExecutableMemsetNode",
-    "system.ClockOffsets", "system.RegisteredSystemEvents", "system.SystemEvent", "system.SystemEvents",
 }
 KNOWN_LACKING_NAMES = {
     "Buffer.set_deallocation_stream", "ManagedBuffer.set_deallocation_stream",
@@ -538,8 +537,7 @@ KNOWN_LACKING_NAMES = {
     "ObjectCode.get_module",
     "graph.ChildGraphNode.update", "graph.EventRecordNode.update", "graph.EventWaitNode.update",
     "graph.HostCallbackNode.update", "graph.KernelNode.update", "graph.MemcpyNode.update", "graph.MemsetNode.update",
-    "system.BAR1MemoryInfo.reserved", "system.ClockInfo.get_min_max_clock_of_pstate_mhz",
-    "system.ClockInfo.get_offsets",
+    "system.BAR1MemoryInfo.reserved",
     "system.FanInfo.control_policy", "system.FanInfo.min_max_speed", "system.FanInfo.speed_rpm",
     "system.FanInfo.target_speed", "system.FanInfo.set_default_speed",
 }

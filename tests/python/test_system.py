@@ -467,6 +467,13 @@ def test_field_values_agree_with_the_single_queries(gpu):
     values = sd.get_field_values([NVML_FI_DEV_NVLINK_LINK_COUNT, (NVML_FI_DEV_PCIE_REPLAY_COUNTER, 0), 100000])
     assert len(values) == 3
     assert [v.field_id for v in values] == [NVML_FI_DEV_NVLINK_LINK_COUNT, NVML_FI_DEV_PCIE_REPLAY_COUNTER, 100000]
+    # Ids NVML names come back as FieldId members (cuda.core's FieldValue.field_id), others as ints.
+    assert values[0].field_id is st.FieldId.DEV_NVLINK_LINK_COUNT
+    assert values[1].field_id is st.FieldId.DEV_PCIE_REPLAY_COUNTER
+    assert type(values[2].field_id) is int
+    # FieldId members are accepted as the ints they are, alone or with a scope.
+    by_enum = sd.get_field_values([st.FieldId.DEV_NVLINK_LINK_COUNT, (st.FieldId.DEV_PCIE_REPLAY_COUNTER, 0)])
+    assert [v.field_id for v in by_enum] == [st.FieldId.DEV_NVLINK_LINK_COUNT, st.FieldId.DEV_PCIE_REPLAY_COUNTER]
     link_count = values[0]
     try:
         assert link_count.value == sd.get_nvlink_count()
@@ -586,3 +593,120 @@ def test_pstates_cooler_and_thermal_sensors(gpu):
                 assert abs(sensor.current_temp - gpu_temp) <= 5, (sensor.current_temp, gpu_temp)
     with pytest.raises(ValueError, match="thermal sensor index"):
         sd.temperature.get_thermal_settings("toaster")
+
+
+# ---- system events, clock offsets, field ids, exception names ----------------------------------
+# cuda.core.system's exception names (cuda.core 1.2.2's exceptions.__all__).
+CUDA_CORE_EXCEPTIONS = (
+    "AlreadyInitializedError ArgumentVersionMismatchError CorruptedInforomError DeprecatedError DriverNotLoadedError "
+    "FreqNotSupportedError FunctionNotFoundError GpuIsLostError GpuNotFoundError InUseError InsufficientPowerError "
+    "InsufficientResourcesError InsufficientSizeError InvalidArgumentError InvalidStateError IrqIssueError "
+    "LibRmVersionMismatchError LibraryNotFoundError MemoryError NoDataError NoPermissionError NotFoundError "
+    "NotReadyError NotSupportedError NvmlError OperatingSystemError ResetRequiredError ResetTypeNotSupportedError "
+    "TimeoutError UninitializedError UnknownError VgpuEccNotSupportedError"
+).split()
+
+
+def test_every_cuda_core_exception_class_is_there_under_its_name():
+    import builtins
+
+    from cucore.system import exceptions
+
+    assert sorted(exceptions.__all__) == sorted(CUDA_CORE_EXCEPTIONS)
+    for name in CUDA_CORE_EXCEPTIONS:
+        cls = getattr(system, name)
+        assert cls is getattr(exceptions, name) and name in system.__all__, name
+        assert issubclass(cls, system.NvmlError) or cls is system.NvmlError, name
+    # The two exported under a builtin's name are cuda.bindings' Nvml* classes,
+    # never the builtins (an NVML timeout is not an OSError).
+    assert system.TimeoutError.__name__ == "NvmlTimeoutError"
+    assert system.MemoryError.__name__ == "NvmlMemoryError"
+    assert system.TimeoutError is not builtins.TimeoutError and not issubclass(system.TimeoutError, OSError)
+    assert system.MemoryError is not builtins.MemoryError
+    assert system.NotSupportedError.__name__ == "NotSupportedError"
+
+
+def test_system_events_clock_offsets_and_field_ids_are_declared_as_cuda_core():
+    assert "register_events" in system.__all__ and callable(system.register_events)
+    for cls in ("RegisteredSystemEvents", "SystemEvent", "SystemEvents", "ClockOffsets"):
+        assert isinstance(getattr(system, cls), type), cls
+    assert callable(system.RegisteredSystemEvents.wait)
+    for prop in ("event_type", "gpu_id", "device"):
+        assert isinstance(getattr(system.SystemEvent, prop), property), prop
+    for prop in ("clock_offset_mhz", "max_offset_mhz", "min_offset_mhz"):
+        assert isinstance(getattr(system.ClockOffsets, prop), property), prop
+    for method in ("get_offsets", "get_min_max_clock_of_pstate_mhz"):
+        assert callable(getattr(system.ClockInfo, method)), method
+    for name in ("FieldId", "SystemEventType", "FanControlPolicy"):
+        assert name in st.__all__, name
+    assert [e.value for e in st.SystemEventType] == ["unbind", "bind"]
+    assert [e.value for e in st.FanControlPolicy] == ["temperature_controlled", "manual"]
+
+
+def test_field_id_is_nvmls_numbers_by_cuda_cores_names():
+    import enum
+
+    F = st.FieldId
+    assert issubclass(F, enum.IntEnum)
+    assert len(F) == 293 and len(F.__members__) == 295  # two ids have a second name
+    assert F.DEV_ECC_CURRENT == 1 and F(1) is F.DEV_ECC_CURRENT
+    assert F(91) is F.DEV_NVLINK_LINK_COUNT
+    assert F.DEV_CLOCKS_EVENT_REASON_SW_POWER_CAP is F.DEV_PERF_POLICY_POWER  # nvml.h's alias
+    assert F(74).name == "DEV_PERF_POLICY_POWER"
+    assert F.DEV_PENDING_BANK_REMAPPING == 307  # the newest ids too
+    assert isinstance(F.DEV_ECC_CURRENT, int)
+    with pytest.raises(ValueError):
+        F(100000)
+    assert F.__module__ == "cucore.system.typing"
+
+
+def test_system_register_events_checks_its_argument_before_nvml():
+    with pytest.raises(TypeError, match="SystemEventType"):
+        system.register_events(1)
+    with pytest.raises(ValueError, match="unbind, bind"):
+        system.register_events(["xid_critical_error"])  # a device event, not a system one
+    with pytest.raises(ValueError, match="unbind, bind"):
+        system.register_events("unbound")
+    if not HAS_NVML:
+        with pytest.raises(system.LibraryNotFoundError, match="libnvidia-ml.so.1"):
+            system.register_events([st.SystemEventType.UNBIND, "bind"])
+
+
+def test_system_events_register_and_time_out(gpu):
+    try:
+        events = system.register_events([st.SystemEventType.UNBIND, "bind"])
+    except (system.NotSupportedError, system.NoPermissionError, system.FunctionNotFoundError) as e:
+        pytest.skip(f"this driver records no system events for this process: {e}")
+    assert isinstance(events, system.RegisteredSystemEvents)
+    t0 = time.monotonic()
+    with pytest.raises(system.TimeoutError):  # no GPU is bound or unbound during the test
+        events.wait(timeout_ms=300, buffer_size=4)
+    assert time.monotonic() - t0 >= 0.25
+    with pytest.raises(ValueError, match="buffer_size"):
+        events.wait(timeout_ms=1, buffer_size=0)
+    events2 = system.register_events(st.SystemEventType.BIND)
+    del events, events2  # each frees its own set, once
+
+
+def test_clock_offsets_and_pstate_clocks(gpu):
+    sd = cucore.Device(0).to_system_device()
+    p = sd.performance_state
+    if p is None:
+        pytest.skip("this GPU reports no P-state")
+    for clock_type in (st.ClockType.GRAPHICS, st.ClockType.SM, st.ClockType.MEMORY):
+        c = sd.get_clock(clock_type)
+        mm = c.get_min_max_clock_of_pstate_mhz(p)
+        if mm is not None:
+            lo, hi = mm
+            assert type(lo) is int and 0 < hi and lo <= hi
+        o = c.get_offsets(p)
+        if o is not None:  # NOT_SUPPORTED on many boards
+            assert isinstance(o, system.ClockOffsets)
+            assert o.min_offset_mhz <= o.clock_offset_mhz <= o.max_offset_mhz
+        for bad in (-1, 16, 2**70):
+            with pytest.raises(ValueError, match="Invalid P-state"):
+                c.get_offsets(bad)
+            with pytest.raises(ValueError, match="Invalid P-state"):
+                c.get_min_max_clock_of_pstate_mhz(bad)
+        with pytest.raises(TypeError, match="pstate"):
+            c.get_offsets("0")

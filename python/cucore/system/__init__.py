@@ -39,6 +39,10 @@ FanInfo = _s.FanInfo
 MigInfo = _s.MigInfo
 DeviceEvents = _s.DeviceEvents
 EventData = _s.EventData
+RegisteredSystemEvents = _s.RegisteredSystemEvents
+SystemEvent = _s.SystemEvent
+SystemEvents = _s.SystemEvents
+ClockOffsets = _s.ClockOffsets
 FieldValue = _s.FieldValue
 FieldValues = _s.FieldValues
 DeviceAttributes = _s.DeviceAttributes
@@ -58,6 +62,7 @@ get_driver_branch = _s.get_driver_branch
 get_process_name = _s.get_process_name
 get_topology_common_ancestor = _s.get_topology_common_ancestor
 get_p2p_status = _s.get_p2p_status
+register_events = _s.register_events
 
 __all__ = [
     "CUDA_BINDINGS_NVML_IS_COMPATIBLE",
@@ -72,4 +77,5 @@ __all__ = [
     "get_process_name",
     "get_topology_common_ancestor",
     "get_user_mode_driver_version",
+    "register_events",
 ] + list(_exceptions_all)

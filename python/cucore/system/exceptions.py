@@ -8,8 +8,13 @@ NotSupportedError; NotSupportedError remains for actions (register_events).
 
 The classes are made from libcucore's one table of return codes
 (src/loader/nvml_returns.inc: code, class name, docstring), so a code added
-there is a class here.
+there is a class here. A class exported under a builtin's name (TimeoutError,
+MemoryError) is named NvmlTimeoutError / NvmlMemoryError, as cuda.bindings
+names the classes cuda.core.system exports, so that a traceback never reads
+as the builtin.
 """
+import builtins
+
 from cucore import _core
 from cucore._core import Error as _Error
 from cucore._core._system import _nvml_returns
@@ -22,8 +27,9 @@ class NvmlError(_Error):
 _BY_CODE = {}
 for _code, _name, _extra_base, _doc in _nvml_returns():
     _bases = (NvmlError, getattr(_core, _extra_base)) if _extra_base else (NvmlError,)
-    _BY_CODE[_code] = globals()[_name] = type(_name, _bases, {"__doc__": _doc, "__module__": __name__})
-del _code, _name, _extra_base, _doc, _bases
+    _cls_name = "Nvml" + _name if hasattr(builtins, _name) else _name
+    _BY_CODE[_code] = globals()[_name] = type(_cls_name, _bases, {"__doc__": _doc, "__module__": __name__})
+del _code, _name, _extra_base, _doc, _bases, _cls_name
 
 
 def _exception_for_code(code: int) -> type:
@@ -31,4 +37,4 @@ def _exception_for_code(code: int) -> type:
     return _BY_CODE.get(code, NvmlError)
 
 
-__all__ = ["NvmlError"] + [cls.__name__ for cls in _BY_CODE.values()]
+__all__ = ["NvmlError"] + [name for _code, name, _base, _doc in _nvml_returns()]

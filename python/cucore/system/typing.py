@@ -3,9 +3,13 @@
 String enumerations (ClockType, EventType, ...) accept their member or its
 string value wherever an argument takes them: get_clock("sm") equals
 get_clock(ClockType.SM). DeviceArch is an IntEnum of NVML's architecture
-numbers, ordered (Kepler < ... < Blackwell).
+numbers, ordered (Kepler < ... < Blackwell). FieldId is an IntEnum of NVML's
+field ids (NVML_FI_DEV_ECC_CURRENT is FieldId.DEV_ECC_CURRENT, 1), made from
+libcucore's one table of them (src/loader/nvml_fields.inc).
 """
 import enum
+
+from cucore._core._system import _field_ids
 
 try:
     from enum import StrEnum as _StrEnum
@@ -27,11 +31,14 @@ __all__ = [
     "DeviceArch",
     "EccCounterType",
     "EventType",
+    "FanControlPolicy",
+    "FieldId",
     "GpuP2PCapsIndex",
     "GpuP2PStatus",
     "GpuTopologyLevel",
     "InforomObject",
     "MemoryErrorType",
+    "SystemEventType",
     "TemperatureThresholds",
     "ThermalController",
     "ThermalTarget",
@@ -131,6 +138,13 @@ class EventType(_StrEnum):
     GPU_RECOVERY_ACTION = "gpu_recovery_action"
 
 
+class FanControlPolicy(_StrEnum):
+    """How a fan is controlled: by the driver from temperature, or set by hand."""
+
+    TEMPERATURE_CONTROLLED = "temperature_controlled"
+    MANUAL = "manual"
+
+
 class GpuP2PCapsIndex(_StrEnum):
     """The peer-to-peer capability asked about by get_p2p_status."""
 
@@ -164,6 +178,13 @@ class GpuTopologyLevel(_StrEnum):
     HOSTBRIDGE = "hostbridge"
     NODE = "node"
     SYSTEM = "system"
+
+
+class SystemEventType(_StrEnum):
+    """System events cucore.system.register_events records: a GPU unbound from, or bound to, the driver."""
+
+    UNBIND = "unbind"
+    BIND = "bind"
 
 
 class TemperatureThresholds(_StrEnum):
@@ -243,3 +264,11 @@ class DeviceArch(enum.IntEnum):
     HOPPER = 9
     BLACKWELL = 10
     UNKNOWN = 0xFFFFFFFF
+
+
+# NVML's field ids, for Device.get_field_values / clear_field_values (which
+# take them, or any int) and FieldValue.field_id. Two names of one id are
+# aliases, the first the member's name.
+FieldId = enum.IntEnum("FieldId", _field_ids(), module=__name__)
+FieldId.__doc__ = "NVML's field ids (NVML_FI_*), for Device.get_field_values."
+del _field_ids
