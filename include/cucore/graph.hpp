@@ -9,7 +9,9 @@
 //                  allocate/deallocate, event record/wait, host callback, empty,
 //                  child graph, join, conditionals); instantiate() -> Graph.
 //   Graph          the executable graph: launch(stream), upload(stream),
-//                  update(source) of the same topology, close().
+//                  update(source) of the same topology, close(); graph[node]
+//                  views a definition node in it (ExecutableGraphNode), whose
+//                  parameters can be replaced without instantiating again.
 //   GraphMemoryResource  allocations made inside a graph under capture.
 //
 //   auto gb = stream.create_graph_builder().begin_building();
@@ -65,6 +67,7 @@ struct BuilderState;
 
 namespace graph {
 
+class ExecutableGraphNode;
 class Graph;
 class GraphBuilder;
 class GraphDefinition;
@@ -136,6 +139,14 @@ class Graph {
   // first node that differs and why.
   void update(const GraphBuilder& source);
   void update(const GraphDefinition& source);
+
+  // A view of `node`, a node of the definition this graph was made from, in
+  // this executable graph (cuda.core 1.2's graph[node]): its updates change
+  // what this graph's future launches do. Kernel, memcpy, memset, child graph,
+  // event record/wait and host callback nodes; std::invalid_argument for
+  // another kind, ClosedError for a destroyed node or a closed graph. The
+  // driver checks the node belongs to this graph when an update is made.
+  ExecutableGraphNode operator[](const GraphNode& node) const;
 
   // Releases this share (idempotent); the executable graph is destroyed once
   // none is left (launches in flight complete first).
@@ -372,6 +383,63 @@ class GraphNode : public detail::NodeMaker {
   const detail::NodeInfo* info(CUgraphNodeType expected, const char* what) const;
 };
 
+// A node of an executable graph: the definition node it was instantiated from,
+// viewed in that graph (Graph::operator[]). Its updates replace the node's
+// parameters for the executable graph's future launches without instantiating
+// it again (CUDA 12.2+, cuGraphExecNodeSetParams); launches in flight, the
+// definition and other executable graphs keep what they had. Each update takes
+// the node's complete parameters. What they use (kernels, arguments' owners,
+// operands' owners, events, callbacks, child graphs) is kept until the
+// executable graph and its launches are done; a replaced one stays kept until
+// then too, or until a whole-graph update (CUDA cannot tell which launch still
+// reads it). A refused update (cucore's checks or the driver's, e.g. a node
+// of another graph: CudaError) changes nothing and keeps nothing new. The view
+// keeps the executable graph and the definition node alive.
+class ExecutableGraphNode {
+ public:
+  ExecutableGraphNode() noexcept = default;  // views nothing
+
+  const GraphNode& node() const noexcept { return node_; }  // the definition node
+  CUgraphExec graph_handle() const noexcept;
+  CUgraphNodeType type() const;  // the definition node's kind
+
+  // Kernel, memcpy and memset nodes only (cuGraphNodeSetEnabled): a disabled
+  // node does nothing when the graph runs.
+  bool is_enabled() const;
+  void enable() const { set_enabled(true); }
+  void disable() const { set_enabled(false); }
+  void set_enabled(bool enabled) const;
+
+  // A new launch: arguments packed and checked as launch() does; no cluster
+  // or cooperative configuration. `keep` is kept with the parameters.
+  template <typename... Args>
+    requires(!::cucore::detail::is_erased_pack_v<Args...>)
+  void update_kernel(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const;
+  void update_packed_kernel(const LaunchConfig& config, const Kernel& kernel, void** args,
+                            const ::cucore::detail::ArgDesc* descs, std::size_t count,
+                            std::shared_ptr<const void> keep = {}) const;
+  // In the current context, which must be the node's (the driver refuses another).
+  void update_memset(const MemsetNodeParams& params, std::shared_ptr<const void> keep = {}) const;
+  void update_memcpy(const MemcpyNodeParams& params, std::shared_ptr<const void> keep = {}) const;
+  // The node runs a copy of `child` (of the same shape as its graph).
+  void update_child(const GraphDefinition& child) const;
+  void update_event(const Event& event) const;  // event record and wait nodes
+  void update_callback(std::function<void()> fn) const;
+  void update_callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner = {}) const;
+
+  // Internal (Graph::operator[]).
+  ExecutableGraphNode(std::shared_ptr<const ::cucore::detail::GraphExecBox> exec, GraphNode node) noexcept
+      : exec_(std::move(exec)), node_(std::move(node)) {}
+
+ private:
+  void expect(std::initializer_list<CUgraphNodeType> kinds, const char* what) const;
+  // One cuGraphExecNodeSetParams; `keep` joins the executable graph's Owners
+  // first and leaves them again when the driver refuses.
+  void set_params(CUgraphNodeParams& params, std::vector<std::shared_ptr<const void>> keep, const char* what) const;
+  std::shared_ptr<const ::cucore::detail::GraphExecBox> exec_;
+  GraphNode node_;
+};
+
 // ---- stream capture ---------------------------------------------------------------
 
 class GraphBuilder {
@@ -483,6 +551,20 @@ GraphNode detail::NodeMaker::launch(const LaunchConfig& config, const Kernel& ke
 template <typename... Args>
   requires(!::cucore::detail::is_erased_pack_v<Args...>)
 void GraphNode::update_kernel(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const {
+  (::cucore::detail::check_argument_type<Args>(), ...);
+  constexpr std::size_t n = sizeof...(Args);
+  static constexpr ::cucore::detail::ArgDesc descs[n ? n : 1] = {
+      ::cucore::detail::arg_desc<std::remove_cvref_t<Args>>()...};
+  [&]<std::size_t... I>(std::index_sequence<I...>) {
+    [[maybe_unused]] CUdeviceptr slots[n ? n : 1];
+    void* pointers[n ? n : 1] = {::cucore::detail::arg_address(kernel, I, args, slots[I])...};
+    update_packed_kernel(config, kernel, pointers, descs, n);
+  }(std::index_sequence_for<Args...>{});
+}
+
+template <typename... Args>
+  requires(!::cucore::detail::is_erased_pack_v<Args...>)
+void ExecutableGraphNode::update_kernel(const LaunchConfig& config, const Kernel& kernel, Args&&... args) const {
   (::cucore::detail::check_argument_type<Args>(), ...);
   constexpr std::size_t n = sizeof...(Args);
   static constexpr ::cucore::detail::ArgDesc descs[n ? n : 1] = {

@@ -1,6 +1,7 @@
 // cucore._core._graph: cuda.core.graph's classes over cucore::graph
-// (GraphBuilder, Graph, GraphDefinition, GraphNode and its kinds,
-// GraphCondition, GraphMemoryResource). The options dataclasses and the
+// (GraphBuilder, Graph, GraphDefinition, GraphNode and its kinds, the
+// executable-graph node views graph[node] gives, GraphCondition,
+// GraphMemoryResource). The options dataclasses and the
 // pred/succ set proxies are Python (cucore/graph/__init__.py).
 //
 // Lifetimes: every Python object a graph uses that owns memory (a Buffer, a
@@ -22,6 +23,7 @@
 namespace cucore::python {
 namespace {
 
+using cucore::graph::ExecutableGraphNode;
 using cucore::graph::Graph;
 using cucore::graph::GraphBuilder;
 using cucore::graph::GraphCondition;
@@ -56,6 +58,20 @@ CUCORE_CONDITIONAL_KIND(WhileNode)
 CUCORE_CONDITIONAL_KIND(SwitchNode)
 #undef CUCORE_CONDITIONAL_KIND
 
+// ---- executable-node views (graph[node]): a Python class per kind over the same C++ view --
+#define CUCORE_EXECUTABLE_KIND(Name) \
+  struct Name : ExecutableGraphNode { \
+    Name(const ExecutableGraphNode& v) : ExecutableGraphNode(v) {} \
+  };
+CUCORE_EXECUTABLE_KIND(ExecutableKernelNode)
+CUCORE_EXECUTABLE_KIND(ExecutableMemsetNode)
+CUCORE_EXECUTABLE_KIND(ExecutableMemcpyNode)
+CUCORE_EXECUTABLE_KIND(ExecutableChildGraphNode)
+CUCORE_EXECUTABLE_KIND(ExecutableEventRecordNode)
+CUCORE_EXECUTABLE_KIND(ExecutableEventWaitNode)
+CUCORE_EXECUTABLE_KIND(ExecutableHostCallbackNode)
+#undef CUCORE_EXECUTABLE_KIND
+
 // ---- GraphNode.type: a CUgraphNodeType member, as cuda.core gives it --------------------
 // cuda.bindings.driver.CUgraphNodeType where cuda.bindings imports (cuda.core's
 // own), else cucore.graph.CUgraphNodeType, the same names and values; a type
@@ -83,6 +99,16 @@ nb::object node_type_object(CUgraphNodeType t) {
   for (const auto& [name, value] : kNodeTypes)
     if (value == t) return nb::cast(t);
   return v;
+}
+
+// ConditionalNode.cond_type: cucore.typing.GraphConditionalType's member, as
+// cuda.core returns cuda.core.typing's (a StrEnum: equal to "if", ...).
+nb::object conditional_type_object(cucore::graph::GraphConditionalType t) {
+  static PyObject* cls = [] {
+    nb::object c = nb::module_::import_("cucore.typing").attr("GraphConditionalType");
+    return c.release().ptr();  // kept for the process
+  }();
+  return nb::handle(cls)(cucore::graph::to_string(t));
 }
 
 // A new Python object of the node's kind.
@@ -474,6 +500,95 @@ std::string node_repr(nb::handle self) {
   return "<" + name + " handle=" + hex(as_int(n.handle())) + (n.handle() ? node_details(self, n) : "") + ">";
 }
 
+// ---- executable-node views ----------------------------------------------------------------
+std::string type_name_of(nb::handle o) {
+  return nb::cast<std::string>(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o.ptr()))).attr("__name__"));
+}
+
+[[noreturn]] void raise_runtime_error(const char* msg) {
+  PyErr_SetString(PyExc_RuntimeError, msg);
+  throw nb::python_error();
+}
+
+// The view, while its definition node is there (cuda.core's RuntimeError once destroyed).
+const ExecutableGraphNode& live_view(const ExecutableGraphNode& v) {
+  if (!v.node().is_valid()) raise_runtime_error("GraphNode has been destroyed");
+  return v;
+}
+
+// graph[node], checked as cuda.core checks it: a GraphNode (TypeError), not
+// destroyed (RuntimeError), of a kind with executable updates (TypeError),
+// the graph open (ValueError); the view's class is the node's kind's.
+nb::object executable_view(const Graph& g, nb::handle node) {
+  if (!nb::isinstance<GraphNode>(node))
+    raise_type_error("Argument 'node' has incorrect type (expected GraphNode, got " + type_name_of(node) + ")");
+  const auto& n = nb::cast<const GraphNode&>(node);
+  if (!n.is_valid()) raise_runtime_error("GraphNode has been destroyed");
+  const CUgraphNodeType t = n.type();
+  switch (t) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+    case CU_GRAPH_NODE_TYPE_HOST: break;
+    default: raise_type_error(type_name_of(node) + " does not support executable updates");
+  }
+  if (g.is_closed()) raise_value_error("executable graph has been closed");
+  const ExecutableGraphNode v = g[n];
+  switch (t) {
+    case CU_GRAPH_NODE_TYPE_KERNEL: return nb::cast(ExecutableKernelNode(v));
+    case CU_GRAPH_NODE_TYPE_MEMSET: return nb::cast(ExecutableMemsetNode(v));
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return nb::cast(ExecutableMemcpyNode(v));
+    case CU_GRAPH_NODE_TYPE_GRAPH: return nb::cast(ExecutableChildGraphNode(v));
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return nb::cast(ExecutableEventRecordNode(v));
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return nb::cast(ExecutableEventWaitNode(v));
+    default: return nb::cast(ExecutableHostCallbackNode(v));
+  }
+}
+
+std::string view_repr(nb::handle self) {
+  const auto& v = nb::cast<const ExecutableGraphNode&>(self);
+  return "<" + type_name_of(self) + " graph=" + hex(as_int(v.graph_handle())) + " node=" + hex(as_int(v.node().handle())) +
+         ">";
+}
+
+// An executable update's operand: a Buffer (its device pointer; the executable
+// graph keeps the Buffer through `owner`) or an int address (the caller's).
+CUdeviceptr view_operand(nb::handle obj, const char* name, std::shared_ptr<const void>& owner) {
+  if (Py_TYPE(obj.ptr()) == g_types.buffer) {
+    const auto& b = *nb::inst_ptr<cucore::Buffer>(obj);
+    if (b.is_closed()) throw cucore::ClosedError("Buffer", name);
+    owner = py_owner(obj);
+    return b.handle();
+  }
+  return static_cast<CUdeviceptr>(pointer_arg(obj, name));
+}
+
+// graph[node] makes views; cuda.core's error for any other way (nanobind's
+// subclasses do not inherit the base's __init__: each class gets it).
+template <typename T, typename... Base>
+nb::class_<T, Base...> view_class(nb::module_& m, const char* name, const char* doc) {
+  auto c = [&] {
+    if constexpr (sizeof...(Base) == 0) return nb::class_<T>(m, name, doc, nb::is_weak_referenceable());
+    else return nb::class_<T, Base...>(m, name, doc);  // weak references: the base's
+  }();
+  c.def("__init__", [](T*, nb::args, nb::kwargs) {
+    raise_runtime_error("directly constructing an executable graph node is not supported");
+  });
+  return c;
+}
+
+template <typename T>
+void bind_enabling(nb::class_<T, ExecutableGraphNode>& c) {
+  c.def_prop_ro("is_enabled", [](const T& v) { return live_view(v).is_enabled(); },
+                "Whether this node is enabled in the executable graph.")
+      .def("enable", [](const T& v) { live_view(v).enable(); }, "Enable this node in the executable graph.")
+      .def("disable", [](const T& v) { live_view(v).disable(); },
+           "Disable this node in the executable graph: its launches do nothing there.");
+}
+
 // GraphMemoryResource.attributes: a view that reads the driver each time.
 struct GraphMemoryAttributes {
   GraphMemoryResource mr;
@@ -531,12 +646,98 @@ void bind_graph(nb::module_& parent) {
         else if (nb::isinstance<GraphDefinition>(source)) g.update(nb::cast<const GraphDefinition&>(source));
         else raise_type_error("Graph.update: source must be a GraphBuilder or a GraphDefinition");
       }, nb::arg("source"))
+      .def("__getitem__", &executable_view, nb::arg("node"),
+           "A view of `node` (a node of the definition this graph was made from) in this executable graph, "
+           "whose update() changes this graph's future launches without instantiating it again.")
       .def("__repr__", [](const Graph& g) {
         char buf[64];
         std::snprintf(buf, sizeof buf, "<Graph handle=0x%llx%s>", (unsigned long long)as_int(g.handle()),
                       g.is_closed() ? " closed" : "");
         return std::string(buf);
       });
+
+  // ---- graph[node]: executable-node views, one class per kind (cuda.core 1.2's) ----
+  view_class<ExecutableGraphNode>(m, "ExecutableGraphNode",
+      "A view pairing an executable graph with a node of its definition; made by graph[node]. The driver "
+      "checks the node is one of the graph's when an update is made. The view keeps both alive.")
+      .def("__repr__", &view_repr);
+  auto ekernel = view_class<ExecutableKernelNode, ExecutableGraphNode>(m, "ExecutableKernelNode",
+      "An executable kernel-node view.")
+      .def("update", [](const ExecutableKernelNode& v, nb::handle config, nb::handle kernel, nb::handle args) {
+        live_view(v);
+        if (!nb::isinstance<cucore::LaunchConfig>(config))
+          raise_type_error("update: config must be a LaunchConfig, got " + type_name_of(config));
+        if (!nb::isinstance<cucore::Kernel>(kernel))
+          raise_type_error("update: kernel must be a Kernel, got " + type_name_of(kernel));
+        const auto& cfg = nb::cast<const cucore::LaunchConfig&>(config);
+        if (cfg.cluster.is_set() || cfg.is_cooperative) {
+          PyErr_SetString(PyExc_NotImplementedError, "updating clustered or cooperative kernel nodes is not supported");
+          throw nb::python_error();
+        }
+        const auto& k = nb::cast<const cucore::Kernel&>(kernel);
+        nb::object items = nb::steal(PySequence_Tuple(args.ptr()));
+        if (!items.is_valid()) throw nb::python_error();
+        const std::size_t count = static_cast<std::size_t>(PyTuple_GET_SIZE(items.ptr()));
+        PyObject* const* a = count ? &PyTuple_GET_ITEM(items.ptr(), 0) : nullptr;
+        PackedArgs packed;
+        pack_kernel_args(k, a, count, packed);
+        v.update_packed_kernel(cfg, k, packed.pointers, packed.descs, count, argument_owners(a, count));
+      }, nb::kw_only(), nb::arg("config"), nb::arg("kernel"), nb::arg("args"),
+         "Replaces the whole launch (args: every argument, () for none) for this graph's future launches; "
+         "no cluster or cooperative launch.");
+  bind_enabling(ekernel);
+  auto ememset = view_class<ExecutableMemsetNode, ExecutableGraphNode>(m, "ExecutableMemsetNode",
+      "An executable memset-node view.")
+      .def("update", [](const ExecutableMemsetNode& v, nb::handle dst, nb::handle value, nb::handle width,
+                        nb::handle height, nb::handle pitch) {
+        live_view(v);
+        std::shared_ptr<const void> owner;
+        const CUdeviceptr p = view_operand(dst, "dst", owner);
+        auto [bits, size] = fill_value(value);
+        v.update_memset({.dptr = p, .value = bits, .element_size = size, .width = size_kw(width, "width"),
+                         .height = size_kw(height, "height"), .pitch = size_kw(pitch, "pitch")},
+                        std::move(owner));
+      }, nb::kw_only(), nb::arg("dst"), nb::arg("value"), nb::arg("width"), nb::arg("height") = 1,
+         nb::arg("pitch") = 0,
+         "Replaces every memset parameter for this graph's future launches (in the current context, the node's).");
+  bind_enabling(ememset);
+  auto ememcpy = view_class<ExecutableMemcpyNode, ExecutableGraphNode>(m, "ExecutableMemcpyNode",
+      "An executable memcpy-node view.")
+      .def("update", [](const ExecutableMemcpyNode& v, nb::handle dst, nb::handle src, nb::handle size) {
+        live_view(v);
+        std::shared_ptr<const void> dst_owner, src_owner;
+        const CUdeviceptr d = view_operand(dst, "dst", dst_owner);
+        const CUdeviceptr s = view_operand(src, "src", src_owner);
+        std::shared_ptr<const void> owners = dst_owner && src_owner
+            ? std::make_shared<const std::pair<std::shared_ptr<const void>, std::shared_ptr<const void>>>(dst_owner,
+                                                                                                          src_owner)
+            : dst_owner ? dst_owner : src_owner;
+        v.update_memcpy({.dst = d, .src = s, .size = size_kw(size, "size")}, std::move(owners));
+      }, nb::kw_only(), nb::arg("dst"), nb::arg("src"), nb::arg("size"),
+         "Replaces every one-dimensional memcpy parameter for this graph's future launches (in the current "
+         "context, the node's).");
+  bind_enabling(ememcpy);
+  view_class<ExecutableChildGraphNode, ExecutableGraphNode>(m, "ExecutableChildGraphNode",
+      "An executable child-graph-node view.")
+      .def("update", [](const ExecutableChildGraphNode& v, const GraphDefinition& child) {
+        live_view(v).update_child(child);
+      }, nb::arg("child"), "The node runs a copy of child (of its graph's shape) in this graph's future launches.");
+  view_class<ExecutableEventRecordNode, ExecutableGraphNode>(m, "ExecutableEventRecordNode",
+      "An executable event-record-node view.")
+      .def("update", [](const ExecutableEventRecordNode& v, const cucore::Event& e) { live_view(v).update_event(e); },
+           nb::arg("event"), "Replaces the event recorded by this graph's future launches.");
+  view_class<ExecutableEventWaitNode, ExecutableGraphNode>(m, "ExecutableEventWaitNode",
+      "An executable event-wait-node view.")
+      .def("update", [](const ExecutableEventWaitNode& v, const cucore::Event& e) { live_view(v).update_event(e); },
+           nb::arg("event"), "Replaces the event waited on by this graph's future launches.");
+  view_class<ExecutableHostCallbackNode, ExecutableGraphNode>(m, "ExecutableHostCallbackNode",
+      "An executable host-callback-node view.")
+      .def("update", [](const ExecutableHostCallbackNode& v, nb::handle fn, nb::handle user_data) {
+        live_view(v);
+        HostCall c = host_call(fn, user_data);
+        v.update_callback(c.fn, c.data, std::move(c.owner));
+      }, nb::arg("fn"), nb::kw_only(), nb::arg("user_data") = nb::none(),
+         "Replaces the callback (as callback() takes it) for this graph's future launches; it must not call CUDA.");
 
   nb::class_<cucore::graph::detail::NodeMaker>(m, "_NodeBuilder", nb::is_weak_referenceable());
 
@@ -730,9 +931,8 @@ void bind_graph(nb::module_& parent) {
          "Replaces the callback (as callback() takes it) for graphs instantiated from now on.");
   auto cn = nb::class_<ConditionalNode, GraphNode>(m, "ConditionalNode", "Base of the conditional nodes.")
       .def_prop_ro("condition", [](const ConditionalNode& n) { return n.condition(); })
-      .def_prop_ro("cond_type", [](const ConditionalNode& n) {
-        return std::string(cucore::graph::to_string(n.conditional_type()));
-      })
+      .def_prop_ro("cond_type", [](const ConditionalNode& n) { return conditional_type_object(n.conditional_type()); },
+                   "The conditional's kind: a cucore.typing.GraphConditionalType member (IF, WHILE, SWITCH).")
       .def_prop_ro("branches", [](const ConditionalNode& n) {
         nb::list l;
         for (auto& b : n.branches()) l.append(nb::cast(b));

@@ -135,6 +135,7 @@ Graph instantiate(const GraphHandle& box, const GraphCompleteOptions& options) {
   }
   box->attach();  // the executable graph takes the graph's references
   work_context();
+  cucore::detail::ExecOwnersStage stage(box->graph);  // and the list of its own nodes' updates
   auto exec = std::make_shared<cucore::detail::GraphExecBox>();
   CUgraphExec e = nullptr;
   if (CUresult r = d.cuGraphInstantiateWithParams(&e, box->graph, &p); r != CUDA_SUCCESS) {
@@ -147,6 +148,7 @@ Graph instantiate(const GraphHandle& box, const GraphCompleteOptions& options) {
     throw CudaError(r, what);
   }
   exec->exec = e;
+  exec->owners = stage.owners();
   if (box->root) exec->keep = box;  // a view's Owners live on its root
   return Graph(std::move(exec));
 }
@@ -157,8 +159,16 @@ void update(const cucore::detail::GraphExecBox& exec, const GraphHandle& source)
   CUgraphExecUpdateResultInfo info;
   std::memset(&info, 0, sizeof info);
   work_context();
+  // The update replaces the executable graph's references with the source's,
+  // its node updates' list with them: a new list goes in with the source.
+  cucore::detail::ExecOwnersStage stage(source->graph);
+  std::unique_lock lock(exec.mutex);
   CUresult r = d.cuGraphExecUpdate(exec.exec, source->graph, &info);
-  if (r == CUDA_SUCCESS) return;
+  if (r == CUDA_SUCCESS) {
+    if (stage.owners()) exec.owners = stage.owners();  // the old list goes once its launches are done
+    return;
+  }
+  lock.unlock();
   std::string what = "Graph.update";
   if (r == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
     what += std::string(": ") + update_reason(info.result);

@@ -228,6 +228,8 @@ std::span<const CUgraphNode> deps_of(const CUgraphNode& node) {
   return node ? std::span<const CUgraphNode>(&node, 1) : std::span<const CUgraphNode>();
 }
 
+}  // namespace
+
 CUgraphNodeParams blank(CUgraphNodeType type) {
   CUgraphNodeParams p;
   std::memset(&p, 0, sizeof p);
@@ -235,9 +237,6 @@ CUgraphNodeParams blank(CUgraphNodeType type) {
   return p;
 }
 
-// A kernel node's launch shape from `config`, which is checked first (`op`
-// names the call in the error): graph kernel nodes have no cluster or
-// cooperative form. The node's creation and its updates share it.
 void set_kernel_shape(decltype(CUgraphNodeParams::kernel)& k, const LaunchConfig& config, const char* op) {
   if (config.cluster.is_set() || config.is_cooperative)
     throw std::invalid_argument(std::string(op) + ": graph kernel nodes take no cluster or cooperative configuration");
@@ -252,7 +251,6 @@ void set_kernel_shape(decltype(CUgraphNodeParams::kernel)& k, const LaunchConfig
   k.blockDimZ = c.blockDimZ;
   k.sharedMemBytes = c.sharedMemBytes;
 }
-}  // namespace
 
 GraphNode NodeMaker::empty() const {
   open_graph("empty");

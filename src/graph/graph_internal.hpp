@@ -32,6 +32,14 @@ struct NodeInfo {
 // primary context, made current (the runtime API's convention).
 CUcontext work_context();
 
+// Parameters of `type`, every other field zero.
+CUgraphNodeParams blank(CUgraphNodeType type);
+// A kernel node's launch shape from `config`, which is checked first (`op`
+// names the call in the error): graph kernel nodes have no cluster or
+// cooperative form. A node's creation and its updates (definition and
+// executable) share it.
+void set_kernel_shape(decltype(CUgraphNodeParams::kernel)& k, const LaunchConfig& config, const char* op);
+
 // Adds a node of `params` after `deps` in `box`'s graph; `info` (may be null)
 // is recorded for the node's accessors.
 GraphNode add_node(const cucore::detail::GraphHandle& box, std::span<const CUgraphNode> deps,

@@ -191,6 +191,28 @@ GraphHandle view_graph(CUgraph graph, GraphHandle root) {
   return box;
 }
 
+ExecOwnersStage::ExecOwnersStage(CUgraph graph) : graph_(graph) {
+  const DriverTable& d = driver();
+  if (!d.cuUserObjectCreate || !d.cuGraphRetainUserObject || !d.cuGraphReleaseUserObject || !d.cuUserObjectRelease)
+    return;  // no user objects: no list, and no executable-node updates either (CUDA 12.2+)
+  ensure_release_thread();
+  auto* owners = new std::vector<Owner>;
+  if (CUresult r = d.cuUserObjectCreate(&object_, owners, destroy_owners, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+      r != CUDA_SUCCESS) {
+    delete owners;
+    throw_cuda_error(r, "cuUserObjectCreate");
+  }
+  if (CUresult r = d.cuGraphRetainUserObject(graph, object_, 1, CU_GRAPH_USER_OBJECT_MOVE); r != CUDA_SUCCESS) {
+    d.cuUserObjectRelease(object_, 1);  // the last reference: the (empty) list goes with it
+    throw_cuda_error(r, "cuGraphRetainUserObject");
+  }
+  owners_ = owners;
+}
+
+ExecOwnersStage::~ExecOwnersStage() {
+  if (owners_) report_release(driver().cuGraphReleaseUserObject(graph_, object_, 1), "cuGraphReleaseUserObject");
+}
+
 GraphExecBox::~GraphExecBox() {
   if (exec)
     if (const auto* t = loaded()) report_release(t->cuGraphExecDestroy(exec), "cuGraphExecDestroy");

@@ -97,12 +97,41 @@ GraphHandle view_graph(CUgraph graph, GraphHandle root);  // never destroyed by 
 struct GraphExecBox {
   CUgraphExec exec = nullptr;
   Owner keep;  // the source hierarchy when it is a view (its Owners are on its root)
+  // What updates of the executable graph's own nodes use (Graph[node]): an
+  // append-only list owned by a user object that only the executable graph
+  // holds, as its launches do, so it goes once they are all done. CUDA
+  // attaches no user object to a CUgraphExec, so the list is staged on the
+  // source graph before each instantiation or whole-graph update
+  // (ExecOwnersStage), which copies it in; null when the driver has no user
+  // objects. `mutex` guards the pointer and the list.
+  mutable std::mutex mutex;
+  mutable std::vector<Owner>* owners = nullptr;
   GraphExecBox() = default;
   GraphExecBox(const GraphExecBox&) = delete;
   GraphExecBox& operator=(const GraphExecBox&) = delete;
   ~GraphExecBox();  // cuGraphExecDestroy: launches in flight finish first
 };
 using GraphExecHandle = std::shared_ptr<const GraphExecBox>;
+
+// A new list for an executable graph's Owners on a user object, with its one
+// reference retained on `graph` for the call that follows (an instantiation
+// or a whole-graph update of `graph`) to copy into the executable graph. The
+// stage's end drops the graph's reference: the executable graph then holds the
+// only one, or, when the call failed, nobody and the list goes. No list
+// (owners() null) when the driver has no user objects.
+class ExecOwnersStage {
+ public:
+  explicit ExecOwnersStage(CUgraph graph);
+  ~ExecOwnersStage();
+  ExecOwnersStage(const ExecOwnersStage&) = delete;
+  ExecOwnersStage& operator=(const ExecOwnersStage&) = delete;
+  std::vector<Owner>* owners() const noexcept { return owners_; }
+
+ private:
+  CUgraph graph_ = nullptr;
+  CUuserObject object_ = nullptr;
+  std::vector<Owner>* owners_ = nullptr;
+};
 
 // Releases `owners` on cucore's release thread (never the caller's): for
 // driver callbacks, where dropping a last share could call CUDA.

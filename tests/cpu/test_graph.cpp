@@ -4,7 +4,10 @@
 // the first differing node, a broken capture reported with the call that broke
 // it, the release of what a graph retains once the driver lets go, and node
 // identity (one shared state per CUgraphNode, however the node is reached) and
-// definition-node updates (what reaches the driver, refusals leave the node be).
+// definition-node updates (what reaches the driver, refusals leave the node be),
+// and executable-graph node views (graph[node]: updates reach that executable
+// graph only, what they use lives with it and no longer, refusals keep nothing).
+#include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/graph.hpp>
 #include <cucore/stream.hpp>
@@ -698,4 +701,313 @@ TEST_F(GraphFake, ARefusedOrImpossibleUpdateLeavesTheNodeAsItWas) {
                FeatureUnavailableError);
   EXPECT_EQ(FakeGraphs::set.size(), reached);
   EXPECT_EQ(fill.memset_params().value, 1u);
+}
+
+// ---- executable-graph node views (graph[node]) -----------------------------------------------
+//
+// The user objects as the driver counts them: a graph's references are copied
+// into an executable graph at instantiation and replace its own at a
+// whole-graph update; an object goes (its destructor called) at its last.
+namespace {
+struct FakeUserObjects {
+  struct Object {
+    void* ptr;
+    CUhostFn destroy;
+    unsigned refs;
+  };
+  static inline std::map<CUuserObject, Object> objects;
+  static inline std::map<CUgraph, std::map<CUuserObject, unsigned>> graph_refs;
+  static inline std::map<CUgraphExec, std::map<CUuserObject, unsigned>> exec_refs;
+  struct ExecSet {
+    CUgraphExec exec;
+    CUgraphNode node;
+    CUgraphNodeParams params;
+  };
+  static inline std::vector<ExecSet> exec_set;  // every cuGraphExecNodeSetParams
+  static inline CUresult exec_set_result = CUDA_SUCCESS;
+  static inline std::map<std::pair<CUgraphExec, CUgraphNode>, unsigned> enabled;
+  static inline int exec_destroyed = 0;
+
+  static void drop(CUuserObject o, unsigned n) {
+    auto it = objects.find(o);
+    ASSERT_NE(it, objects.end());
+    ASSERT_GE(it->second.refs, n);
+    if ((it->second.refs -= n) == 0) {
+      Object gone = it->second;
+      objects.erase(it);
+      gone.destroy(gone.ptr);
+    }
+  }
+  static void drop_all(std::map<CUuserObject, unsigned>& refs) {
+    auto copy = refs;
+    refs.clear();
+    for (auto [o, n] : copy) drop(o, n);
+  }
+  static void copy_into(CUgraphExec e, CUgraph g) {
+    exec_refs[e] = graph_refs[g];
+    for (auto [o, n] : exec_refs[e]) objects.at(o).refs += n;
+  }
+
+  static void install(cucore::detail::DriverTable& t) {
+    objects.clear();
+    graph_refs.clear();
+    exec_refs.clear();
+    exec_set.clear();
+    exec_set_result = CUDA_SUCCESS;
+    enabled.clear();
+    exec_destroyed = 0;
+    t.cuUserObjectCreate = [](CUuserObject* o, void* ptr, CUhostFn destroy, unsigned refs, unsigned) {
+      *o = FakeGraphs::make<CUuserObject>();
+      objects[*o] = {ptr, destroy, refs};
+      return CUDA_SUCCESS;
+    };
+    t.cuUserObjectRelease = [](CUuserObject o, unsigned n) {
+      drop(o, n);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphRetainUserObject = [](CUgraph g, CUuserObject o, unsigned n, unsigned flags) {
+      graph_refs[g][o] += n;
+      if (!(flags & CU_GRAPH_USER_OBJECT_MOVE)) objects.at(o).refs += n;  // a move hands the caller's over
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphReleaseUserObject = [](CUgraph g, CUuserObject o, unsigned n) {
+      auto& held = graph_refs[g][o];
+      if (held < n) return CUDA_ERROR_INVALID_VALUE;
+      if ((held -= n) == 0) graph_refs[g].erase(o);
+      drop(o, n);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphDestroy = [](CUgraph g) {
+      drop_all(graph_refs[g]);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphInstantiateWithParams = [](CUgraphExec* e, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS*) {
+      *e = FakeGraphs::make<CUgraphExec>();
+      copy_into(*e, g);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphExecDestroy = [](CUgraphExec e) {
+      ++exec_destroyed;
+      drop_all(exec_refs[e]);
+      exec_refs.erase(e);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphExecUpdate = [](CUgraphExec e, CUgraph g, CUgraphExecUpdateResultInfo* info) {
+      *info = FakeGraphs::update_result;
+      if (info->result != CU_GRAPH_EXEC_UPDATE_SUCCESS) return CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE;
+      auto old = exec_refs[e];
+      copy_into(e, g);  // the source's references replace the executable graph's
+      drop_all(old);
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphExecNodeSetParams = [](CUgraphExec e, CUgraphNode n, CUgraphNodeParams* p) {
+      exec_set.push_back({e, n, *p});
+      return exec_set_result;
+    };
+    t.cuGraphNodeGetEnabled = [](CUgraphExec e, CUgraphNode n, unsigned* on) {
+      auto it = enabled.find({e, n});
+      *on = it == enabled.end() ? 1u : it->second;
+      return CUDA_SUCCESS;
+    };
+    t.cuGraphNodeSetEnabled = [](CUgraphExec e, CUgraphNode n, unsigned on) {
+      enabled[{e, n}] = on;
+      return CUDA_SUCCESS;
+    };
+  }
+};
+
+class ExecGraphFake : public GraphFake {
+ protected:
+  void SetUp() override {
+    GraphFake::SetUp();
+    FakeUserObjects::install(fake.table);
+  }
+};
+}  // namespace
+
+TEST_F(ExecGraphFake, AnExecutableNodesUpdatesReachTheDriverForThatGraphOnly) {
+  {
+    GraphDefinition def;
+    GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+    GraphNode copy = def.memcpy(CUdeviceptr(0x3000), CUdeviceptr(0x4000), 32);
+    int calls = 0;
+    GraphNode host = def.callback([&calls] { ++calls; });
+    Graph g = def.instantiate();
+    Graph other = def.instantiate();
+
+    g[fill].update_memset({.dptr = 0x2000, .value = 0xBEEF, .element_size = 2, .width = 8, .height = 3, .pitch = 64});
+    ASSERT_EQ(FakeUserObjects::exec_set.size(), 1u);
+    const auto& s0 = FakeUserObjects::exec_set[0];
+    EXPECT_EQ(s0.exec, g.handle());
+    EXPECT_EQ(s0.node, fill.handle());
+    EXPECT_EQ(s0.params.type, CU_GRAPH_NODE_TYPE_MEMSET);
+    EXPECT_EQ(s0.params.memset.dst, CUdeviceptr(0x2000));
+    EXPECT_EQ(s0.params.memset.value, 0xBEEFu);
+    EXPECT_EQ(s0.params.memset.elementSize, 2u);
+    EXPECT_EQ(s0.params.memset.width, 8u);
+    EXPECT_EQ(s0.params.memset.height, 3u);
+    EXPECT_EQ(s0.params.memset.pitch, 64u);
+    // The definition is not changed: nothing reached cuGraphNodeSetParams, and the node reports what it had.
+    EXPECT_TRUE(FakeGraphs::set.empty());
+    EXPECT_EQ(fill.memset_params().dptr, CUdeviceptr(0x1000));
+    EXPECT_EQ(fill.memset_params().value, 1u);
+
+    other[copy].update_memcpy({.dst = 0x5000, .src = 0x6000, .size = 48});
+    ASSERT_EQ(FakeUserObjects::exec_set.size(), 2u);
+    const auto& s1 = FakeUserObjects::exec_set[1];
+    EXPECT_EQ(s1.exec, other.handle());
+    EXPECT_EQ(s1.node, copy.handle());
+    EXPECT_EQ(s1.params.type, CU_GRAPH_NODE_TYPE_MEMCPY);
+    EXPECT_EQ(s1.params.memcpy.copyParams.dstDevice, CUdeviceptr(0x5000));
+    EXPECT_EQ(s1.params.memcpy.copyParams.srcDevice, CUdeviceptr(0x6000));
+    EXPECT_EQ(s1.params.memcpy.copyParams.WidthInBytes, 48u);
+    EXPECT_EQ(copy.memcpy_params().size, 32u);
+
+    g[host].update_callback([&calls] { calls += 10; });
+    ASSERT_EQ(FakeUserObjects::exec_set.size(), 3u);
+    const auto& s2 = FakeUserObjects::exec_set[2];
+    EXPECT_EQ(s2.params.type, CU_GRAPH_NODE_TYPE_HOST);
+    s2.params.host.fn(s2.params.host.userData);  // what the driver would call
+    EXPECT_EQ(calls, 10);
+
+    Event e = Device(0).create_event();
+    GraphNode rec = def.record(e);
+    Graph h = def.instantiate();
+    Event e2 = Device(0).create_event();
+    h[rec].update_event(e2);
+    ASSERT_EQ(FakeUserObjects::exec_set.size(), 4u);
+    EXPECT_EQ(FakeUserObjects::exec_set[3].params.type, CU_GRAPH_NODE_TYPE_EVENT_RECORD);
+    EXPECT_EQ(FakeUserObjects::exec_set[3].params.eventRecord.event, e2.handle());
+
+    // Enabled per executable graph.
+    ExecutableGraphNode view = g[fill];
+    EXPECT_TRUE(view.is_enabled());
+    view.disable();
+    EXPECT_FALSE(view.is_enabled());
+    EXPECT_FALSE(g[fill].is_enabled());
+    EXPECT_TRUE(other[fill].is_enabled());
+    view.enable();
+    EXPECT_TRUE(view.is_enabled());
+    EXPECT_EQ(view.type(), CU_GRAPH_NODE_TYPE_MEMSET);
+    EXPECT_EQ(view.graph_handle(), g.handle());
+    EXPECT_EQ(view.node(), fill);
+  }
+  cucore::detail::drain_releases_for_testing();  // the events go while this test's driver is there
+}
+
+TEST_F(ExecGraphFake, GraphIndexAndItsViewsRefuseWhatTheyCannotDo) {
+  GraphDefinition def;
+  GraphNode empty = def.empty();
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  GraphNode host = def.callback([] {});
+  GraphNode gone = def.memcpy(CUdeviceptr(0x3000), CUdeviceptr(0x4000), 32);
+  Graph g = def.instantiate();
+  try {
+    (void)g[empty];
+    FAIL() << "an empty node was given a view";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("empty node has no executable updates"), std::string::npos) << e.what();
+  }
+  gone.destroy();
+  EXPECT_THROW((void)g[gone], ClosedError);
+  EXPECT_THROW((void)g[GraphNode()], ClosedError);
+  EXPECT_THROW(g[host].disable(), std::invalid_argument);  // only kernel, memcpy and memset nodes
+  EXPECT_THROW((void)g[host].is_enabled(), std::invalid_argument);
+  EXPECT_THROW(g[fill].update_memcpy({.dst = 1, .src = 2, .size = 4}), std::invalid_argument);  // a memset node
+  EXPECT_THROW(g[fill].update_memset({.dptr = 0x2000, .value = 2, .element_size = 3, .width = 16}),
+               std::invalid_argument);
+  EXPECT_THROW(ExecutableGraphNode().update_callback([] {}), ClosedError);
+  EXPECT_TRUE(FakeUserObjects::exec_set.empty());
+
+  ExecutableGraphNode view = g[fill];
+  fill.destroy();  // through any GraphNode of it
+  EXPECT_THROW(view.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}), ClosedError);
+  g.close();
+  EXPECT_THROW((void)g[host], ClosedError);
+
+  // An older driver: refused with what it needs.
+  Graph h = def.instantiate();
+  fake.table.version = 12010;
+  EXPECT_THROW(h[host].update_callback([] {}), FeatureUnavailableError);
+  EXPECT_TRUE(FakeUserObjects::exec_set.empty());
+}
+
+TEST_F(ExecGraphFake, WhatAnUpdateUsesLivesAsLongAsTheExecutableGraph) {
+  auto token = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = token;
+  Graph g;
+  {
+    GraphDefinition def;
+    GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+    g = def.instantiate();
+    g[fill].update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}, std::move(token));
+  }
+  // The definition, the node and the view are gone; the executable graph keeps it.
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_FALSE(watch.expired());
+  g.close();  // the driver lets the executable graph go (after its launches, in reality)
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_TRUE(watch.expired());
+}
+
+TEST_F(ExecGraphFake, ARefusedExecutableUpdateKeepsNothingNew) {
+  GraphDefinition def;
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  Graph g = def.instantiate();
+  auto kept = std::make_shared<int>(1);
+  std::weak_ptr<int> kept_watch = kept;
+  g[fill].update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}, std::move(kept));
+
+  auto refused = std::make_shared<int>(2);
+  std::weak_ptr<int> refused_watch = refused;
+  FakeUserObjects::exec_set_result = CUDA_ERROR_INVALID_VALUE;  // e.g. a node of another graph
+  EXPECT_THROW(g[fill].update_memset({.dptr = 0x3000, .value = 3, .element_size = 1, .width = 16}, std::move(refused)),
+               CudaError);
+  EXPECT_TRUE(refused_watch.expired());  // released at once, not with the graph
+  EXPECT_FALSE(kept_watch.expired());    // what the driver took before stays
+}
+
+TEST_F(ExecGraphFake, AWholeGraphUpdateReplacesWhatTheNodeUpdatesKept) {
+  GraphDefinition def;
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  Graph g = def.instantiate();
+  auto token = std::make_shared<int>(1);
+  std::weak_ptr<int> watch = token;
+  g[fill].update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}, std::move(token));
+
+  GraphDefinition source;
+  source.memset(CUdeviceptr(0x4000), std::uint8_t(4), 16);
+  FakeGraphs::update_result.result = CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED;
+  EXPECT_THROW(g.update(source), CudaError);
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_FALSE(watch.expired());  // a refused update leaves the graph as it was
+  FakeGraphs::update_result = {};
+  g.update(source);
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_TRUE(watch.expired());  // the source's parameters replaced the node's
+
+  // Node updates after it are kept again, with the executable graph.
+  auto later = std::make_shared<int>(2);
+  std::weak_ptr<int> later_watch = later;
+  g[fill].update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16}, std::move(later));
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_FALSE(later_watch.expired());
+  g.close();
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_TRUE(later_watch.expired());
+}
+
+TEST_F(ExecGraphFake, AViewKeepsItsExecutableGraph) {
+  GraphDefinition def;
+  GraphNode fill = def.memset(CUdeviceptr(0x1000), std::uint8_t(1), 16);
+  Graph g = def.instantiate();
+  const CUgraphExec handle = g.handle();
+  ExecutableGraphNode view = g[fill];
+  g.close();
+  EXPECT_EQ(FakeUserObjects::exec_destroyed, 0);
+  view.update_memset({.dptr = 0x2000, .value = 2, .element_size = 1, .width = 16});
+  ASSERT_EQ(FakeUserObjects::exec_set.size(), 1u);
+  EXPECT_EQ(FakeUserObjects::exec_set[0].exec, handle);
+  view = ExecutableGraphNode();
+  EXPECT_EQ(FakeUserObjects::exec_destroyed, 1);
 }

@@ -3,7 +3,8 @@
 // every explicit node type, if / if-else / while / switch, update with new
 // kernel arguments and its mismatch error, a capture broken by a synchronous
 // call, lifetimes (every handle dropped, 100 launches), graph memory, node
-// identity through nodes()/edges()/pred()/succ(), definition-node updates.
+// identity through nodes()/edges()/pred()/succ(), definition-node updates,
+// executable-node updates and enabling (graph[node]).
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
@@ -320,6 +321,41 @@ TEST_F(Graphs, DefinitionNodeUpdatesChangeLaterInstantiationsOnly) {
   std::vector<int> want(n, 5);
   std::fill(want.begin(), want.begin() + 256, 10);
   expect_equal(download<int>(y, s), want, "dimensions only");
+}
+
+TEST_F(Graphs, ExecutableNodeUpdatesChangeThatGraphsLaunchesOnly) {
+  const int n = 4096;
+  Stream s;
+  std::vector<int> zeros(n, 0);
+  Buffer x = upload(zeros, s), y = upload(zeros, s), fill = upload(zeros, s);
+  GraphDefinition def;
+  GraphNode add = def.launch(cfg_for(n), k("add_int"), x, 1, n);
+  GraphNode set = add.memset(fill, std::uint32_t(7), n);
+  Graph changed = def.instantiate();
+  Graph other = def.instantiate();
+  changed[add].update_kernel(cfg_for(n), k("add_int"), y, 5, n);
+  changed[set].update_memset({.dptr = fill.handle(), .value = 9, .element_size = 4, .width = std::size_t(n)});
+  EXPECT_EQ(set.memset_params().value, 7u);  // the definition keeps its own
+  changed.launch(s);
+  expect_equal(download<int>(x, s), zeros, "the updated graph: x");
+  expect_equal(download<int>(y, s), std::vector<int>(n, 5), "the updated graph: y");
+  expect_equal(download<int>(fill, s), std::vector<int>(n, 9), "the updated graph: the fill");
+  other.launch(s);
+  expect_equal(download<int>(x, s), std::vector<int>(n, 1), "the other graph: x");
+  expect_equal(download<int>(fill, s), std::vector<int>(n, 7), "the other graph: the fill");
+  // Disabled, the kernel does nothing in that graph.
+  ExecutableGraphNode view = changed[add];
+  view.disable();
+  EXPECT_FALSE(view.is_enabled());
+  changed.launch(s);
+  expect_equal(download<int>(y, s), std::vector<int>(n, 5), "disabled");
+  view.enable();
+  changed.launch(s);
+  expect_equal(download<int>(y, s), std::vector<int>(n, 10), "enabled again");
+  // A node of another definition: the driver refuses it.
+  GraphDefinition unrelated;
+  GraphNode stranger = unrelated.launch(cfg_for(n), k("add_int"), x, 1, n);
+  EXPECT_THROW(changed[stranger].update_kernel(cfg_for(n), k("add_int"), y, 1, n), CudaError);
 }
 
 TEST_F(Graphs, ConditionalsIfIfElseWhileSwitch) {

@@ -527,9 +527,6 @@ CUCORE_NAME = {"_MemPoolAttributes": "MemPoolAttributes"}
 # cucore gains only shrinks the printed list.
 KNOWN_LACKING_CLASSES = {
     "GraphicsResource",
-    "graph.ExecutableChildGraphNode", "graph.ExecutableEventRecordNode", "graph.ExecutableEventWaitNode",
-    "graph.ExecutableGraphNode", "graph.ExecutableHostCallbackNode", "graph.ExecutableKernelNode",
-    "graph.ExecutableMemcpyNode", "graph.ExecutableMemsetNode",
 }
 KNOWN_LACKING_NAMES = {
     "Buffer.set_deallocation_stream", "ManagedBuffer.set_deallocation_stream",

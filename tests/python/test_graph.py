@@ -1,9 +1,15 @@
-"""cucore.graph, as cuda.core.graph: names and options everywhere; on a GPU, a
-captured chain equals the stream result, split/join, a 1000-node chain, every
-explicit node type, conditionals, update and its mismatch error, a broken
+"""cucore.graph, as cuda.core.graph: names, options, enums and the executable-node
+view classes everywhere; on a GPU, a captured chain equals the stream result,
+split/join, a 1000-node chain, every explicit node type, conditionals (cond_type
+an enum member), update and its mismatch error, graph[node] views (updates of
+one executable graph, enabling, refusals, what they keep alive), a broken
 capture, lifetimes (every handle dropped, gc, 100 launches) and graph memory."""
 import dataclasses
 import gc
+import os
+import re
+import time
+import weakref
 
 import pytest
 
@@ -47,8 +53,13 @@ extern "C" __global__ void set_condition(cudaGraphConditionalHandle cond, const 
 """
 
 # cuda.core 1.2's cuda.core.graph names (its __all__), all of which cucore.graph has.
+EXECUTABLE_VIEWS = [
+    "ExecutableChildGraphNode", "ExecutableEventRecordNode", "ExecutableEventWaitNode", "ExecutableHostCallbackNode",
+    "ExecutableKernelNode", "ExecutableMemcpyNode", "ExecutableMemsetNode",
+]
 CUDA_CORE_GRAPH_NAMES = [
-    "AllocNode", "ChildGraphNode", "ConditionalNode", "EmptyNode", "EventRecordNode", "EventWaitNode", "FreeNode",
+    "AllocNode", "ChildGraphNode", "ConditionalNode", "EmptyNode", "EventRecordNode", "EventWaitNode",
+    "ExecutableGraphNode", *EXECUTABLE_VIEWS, "FreeNode",
     "Graph", "GraphBuilder", "GraphCompleteOptions", "GraphCondition", "GraphDebugPrintOptions", "GraphDefinition",
     "GraphNode", "HostCallbackNode", "IfElseNode", "IfNode", "KernelNode", "MemcpyNode", "MemsetNode", "SwitchNode",
     "WhileNode",
@@ -59,6 +70,7 @@ CUDA_CORE_GRAPH_NAMES = [
 def test_graph_names_as_cuda_core():
     missing = [n for n in CUDA_CORE_GRAPH_NAMES if not hasattr(cucore.graph, n)]
     assert not missing, missing
+    assert set(CUDA_CORE_GRAPH_NAMES) <= set(cucore.graph.__all__)
     assert cucore.GraphMemoryResource is cucore.graph.GraphMemoryResource
     assert issubclass(cucore.graph.IfNode, cucore.graph.ConditionalNode)
     assert issubclass(cucore.graph.KernelNode, cucore.graph.GraphNode)
@@ -84,6 +96,61 @@ def test_node_type_enum_has_every_cugraphnodetype():
     # reserved values (CU_GRAPH_NODE_TYPE_RESERVED_16) that no node reports.
     theirs = [(m.name, int(m)) for m in driver.CUgraphNodeType if "RESERVED" not in m.name]
     assert theirs == [(m.name, int(m)) for m in t]
+
+
+def _driver_conditional_types():
+    """CUgraphConditionalNodeType's members as (name, value): cuda.bindings' where
+    it imports, else cuda.h's (the toolkit's headers), else None."""
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        pass
+    else:
+        return [(m.name, int(m)) for m in driver.CUgraphConditionalNodeType]
+    roots = [os.environ.get(v) for v in ("CUDA_HOME", "CUDA_PATH")] + ["/usr/local/cuda"]
+    for root in filter(None, roots):
+        header = os.path.join(root, "include", "cuda.h")
+        if os.path.exists(header):
+            with open(header) as f:
+                text = f.read()
+            body = re.search(r"typedef enum CUgraphConditionalNodeType_enum \{(.*?)\}", text, re.S).group(1)
+            return [(n, int(v)) for n, v in re.findall(r"(CU_GRAPH_COND_TYPE_\w+)\s*=\s*(\d+)", body)]
+    return None
+
+
+def test_conditional_type_enum_covers_the_driver():
+    """ConditionalNode.cond_type's enum, cuda.core.typing's GraphConditionalType:
+    one member per CUgraphConditionalNodeType member, by the same name, with
+    cuda.core's values (a StrEnum: equal to the strings)."""
+    t = cucore.typing.GraphConditionalType
+    assert [(m.name, m.value) for m in t] == [("IF", "if"), ("WHILE", "while"), ("SWITCH", "switch")]
+    assert t.IF == "if" and t("switch") is t.SWITCH and isinstance(t.WHILE, str)
+    driver_members = _driver_conditional_types()
+    if driver_members is None:
+        pytest.skip("neither cuda.bindings nor cuda.h is here to read CUgraphConditionalNodeType from")
+    assert [n.removeprefix("CU_GRAPH_COND_TYPE_") for n, _ in sorted(driver_members, key=lambda m: m[1])] == [
+        m.name for m in t]
+
+
+def test_executable_node_views_as_cuda_core():
+    """graph[node]'s view classes: one per node kind with executable updates,
+    all ExecutableGraphNode, made only by graph[node] (cuda.core's error)."""
+    g = cucore.graph
+    for name in EXECUTABLE_VIEWS:
+        cls = getattr(g, name)
+        assert issubclass(cls, g.ExecutableGraphNode) and cls is not g.ExecutableGraphNode, name
+        assert callable(cls.update), name
+        with pytest.raises(RuntimeError, match=r"^directly constructing an executable graph node is not supported$"):
+            cls()
+    with pytest.raises(RuntimeError, match=r"^directly constructing an executable graph node is not supported$"):
+        g.ExecutableGraphNode()
+    for name in ("ExecutableKernelNode", "ExecutableMemcpyNode", "ExecutableMemsetNode"):
+        cls = getattr(g, name)
+        assert isinstance(cls.is_enabled, property) and callable(cls.enable) and callable(cls.disable), name
+    for name in ("ExecutableChildGraphNode", "ExecutableEventRecordNode", "ExecutableEventWaitNode",
+                 "ExecutableHostCallbackNode"):
+        assert not hasattr(getattr(g, name), "is_enabled"), name  # as cuda.core: kernel, memcpy, memset only
+    assert callable(g.Graph.__getitem__)
 
 
 def test_adjacency_proxy_is_a_mutable_set():
@@ -409,14 +476,21 @@ def test_conditionals(mod):
     node = node.launch(one, mod.get_kernel("set_condition"), c_ie, flag)
     node = node.launch(one, mod.get_kernel("set_condition"), c_sw, flag)
     n_if = node.if_then(c_if)
-    assert isinstance(n_if, cucore.graph.IfNode) and n_if.cond_type == "if" and n_if.condition == c_if
+    assert isinstance(n_if, cucore.graph.IfNode) and n_if.condition == c_if
+    # cond_type: cuda.core.typing's enum member (a StrEnum, so still equal to the string)
+    assert n_if.cond_type is cucore.typing.GraphConditionalType.IF and n_if.cond_type.name == "IF"
+    assert n_if.cond_type == "if"
     n_if.then.launch(cfg(n), mod.get_kernel("add_int"), data, 1, n)
     n_ie = n_if.if_else(c_ie)
-    assert isinstance(n_ie, cucore.graph.IfElseNode)
+    assert isinstance(n_ie, cucore.graph.IfElseNode) and n_ie.cond_type is cucore.typing.GraphConditionalType.IF
     n_ie.then.launch(cfg(n), mod.get_kernel("add_int"), data, 10, n)
     n_ie.else_.launch(cfg(n), mod.get_kernel("add_int"), data, 100, n)
     n_sw = n_ie.switch(c_sw, 3)
     assert isinstance(n_sw, cucore.graph.SwitchNode) and len(n_sw.branches) == 3
+    assert n_sw.cond_type is cucore.typing.GraphConditionalType.SWITCH and n_sw.cond_type.name == "SWITCH"
+    n_wl = GraphDefinition()
+    n_wl = n_wl.while_loop(n_wl.create_condition())
+    assert n_wl.cond_type is cucore.typing.GraphConditionalType.WHILE and n_wl.cond_type.name == "WHILE"
     for i, b in enumerate(n_sw.branches):
         b.launch(cfg(n), mod.get_kernel("add_int"), data, 1000 * (i + 1), n)
     exe = g.instantiate()
@@ -608,6 +682,227 @@ def test_definition_node_updates_change_later_instantiations(mod):
     ms.destroy()
     with pytest.raises(cucore.ClosedError):
         ms.update(value=1)
+
+
+def _wait_until(predicate, timeout=5.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "not within the time allowed"
+        gc.collect()
+        time.sleep(0.02)
+
+
+def test_executable_node_views_update_that_graph_only(mod):
+    """cuda.core 1.2's graph[node]: a view of a definition node in one executable
+    graph; its update() (complete parameters) changes that graph's launches, not
+    the definition's nor another executable graph's; kernel, memcpy and memset
+    views enable and disable the node."""
+    n = 256
+    s = Device(0).create_stream()
+    add = mod.get_kernel("add_int")
+    zeros = np.zeros(n, np.int32)
+
+    # kernel
+    a, b = upload(zeros, s), upload(zeros, s)
+    g = GraphDefinition()
+    k = g.launch(cfg(n), add, a, 1, n)
+    changed, other = g.instantiate(), g.instantiate()
+    view = changed[k]
+    assert type(view) is cucore.graph.ExecutableKernelNode
+    assert repr(view) == f"<ExecutableKernelNode graph=0x{int(changed.handle):x} node=0x{int(k.handle):x}>"
+    view.update(config=LaunchConfig(grid=1, block=128), kernel=add, args=(b, 5, n))
+    assert (k.grid, k.block) == (((n + 255) // 256, 1, 1), (256, 1, 1))  # the definition keeps its own
+    changed.launch(s)
+    np.testing.assert_array_equal(download(a, np.int32, s), zeros)
+    np.testing.assert_array_equal(download(b, np.int32, s), np.r_[np.full(128, 5), np.zeros(n - 128)])
+    other.launch(s)
+    g.instantiate().launch(s)
+    np.testing.assert_array_equal(download(a, np.int32, s), zeros + 2)
+    assert view.is_enabled
+    view.disable()
+    view.disable()
+    assert not view.is_enabled and not changed[k].is_enabled and other[k].is_enabled
+    changed.launch(s)
+    np.testing.assert_array_equal(download(b, np.int32, s), np.r_[np.full(128, 5), np.zeros(n - 128)])
+    view.enable()
+    assert view.is_enabled
+    changed.launch(s)
+    np.testing.assert_array_equal(download(b, np.int32, s), np.r_[np.full(128, 10), np.zeros(n - 128)])
+    with pytest.raises(TypeError):
+        view.update(config=cfg(n), kernel=add)  # every parameter: args too
+    with pytest.raises(TypeError):
+        view.update(cfg(n), add, (b, 1, n))  # keyword-only
+    with pytest.raises(TypeError):
+        view.update(config=object(), kernel=add, args=(b, 1, n))
+    coop = LaunchConfig(grid=1, block=1, is_cooperative=True)
+    with pytest.raises(NotImplementedError, match=r"^updating clustered or cooperative kernel nodes is not supported$"):
+        view.update(config=coop, kernel=add, args=(b, 1, n))
+
+    # memset and memcpy
+    buf, dst = upload(zeros, s), upload(zeros, s)
+    g = GraphDefinition()
+    ms = g.memset(buf, np.int32(7), n)
+    mc = ms.memcpy(dst, buf, n * 4)
+    changed, other = g.instantiate(), g.instantiate()
+    assert type(changed[ms]) is cucore.graph.ExecutableMemsetNode
+    assert type(changed[mc]) is cucore.graph.ExecutableMemcpyNode
+    changed[ms].update(dst=buf, value=np.int32(9), width=n)
+    changed[mc].update(dst=dst, src=buf, size=n * 2)
+    assert (ms.value, mc.size) == (7, n * 4)
+    changed.launch(s)
+    np.testing.assert_array_equal(download(buf, np.int32, s), zeros + 9)
+    np.testing.assert_array_equal(download(dst, np.int32, s), np.r_[np.full(n // 2, 9), np.zeros(n // 2)])
+    other.launch(s)
+    np.testing.assert_array_equal(download(dst, np.int32, s), zeros + 7)
+    changed[ms].disable()
+    buf.copy_from(zeros, stream=s)
+    changed.launch(s)
+    np.testing.assert_array_equal(download(buf, np.int32, s), zeros)  # the memset did nothing
+    with pytest.raises(TypeError):
+        changed[ms].update(buf, 1, n)  # keyword-only
+    with pytest.raises(OverflowError):
+        changed[mc].update(dst=dst, src=buf, size=-1)
+
+    # host callback and child graph
+    called = []
+    g = GraphDefinition()
+    hc = g.callback(lambda: called.append("old"))
+    c1, c2 = GraphDefinition(), GraphDefinition()
+    c1.callback(lambda: called.append("c1"))
+    c2.callback(lambda: called.append("c2"))
+    ch = hc.embed(c1)
+    changed, other = g.instantiate(), g.instantiate()
+    assert type(changed[hc]) is cucore.graph.ExecutableHostCallbackNode
+    assert type(changed[ch]) is cucore.graph.ExecutableChildGraphNode
+    changed[hc].update(lambda: called.append("new"))
+    changed[ch].update(c2)
+    changed.launch(s)
+    s.sync()
+    other.launch(s)
+    s.sync()
+    assert called == ["new", "c2", "old", "c1"]
+    with pytest.raises(ValueError):
+        changed[hc].update(lambda: None, user_data=b"x")  # user_data is for ctypes functions
+    with pytest.raises(TypeError):
+        changed[ch].update(object())
+
+    # events: the record view's new event is the one a blocked launch leaves pending
+    import threading
+
+    e1, e2 = Device(0).create_event(), Device(0).create_event()
+    started, release = threading.Event(), threading.Event()
+
+    def block():
+        started.set()
+        release.wait(30)
+
+    g = GraphDefinition()
+    rec = g.callback(block).record(e1)
+    changed = g.instantiate()
+    assert type(changed[rec]) is cucore.graph.ExecutableEventRecordNode
+    changed[rec].update(e2)
+    assert rec.event == e1
+    st = Device(0).create_stream()
+    changed.launch(st)
+    try:
+        assert started.wait(5)
+        assert e2.is_done is False and e1.is_done is True
+    finally:
+        release.set()
+        st.sync()
+    with pytest.raises(TypeError):
+        changed[rec].update(object())
+    g = GraphDefinition()
+    w = g.wait(e1)
+    waiting = g.instantiate()
+    assert type(waiting[w]) is cucore.graph.ExecutableEventWaitNode
+    waiting[w].update(e2)
+    assert w.event == e1
+    waiting.launch(s)
+    s.sync()
+
+
+def test_executable_node_views_refuse_as_cuda_core(mod):
+    """graph[node]'s errors as cuda.core 1.2's: a non-node TypeError, a kind
+    with no executable updates TypeError, a destroyed node RuntimeError, a
+    closed graph ValueError; a node of another definition is refused by the
+    driver (CUDAError) when updated, and what that update would have kept is
+    not kept."""
+    n = 256
+    s = Device(0).create_stream()
+    add = mod.get_kernel("add_int")
+    a = upload(np.zeros(n, np.int32), s)
+    g = GraphDefinition()
+    empty = g.empty()
+    k = empty.launch(cfg(n), add, a, 1, n)
+    cond_node = k.if_then(g.create_condition())
+    cond_node.then.empty()
+    gone = k.launch(cfg(n), add, a, 1, n)
+    graph = g.instantiate()
+    with pytest.raises(TypeError, match="EmptyNode does not support executable updates"):
+        graph[empty]
+    with pytest.raises(TypeError, match="IfNode does not support executable updates"):
+        graph[cond_node]
+    with pytest.raises(TypeError):
+        graph[object()]
+    view = graph[gone]
+    gone.destroy()
+    with pytest.raises(RuntimeError, match="GraphNode has been destroyed"):
+        graph[gone]
+    with pytest.raises(RuntimeError, match="GraphNode has been destroyed"):
+        view.update(config=cfg(n), kernel=add, args=(a, 1, n))
+
+    stranger = GraphDefinition().launch(cfg(n), add, a, 1, n)
+    rejected = upload(np.zeros(n, np.int32), s)
+    rejected_ref = weakref.ref(rejected)
+    with pytest.raises(cucore.CUDAError):
+        graph[stranger].update(config=cfg(n), kernel=add, args=(rejected, 1, n))
+    del rejected
+    gc.collect()
+    assert rejected_ref() is None  # not kept by the graph
+    graph.launch(s)
+    np.testing.assert_array_equal(download(a, np.int32, s), np.ones(n))
+
+    kept = graph[k]
+    graph.close()
+    with pytest.raises(ValueError, match="executable graph has been closed"):
+        graph[k]
+    kept.update(config=cfg(n), kernel=add, args=(a, 2, n))  # the view keeps its executable graph
+
+
+def test_executable_node_views_keep_what_they_use(mod):
+    """What an executable-node update uses lives as long as the executable
+    graph (and its launches), the replaced ones included, not longer; the view
+    keeps the definition node while it lives."""
+    called = []
+
+    def original():
+        called.append("original")
+
+    def first():
+        called.append("first")
+
+    def second():
+        called.append("second")
+
+    first_ref, second_ref = weakref.ref(first), weakref.ref(second)
+    source = GraphDefinition()
+    node = source.callback(original)
+    graph = source.instantiate()
+    view = graph[node]
+    del source, node
+    gc.collect()
+    view.update(first)  # the view's definition node is still there
+    view.update(second)
+    del view, first, second, original
+    gc.collect()
+    assert first_ref() is not None and second_ref() is not None  # CUDA cannot tell which launch reads which
+    s = Device(0).create_stream()
+    graph.launch(s)
+    s.sync()
+    assert called == ["second"]
+    del graph
+    _wait_until(lambda: first_ref() is None and second_ref() is None)
 
 
 def test_update_and_mismatch(mod):

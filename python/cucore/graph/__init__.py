@@ -1,5 +1,6 @@
 """CUDA graphs, as cuda.core.graph: GraphBuilder (stream capture), GraphDefinition
 (explicit nodes), Graph (the executable graph), GraphNode and its kinds,
+graph[node]'s executable-node views (ExecutableGraphNode and its kinds),
 GraphCondition, GraphCompleteOptions, GraphDebugPrintOptions.
 
 cucore's graphs keep alive what their nodes use (kernels, Buffers passed as
@@ -18,6 +19,14 @@ from cucore._core._graph import (
     EmptyNode,
     EventRecordNode,
     EventWaitNode,
+    ExecutableChildGraphNode,
+    ExecutableEventRecordNode,
+    ExecutableEventWaitNode,
+    ExecutableGraphNode,
+    ExecutableHostCallbackNode,
+    ExecutableKernelNode,
+    ExecutableMemcpyNode,
+    ExecutableMemsetNode,
     FreeNode,
     Graph,
     GraphBuilder,
@@ -39,6 +48,8 @@ from cucore.typing import GraphConditionalType, GraphMemoryType  # the same enum
 
 __all__ = [
     "AllocNode", "ChildGraphNode", "ConditionalNode", "EmptyNode", "EventRecordNode", "EventWaitNode",
+    "ExecutableChildGraphNode", "ExecutableEventRecordNode", "ExecutableEventWaitNode", "ExecutableGraphNode",
+    "ExecutableHostCallbackNode", "ExecutableKernelNode", "ExecutableMemcpyNode", "ExecutableMemsetNode",
     "FreeNode", "Graph", "GraphBuilder", "GraphCompleteOptions", "GraphCondition", "GraphConditionalType",
     "GraphDebugPrintOptions", "GraphDefinition", "GraphMemoryType", "GraphNode", "HostCallbackNode",
     "IfElseNode", "IfNode", "KernelNode", "MemcpyNode", "MemsetNode", "SwitchNode", "WhileNode",
