@@ -6,7 +6,8 @@
 // NVML (libnvidia-ml.so.1, part of the driver) is loaded and initialized on
 // first use; without it every call throws LibraryNotFoundError listing where it
 // looked. A value the GPU does not report (NVML_ERROR_NOT_SUPPORTED, e.g. fans
-// on a passively cooled H200) is an empty optional; any other NVML failure is
+// on a passively cooled H200) is an empty optional (within an
+// UnsupportedAsError scope, an NvmlError instead); any other NVML failure is
 // an NvmlError carrying NVML's return code. Calls are thread-safe.
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
@@ -44,6 +45,24 @@ class NvmlSystemEventSetBox;
 }  // namespace detail
 
 namespace system {
+
+// While one lives on a thread, a query there that NVML declines throws
+// NvmlError (NVML's code and call) instead of answering empty: an empty
+// optional, a count of 0 (get_nvlink_count, mig_device_count, and so
+// get_nvlinks, mig_devices), false (is_mig_device, InforomInfo::validate), and
+// bbx_flush_time before the run's first flush (NVML_ERROR_NOT_READY); a
+// NOT_SUPPORTED lookup is NvmlError rather than std::out_of_range (mig_device)
+// or Error (pci_info). What NVML reports as unknown stays empty
+// (performance_state's NVML_PSTATE_UNKNOWN, an NVLink version of 0).
+// cucore.system holds one around every call: cuda.core.system raises
+// NotSupportedError where the C++ API answers empty. Scopes nest.
+class UnsupportedAsError {
+ public:
+  UnsupportedAsError() noexcept;
+  ~UnsupportedAsError();
+  UnsupportedAsError(const UnsupportedAsError&) = delete;
+  UnsupportedAsError& operator=(const UnsupportedAsError&) = delete;
+};
 
 // ---- the machine ------------------------------------------------------------
 
@@ -204,7 +223,8 @@ class InforomInfo {
   std::optional<std::string> image_version() const;
   std::optional<unsigned int> configuration_checksum() const;
   // Reads the InfoROM and checks its checksums: NvmlError
-  // (NVML_ERROR_CORRUPTED_INFOROM) when corrupted; false when not supported.
+  // (NVML_ERROR_CORRUPTED_INFOROM) when corrupted; false when not supported
+  // (NvmlError within an UnsupportedAsError scope).
   bool validate() const;
   // (timestamp, duration in microseconds) of the last blackbox flush; empty
   // also before the first flush of this run (NVML_ERROR_NOT_READY).

@@ -1,5 +1,6 @@
 // cucore::system::Device and its accessors: one NVML call each, NOT_SUPPORTED
-// as an empty optional (nvml_call.hpp).
+// as an empty optional, or NvmlError within an UnsupportedAsError scope
+// (nvml_call.hpp).
 #include <cucore/system.hpp>
 
 #include <cucore/device.hpp>
@@ -131,6 +132,8 @@ PciInfo Device::pci_info() const {
   nvml::PciInfoExt_v1 p{};
   p.version = nvml::kPciInfoExt_v1;
   nvml::Return r = CUCORE_NVML(nvmlDeviceGetPciInfoExt)(nvml_handle(handle_), &p);
+  if (r == nvml::ERROR_NOT_SUPPORTED && detail::unsupported_is_error())
+    detail::throw_nvml_error(r, "nvmlDeviceGetPciInfoExt");
   // MIG devices have no PCI attributes of their own (cuda.core: RuntimeError).
   if (r == nvml::ERROR_INVALID_ARGUMENT || r == nvml::ERROR_NOT_SUPPORTED)
     throw Error("system::Device::pci_info: this device has no PCI attributes (a MIG device?)");
@@ -242,6 +245,8 @@ std::vector<Device> Device::mig_devices() const {
 Device Device::mig_device(unsigned int index) const {
   nvml::Device h = nullptr;
   nvml::Return r = CUCORE_NVML(nvmlDeviceGetMigDeviceHandleByIndex)(nvml_handle(handle_), index, &h);
+  if (r == nvml::ERROR_NOT_SUPPORTED && detail::unsupported_is_error())
+    detail::throw_nvml_error(r, "nvmlDeviceGetMigDeviceHandleByIndex");
   if (r == nvml::ERROR_NOT_FOUND || r == nvml::ERROR_INVALID_ARGUMENT || r == nvml::ERROR_NOT_SUPPORTED)
     throw std::out_of_range("system::Device::mig_device: no MIG device at index " + std::to_string(index) +
                             " (this GPU holds at most " + std::to_string(mig_device_count()) + ")");
@@ -484,7 +489,7 @@ unsigned int Device::get_nvlink_count() const {
   nvml::FieldValue f{};
   f.fieldId = nvml::kFieldNvlinkLinkCount;
   if (!CUCORE_NVML_OK(nvmlDeviceGetFieldValues, nvml_handle(handle_), 1, &f)) return 0;
-  if (f.nvmlReturn == nvml::ERROR_NOT_SUPPORTED) return 0;  // no NVLink
+  if (f.nvmlReturn == nvml::ERROR_NOT_SUPPORTED && !detail::unsupported_is_error()) return 0;  // no NVLink
   detail::nvml_check(f.nvmlReturn, "nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_LINK_COUNT)");
   switch (f.valueType) {
     case nvml::VALUE_TYPE_UNSIGNED_LONG: return static_cast<unsigned int>(f.value.ulVal);
@@ -728,7 +733,8 @@ std::optional<std::pair<std::uint64_t, unsigned long>> InforomInfo::bbx_flush_ti
   unsigned long long timestamp = 0;
   unsigned long duration_us = 0;
   nvml::Return r = CUCORE_NVML(nvmlDeviceGetLastBBXFlushTime)(nvml_handle(handle_), &timestamp, &duration_us);
-  if (r == nvml::ERROR_NOT_READY) return std::nullopt;  // no flush yet in this run: no value to report
+  // No flush yet in this run: no value to report (NotReadyError in cucore.system, as cuda.core).
+  if (r == nvml::ERROR_NOT_READY && !detail::unsupported_is_error()) return std::nullopt;
   if (!detail::nvml_supported(r, "nvmlDeviceGetLastBBXFlushTime")) return std::nullopt;
   return std::pair<std::uint64_t, unsigned long>{timestamp, duration_us};
 }

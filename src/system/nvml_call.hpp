@@ -29,12 +29,17 @@ inline Fn nvml_entry(Fn NvmlTable::*member, const char* name) {
   return f;
 }
 
-// SUCCESS: true; NOT_SUPPORTED: false (the caller returns an empty optional);
-// anything else throws NvmlError.
+// True while a system::UnsupportedAsError lives on this thread: what NVML
+// declines is thrown as NvmlError rather than answered empty. Read on the
+// declined path only.
+bool unsupported_is_error() noexcept;
+
+// SUCCESS: true; NOT_SUPPORTED: false (the caller returns an empty optional),
+// or NvmlError within an UnsupportedAsError scope; anything else throws NvmlError.
 inline bool nvml_supported(nvml::Return r, const char* call) {
   if (r == nvml::SUCCESS) [[likely]]
     return true;
-  if (r == nvml::ERROR_NOT_SUPPORTED) return false;
+  if (r == nvml::ERROR_NOT_SUPPORTED && !unsupported_is_error()) return false;
   throw_nvml_error(r, call);
 }
 

@@ -1,5 +1,6 @@
 // NvmlError: NVML's return code, named as nvml.h names it, with NVML's own
-// text when a library is loaded (and cucore's otherwise, e.g. for nvmlInit).
+// text when a library is loaded (and cucore's otherwise, e.g. for nvmlInit);
+// and the thread's UnsupportedAsError scopes.
 #include <cucore/system.hpp>
 
 #include <string>
@@ -43,7 +44,17 @@ NvmlError::NvmlError(int code, std::string call)
       description_(describe(code)),
       call_(std::move(call)) {}
 
+namespace {
+// UnsupportedAsError scopes alive on this thread (they nest).
+thread_local unsigned t_unsupported_as_error = 0;
+}  // namespace
+
+system::UnsupportedAsError::UnsupportedAsError() noexcept { ++t_unsupported_as_error; }
+system::UnsupportedAsError::~UnsupportedAsError() { --t_unsupported_as_error; }
+
 namespace detail {
+bool unsupported_is_error() noexcept { return t_unsupported_as_error != 0; }
+
 void throw_nvml_error(nvml::Return r, const char* call) { throw NvmlError(r, call); }
 
 // The NVML of an older driver lacks the entry point: NVML's own code for that.

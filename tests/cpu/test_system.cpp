@@ -1,6 +1,6 @@
 // cucore::system on any machine, through a substituted NVML table: values pass
-// through on random data, NOT_SUPPORTED is an empty optional, real failures are
-// NvmlError, unknown devices std::out_of_range, a missing NVML a
+// through on random data, NOT_SUPPORTED is an empty optional (NvmlError within
+// an UnsupportedAsError scope), real failures are NvmlError, unknown devices std::out_of_range, a missing NVML a
 // LibraryNotFoundError naming what was searched.
 #include <cucore/log.hpp>
 #include <cucore/pathfinder.hpp>
@@ -12,10 +12,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "handles/nvml_handles.hpp"
@@ -850,6 +852,89 @@ TEST_F(SystemFake, NotSupportedIsAnEmptyOptionalNeverAnException) {
   } catch (const cucore::NvmlError& e) {
     EXPECT_EQ(e.code(), nvml::ERROR_NOT_SUPPORTED);
   }
+}
+
+// cucore.system's scope (held around every Python call): what NVML declines is
+// NvmlError carrying NVML's code and call, as cuda.core.system raises
+// NotSupportedError; only on the scope's thread and only while it lives.
+TEST_F(SystemFake, UnsupportedAsErrorThrowsWhatNvmlDeclinesInItsScope) {
+  fake.make_optional_entries_unsupported();
+  // The NVLink count's call succeeds; its field says NOT_SUPPORTED (no NVLink).
+  fake.table.nvmlDeviceGetFieldValues = [](nvml::Device, int n, nvml::FieldValue* f) {
+    for (int i = 0; i < n; ++i) f[i].nvmlReturn = nvml::ERROR_NOT_SUPPORTED;
+    return nvml::SUCCESS;
+  };
+  fake.table.nvmlDeviceGetLastBBXFlushTime = [](nvml::Device, unsigned long long*, unsigned long*) {
+    return nvml::ERROR_NOT_READY;  // no flush yet in this run
+  };
+  fake.table.nvmlDeviceGetPerformanceState = [](nvml::Device, int* p) { return *p = 32, nvml::SUCCESS; };  // UNKNOWN
+  sys::Device d(0);
+  // The NvmlError's (code, call), or (0, "") when the query answered.
+  auto outcome = [](const std::function<void()>& query) -> std::pair<int, std::string> {
+    try {
+      query();
+    } catch (const cucore::NvmlError& e) {
+      return {e.code(), e.call()};
+    }
+    return {0, ""};
+  };
+  const int unsupported = nvml::ERROR_NOT_SUPPORTED;
+  struct Case {
+    const char* what;
+    std::function<void()> query;
+    int code;
+    const char* call;
+  };
+  const std::vector<Case> cases = {
+      {"utilization", [&] { (void)d.utilization(); }, unsupported, "nvmlDeviceGetUtilizationRates"},
+      {"memory_info", [&] { (void)d.memory_info(); }, unsupported, "nvmlDeviceGetMemoryInfo_v2"},
+      {"num_fans", [&] { (void)d.num_fans(); }, unsupported, "nvmlDeviceGetNumFans"},
+      {"fan_speed", [&] { (void)d.fan_speed(0); }, unsupported, "nvmlDeviceGetFanSpeed_v2"},
+      {"temperature", [&] { (void)d.temperature().get_sensor(); }, unsupported, "nvmlDeviceGetTemperatureV"},
+      {"power_usage", [&] { (void)d.power_usage_mw(); }, unsupported, "nvmlDeviceGetPowerUsage"},
+      {"sm clock", [&] { (void)d.get_clock(sys::ClockType::sm).get_current_mhz(); }, unsupported,
+       "nvmlDeviceGetClockInfo"},
+      {"processes", [&] { (void)d.compute_running_processes(); }, unsupported,
+       "nvmlDeviceGetComputeRunningProcesses_v3"},
+      {"event types", [&] { (void)d.supported_event_types(); }, unsupported, "nvmlDeviceGetSupportedEventTypes"},
+      {"nvlink count", [&] { (void)d.get_nvlink_count(); }, unsupported,
+       "nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_LINK_COUNT)"},
+      {"nvlinks", [&] { (void)d.get_nvlinks(); }, unsupported,
+       "nvmlDeviceGetFieldValues(NVML_FI_DEV_NVLINK_LINK_COUNT)"},
+      {"mig count", [&] { (void)d.mig_device_count(); }, unsupported, "nvmlDeviceGetMaxMigDeviceCount"},
+      {"mig devices", [&] { (void)d.mig_devices(); }, unsupported, "nvmlDeviceGetMaxMigDeviceCount"},
+      {"is mig", [&] { (void)d.is_mig_device(); }, unsupported, "nvmlDeviceIsMigDeviceHandle"},
+      {"inforom validate", [&] { (void)d.inforom().validate(); }, unsupported, "nvmlDeviceValidateInforom"},
+      {"bbx flush time", [&] { (void)d.inforom().bbx_flush_time(); }, nvml::ERROR_NOT_READY,
+       "nvmlDeviceGetLastBBXFlushTime"},
+      {"mig device", [&] { (void)d.mig_device(0); }, unsupported, "nvmlDeviceGetMigDeviceHandleByIndex"},
+      {"pci info", [&] { (void)d.pci_info(); }, unsupported, "nvmlDeviceGetPciInfoExt"},
+  };
+  {
+    sys::UnsupportedAsError scope;
+    for (const Case& c : cases) {
+      auto [code, call] = outcome(c.query);
+      EXPECT_EQ(code, c.code) << c.what;
+      EXPECT_EQ(call, c.call) << c.what;
+    }
+    EXPECT_FALSE(d.performance_state());  // unknown is not declined: still empty
+    EXPECT_EQ(d.name(), FakeNvml::gpus[0].name);
+    {
+      sys::UnsupportedAsError inner;  // scopes nest: the outer one still holds after this
+    }
+    EXPECT_EQ(outcome([&] { (void)d.utilization(); }).first, unsupported);
+    std::thread([&] {  // another thread has no scope
+      EXPECT_FALSE(d.utilization());
+      EXPECT_EQ(d.get_nvlink_count(), 0u);
+    }).join();
+  }
+  // Out of the scope: empty again (pci_info and mig_device keep their C++ errors).
+  for (std::size_t i = 0; i + 2 < cases.size(); ++i) EXPECT_EQ(outcome(cases[i].query).first, 0) << cases[i].what;
+  EXPECT_THROW((void)d.mig_device(0), std::out_of_range);
+  EXPECT_THROW((void)d.pci_info(), cucore::Error);
+  EXPECT_FALSE(d.inforom().bbx_flush_time());
+  EXPECT_FALSE(d.inforom().validate());
+  EXPECT_EQ(d.get_nvlink_count(), 0u);
 }
 
 TEST_F(SystemFake, FailuresAreNvmlErrorsWithCodeNameTextAndCall) {

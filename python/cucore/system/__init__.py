@@ -7,9 +7,10 @@
 
 Importing needs neither a GPU nor NVML: NVML (libnvidia-ml.so.1, part of the
 driver) is loaded on first use; without it calls raise LibraryNotFoundError
-listing where cucore looked. A value the GPU does not report (NVML's
-NOT_SUPPORTED, e.g. fans on an H200) is None; other NVML failures raise the
-NvmlError subclass of their return code (cucore.system.exceptions).
+listing where cucore looked. As in cuda.core.system, a query the GPU does not
+support (NVML's NOT_SUPPORTED, e.g. fans on an H200) raises NotSupportedError
+naming the NVML call, and every other NVML failure the NvmlError subclass of its
+return code (cucore.system.exceptions).
 
 Beyond cuda.core.system, cucore adds power and energy (power_usage_mw, ...),
 encoder/decoder utilization, ECC (ecc_mode, get_total_ecc_errors), application

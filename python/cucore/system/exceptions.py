@@ -3,8 +3,8 @@
 An NVML failure raises the class of its return code (nvmlReturn_t), each a
 subclass of NvmlError, itself a cucore.Error. Attributes: code (the
 nvmlReturn_t), name ("NVML_ERROR_NO_PERMISSION"), description (NVML's text),
-call (the NVML function). A value the GPU does not report is None rather than
-NotSupportedError; NotSupportedError remains for actions (register_events).
+call (the NVML function). A query the GPU does not support raises
+NotSupportedError, as in cuda.core.system.
 
 The classes are made from libcucore's one table of return codes
 (src/loader/nvml_returns.inc: code, class name, docstring), so a code added
