@@ -9,6 +9,18 @@ namespace cucore::detail {
 
 namespace {
 const DriverTable* loaded() noexcept { return g_driver.load(std::memory_order_acquire); }
+
+// Runs `destroy` with `ctx` current (the thread may have another, or none),
+// then puts the thread's context back. Never throws.
+template <class F>
+void destroy_in_context(const DriverTable& t, const ContextHandle& ctx, F&& destroy) noexcept {
+  CUcontext previous = nullptr;
+  bool switched = false;
+  if (ctx && ctx->ctx && t.cuCtxGetCurrent(&previous) == CUDA_SUCCESS && previous != ctx->ctx)
+    switched = t.cuCtxSetCurrent(ctx->ctx) == CUDA_SUCCESS;
+  destroy();
+  if (switched) t.cuCtxSetCurrent(previous);
+}
 }  // namespace
 
 MipmappedArrayBox::~MipmappedArrayBox() {
@@ -23,12 +35,14 @@ ArrayBox::~ArrayBox() {
 
 TexObjectBox::~TexObjectBox() {
   if (tex)
-    if (const auto* t = loaded()) report_release(t->cuTexObjectDestroy(tex), "cuTexObjectDestroy");
+    if (const auto* t = loaded())
+      destroy_in_context(*t, ctx, [&] { report_release(t->cuTexObjectDestroy(tex), "cuTexObjectDestroy"); });
 }
 
 SurfObjectBox::~SurfObjectBox() {
   if (surf)
-    if (const auto* t = loaded()) report_release(t->cuSurfObjectDestroy(surf), "cuSurfObjectDestroy");
+    if (const auto* t = loaded())
+      destroy_in_context(*t, ctx, [&] { report_release(t->cuSurfObjectDestroy(surf), "cuSurfObjectDestroy"); });
 }
 
 void make_array(ArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, ContextHandle ctx) {
@@ -55,16 +69,18 @@ void make_mipmap_level(ArrayBox& box, std::shared_ptr<const MipmappedArrayBox> m
 }
 
 void make_texture_object(TexObjectBox& box, const CUDA_RESOURCE_DESC& resource, const CUDA_TEXTURE_DESC& texture,
-                         Owner reads) {
+                         Owner reads, ContextHandle ctx) {
   CUtexObject h = 0;
   check(driver().cuTexObjectCreate(&h, &resource, &texture, nullptr), "cuTexObjectCreate");
+  box.ctx = std::move(ctx);
   box.tex = h;
   box.reads = std::move(reads);
 }
 
-void make_surface_object(SurfObjectBox& box, const CUDA_RESOURCE_DESC& resource, Owner reads) {
+void make_surface_object(SurfObjectBox& box, const CUDA_RESOURCE_DESC& resource, Owner reads, ContextHandle ctx) {
   CUsurfObject h = 0;
   check(driver().cuSurfObjectCreate(&h, &resource), "cuSurfObjectCreate");
+  box.ctx = std::move(ctx);
   box.surf = h;
   box.reads = std::move(reads);
 }

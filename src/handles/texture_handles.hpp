@@ -35,8 +35,11 @@ struct ArrayBox {
   ~ArrayBox();  // cuArrayDestroy unless a level
 };
 
+// The driver destroys a texture or surface object only in its context: the
+// box holds that context and makes it current for the destroy.
 struct TexObjectBox {
   CUtexObject tex = 0;
+  ContextHandle ctx;
   Owner reads;  // what it reads (released after the object: a member outlives the destructor's body)
   TexObjectBox() = default;
   TexObjectBox(const TexObjectBox&) = delete;
@@ -46,6 +49,7 @@ struct TexObjectBox {
 
 struct SurfObjectBox {
   CUsurfObject surf = 0;
+  ContextHandle ctx;
   Owner reads;
   SurfObjectBox() = default;
   SurfObjectBox(const SurfObjectBox&) = delete;
@@ -60,7 +64,7 @@ void make_mipmapped_array(MipmappedArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR&
                           ContextHandle ctx);
 void make_mipmap_level(ArrayBox& box, std::shared_ptr<const MipmappedArrayBox> mipmap, unsigned level);
 void make_texture_object(TexObjectBox& box, const CUDA_RESOURCE_DESC& resource, const CUDA_TEXTURE_DESC& texture,
-                         Owner reads);
-void make_surface_object(SurfObjectBox& box, const CUDA_RESOURCE_DESC& resource, Owner reads);
+                         Owner reads, ContextHandle ctx);
+void make_surface_object(SurfObjectBox& box, const CUDA_RESOURCE_DESC& resource, Owner reads, ContextHandle ctx);
 
 }  // namespace cucore::detail

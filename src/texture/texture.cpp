@@ -500,7 +500,7 @@ TextureObject Device::create_texture_object(const ResourceDescriptor& resource,
   state->options = options;
   state->device = ordinal();
   detail::make_texture_object(*state, resource.to_driver(), texture_descriptor(resource, options),
-                              std::make_shared<const ResourceDescriptor>(resource));
+                              std::make_shared<const ResourceDescriptor>(resource), context().box());
   scope.restore();
   return TextureObject(std::move(state));
 }
@@ -519,7 +519,8 @@ SurfaceObject Device::create_surface_object(const ResourceDescriptor& resource) 
   ScopedContext scope(context().handle());
   auto state = std::make_shared<SurfObjectState>();
   state->device = ordinal();
-  detail::make_surface_object(*state, resource.to_driver(), std::make_shared<const ResourceDescriptor>(resource));
+  detail::make_surface_object(*state, resource.to_driver(), std::make_shared<const ResourceDescriptor>(resource),
+                              context().box());
   scope.restore();
   return SurfaceObject(std::move(state));
 }

@@ -9,6 +9,7 @@
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
+#include <cucore/log.hpp>
 #include <cucore/stream.hpp>
 #include <cucore/texture.hpp>
 
@@ -19,7 +20,9 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "common/fake_driver.hpp"
 
@@ -164,14 +167,23 @@ class DeviceContext : public ::testing::Test {
       made(*o, t_current);
       return CUDA_SUCCESS;
     };
-    t.cuTexObjectDestroy = [](CUtexObject o) { std::free(reinterpret_cast<void*>(o)); return CUDA_SUCCESS; };
+    // The real driver destroys a texture or surface object only in its own context.
+    t.cuTexObjectDestroy = [](CUtexObject o) {
+      if (t_current != made_in(o)) return CUDA_ERROR_INVALID_CONTEXT;
+      std::free(reinterpret_cast<void*>(o));
+      return CUDA_SUCCESS;
+    };
     t.cuSurfObjectCreate = [](CUsurfObject* o, const CUDA_RESOURCE_DESC*) {
       if (!t_current) return CUDA_ERROR_INVALID_CONTEXT;
       *o = reinterpret_cast<CUsurfObject>(new_handle());
       made(*o, t_current);
       return CUDA_SUCCESS;
     };
-    t.cuSurfObjectDestroy = [](CUsurfObject o) { std::free(reinterpret_cast<void*>(o)); return CUDA_SUCCESS; };
+    t.cuSurfObjectDestroy = [](CUsurfObject o) {
+      if (t_current != made_in(o)) return CUDA_ERROR_INVALID_CONTEXT;
+      std::free(reinterpret_cast<void*>(o));
+      return CUDA_SUCCESS;
+    };
   }
 
   void TearDown() override { t_current = nullptr; }
@@ -223,6 +235,31 @@ TEST_F(DeviceContext, EveryCreationAndSyncRunsInTheDevicesContextAndLeavesTheCur
     EXPECT_EQ(made_in(surf.handle()), ctx1());
     EXPECT_EQ(t_current, before);
   }
+  t_current = nullptr;
+}
+
+// A texture or surface object goes in its own context, whatever context (or
+// none) the thread that drops it has, and leaves that one current (cuda.core
+// 1.3); the driver refuses the destroy elsewhere, a failure reported only
+// through the log hook.
+TEST_F(DeviceContext, TexturesAndSurfacesAreDestroyedInTheirOwnContext) {
+  std::vector<std::string> failures;
+  LogHandler previous = set_log_handler([&](LogLevel level, std::string_view m) {
+    if (level == LogLevel::release_failure) failures.emplace_back(m);
+  });
+  for (CUcontext before : {static_cast<CUcontext>(nullptr), ctx0()}) {
+    SCOPED_TRACE(before ? "device 0's context current" : "no context current");
+    const Device dev1(1);
+    t_current = before;
+    auto array = dev1.create_opaque_array({.shape = {8, 8}, .num_channels = 1, .is_surface_load_store = true});
+    auto tex = dev1.create_texture_object(texture::ResourceDescriptor::from_opaque_array(array));
+    auto surf = dev1.create_surface_object(texture::ResourceDescriptor::from_opaque_array(array));
+    tex.close();
+    surf.close();
+    EXPECT_EQ(t_current, before);
+  }
+  set_log_handler(previous);
+  EXPECT_TRUE(failures.empty()) << failures.front();
   t_current = nullptr;
 }
 

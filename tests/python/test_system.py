@@ -955,11 +955,11 @@ def test_system_events_register_and_time_out(gpu):
     assert time.monotonic() - t0 >= 0.25
     with pytest.raises(ValueError, match="buffer_size"):
         events.wait(timeout_ms=1, buffer_size=0)
-    # One system event set at a time per process: the first goes before the next is made.
+    # NVML (driver 580) answers a second registration in the same process with
+    # NVML_ERROR_UNKNOWN, even after the first set is freed: one per test
+    # process, and the set's free is checked against a substituted table
+    # (SystemFake in tests/cpu/test_system.cpp).
     del events
-    gc.collect()
-    events2 = system.register_events(st.SystemEventType.BIND)
-    del events2  # each frees its own set, once
 
 
 def test_clock_offsets_and_pstate_clocks(gpu):
