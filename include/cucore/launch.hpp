@@ -253,6 +253,34 @@ void launch_checked(CUstream stream, const LaunchConfig& config, const Kernel& k
 // Launch with arguments already known to match (TypedKernel).
 void launch_unchecked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args);
 
+// A cucore object a launch packed (a Buffer, a texture or surface object),
+// type-erased: `share` makes a share of it that keeps its resource alive.
+struct PackedObject {
+  const void* object;
+  std::shared_ptr<const void> (*share)(const void* object);
+};
+template <typename T>
+std::shared_ptr<const void> share_packed(const void* object) {
+  if constexpr (is_buffer_v<T>)
+    return static_cast<const T*>(object)->box();  // a share of the allocation (null for a closed one)
+  else
+    return std::make_shared<const T>(*static_cast<const T*>(object));
+}
+template <typename T>
+inline constexpr bool is_packed_object_v = is_buffer_v<T> || is_handle_argument_v<T>;
+
+// After a launch of `kernel` on `stream` (out of line, in libcucore): when the
+// stream is being captured, the graph being built keeps a share of each object
+// and of the kernel (a CUDA user object, released when the graph and every
+// executable graph made from it are gone), so dropping a Buffer before the
+// graph runs cannot free memory the graph will use. Not capturing: nothing.
+void keep_for_capture(CUstream stream, const Kernel& kernel, const PackedObject* objects, std::size_t count);
+
+template <typename T>
+inline void note_packed(const T& value, PackedObject*& next) {
+  if constexpr (is_packed_object_v<std::remove_cvref_t<T>>) *next++ = {std::addressof(value), &share_packed<std::remove_cvref_t<T>>};
+}
+
 template <typename Param, typename Arg>
 concept typed_argument =
     (is_buffer_v<Arg> && std::is_pointer_v<Param>) ||
@@ -282,6 +310,13 @@ inline void launch_variadic(StreamRef stream, const LaunchConfig& config, const 
   [[maybe_unused]] CUdeviceptr slots[n ? n : 1];  // device pointers of Buffer arguments
   void* pointers[n ? n : 1] = {arg_address(kernel, I, args, slots[I])...};
   launch_checked(stream.handle(), config, kernel, pointers, descs, n);
+  constexpr std::size_t objects = (std::size_t{0} + ... + (is_packed_object_v<Args> ? 1 : 0));
+  if constexpr (objects > 0) {  // launches of scalars and raw pointers only make no capture query
+    PackedObject packed[objects];
+    PackedObject* next = packed;
+    (note_packed(args, next), ...);
+    keep_for_capture(stream.handle(), kernel, packed, objects);
+  }
 }
 
 template <typename... Params, typename... Args, std::size_t... I>
@@ -289,9 +324,16 @@ inline void launch_typed(StreamRef stream, const LaunchConfig& config, const Ker
                          std::index_sequence<I...>, Args&&... args) {
   // Each argument converted to its parameter type, so the driver copies exactly
   // what the kernel declares.
-  std::tuple<Params...> values{convert_argument<Params>(kernel, I, std::forward<Args>(args))...};
+  std::tuple<Params...> values{convert_argument<Params>(kernel, I, args)...};
   void* pointers[sizeof...(Params) ? sizeof...(Params) : 1] = {static_cast<void*>(&std::get<I>(values))...};
   launch_unchecked(stream.handle(), config, kernel, pointers);
+  constexpr std::size_t objects = (std::size_t{0} + ... + (is_packed_object_v<Args> ? 1 : 0));
+  if constexpr (objects > 0) {
+    PackedObject packed[objects];
+    PackedObject* next = packed;
+    (note_packed(args, next), ...);
+    keep_for_capture(stream.handle(), kernel, packed, objects);
+  }
 }
 
 }  // namespace detail

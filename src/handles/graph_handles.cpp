@@ -140,6 +140,25 @@ void GraphBox::attach() {
   }
 }
 
+void retain_in_graph(CUgraph graph, std::vector<Owner>&& owners) {
+  if (owners.empty()) return;
+  const DriverTable& d = driver();
+  if (!d.cuUserObjectCreate || !d.cuGraphRetainUserObject || !d.cuUserObjectRelease)
+    require(nullptr, 11030, "graph user objects (cuUserObjectCreate)");
+  ensure_release_thread();
+  auto* batch = new std::vector<Owner>(std::move(owners));
+  CUuserObject object = nullptr;
+  if (CUresult r = d.cuUserObjectCreate(&object, batch, destroy_owners, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+      r != CUDA_SUCCESS) {
+    delete batch;
+    throw_cuda_error(r, "cuUserObjectCreate");
+  }
+  if (CUresult r = d.cuGraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE); r != CUDA_SUCCESS) {
+    d.cuUserObjectRelease(object, 1);  // the last reference: the batch goes with it (on the release thread)
+    throw_cuda_error(r, "cuGraphRetainUserObject");
+  }
+}
+
 NodeHandle node_box(const GraphHandle& graph, CUgraphNode node) {
   GraphBox& r = graph->top();
   std::lock_guard lock(r.mutex);

@@ -133,6 +133,12 @@ class ExecOwnersStage {
   std::vector<Owner>* owners_ = nullptr;
 };
 
+// `graph` (a definition, or the graph a stream capture is building) keeps
+// `owners` until it and every graph instantiated from it are destroyed: one
+// CUDA user object, moved to the graph, whose destructor releases them on
+// cucore's release thread. On failure throws, and `owners` go with the call.
+void retain_in_graph(CUgraph graph, std::vector<Owner>&& owners);
+
 // Releases `owners` on cucore's release thread (never the caller's): for
 // driver callbacks, where dropping a last share could call CUDA.
 void release_later(std::vector<Owner>* owners) noexcept;

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "handles/graph_handles.hpp"
 #include "launch/kernel_info.hpp"
 #include "launch/launch_internal.hpp"
 #include "loader/driver.hpp"
@@ -401,6 +402,25 @@ void launch_checked(CUstream stream, const LaunchConfig& config, const Kernel& k
 
 void launch_unchecked(CUstream stream, const LaunchConfig& config, const Kernel& kernel, void** args) {
   submit(stream, config, kernel_info(kernel), args);
+}
+
+void keep_for_capture(CUstream stream, const Kernel& kernel, const PackedObject* objects, std::size_t count) {
+  // Asked after the launch went in: a stream the driver took a launch on
+  // answers. The legacy and per-thread streams are never captured themselves.
+  if (!stream || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return;
+  const DriverTable& d = driver();
+  if (!d.cuStreamGetCaptureInfo) return;  // a driver before CUDA 12.3: nothing to ask, and no graph to give
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = nullptr;
+  check(d.cuStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr),
+        "cuStreamGetCaptureInfo (keeping a captured launch's arguments)");
+  if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE || !graph) [[likely]]
+    return;
+  std::vector<Owner> owners;
+  owners.reserve(count + 1);
+  for (std::size_t i = 0; i < count; ++i) owners.push_back(objects[i].share(objects[i].object));
+  owners.push_back(std::make_shared<const Kernel>(kernel));  // its library, loaded until the graph goes
+  retain_in_graph(graph, std::move(owners));
 }
 
 }  // namespace detail

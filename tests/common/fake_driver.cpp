@@ -282,6 +282,13 @@ FakeDriver::FakeDriver() {
       violation("cuLaunchKernelEx of kernel " + hex(f) + ", whose library is not loaded");
     return CUDA_SUCCESS;
   };
+  // No stream of the fake is ever being captured, unless a test says otherwise.
+  t.cuStreamGetCaptureInfo = [](CUstream, CUstreamCaptureStatus* status, cuuint64_t*, CUgraph* graph,
+                                const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
+    *status = CU_STREAM_CAPTURE_STATUS_NONE;
+    if (graph) *graph = nullptr;
+    return CUDA_SUCCESS;
+  };
   detail::set_driver_table_for_testing(&table);
   detail::reset_device_registry_for_testing();
 }

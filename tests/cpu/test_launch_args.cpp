@@ -6,6 +6,8 @@
 #include <cucore/errors.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
+#include <cucore/memory.hpp>
+#include <cucore/stream.hpp>
 #include <cucore/object_code.hpp>
 #include <cucore/tensor_map.hpp>
 
@@ -25,6 +27,7 @@
 #include "common/fake_driver.hpp"
 #include "common/message_of.hpp"
 #include "handles/box_allocator.hpp"
+#include "handles/graph_handles.hpp"
 #include "launch/launch_internal.hpp"
 
 using namespace cucore;
@@ -742,6 +745,78 @@ TEST_F(LaunchArgsTest, RawPointerArrayChecksTheCount) {
   std::vector<void*> four(params, params + 4);
   EXPECT_EQ(message_of([&] { launch(fake_stream(), {.grid = 1, .block = 1}, saxpy, four); }),
             "saxpy: takes 5 arguments (of 4, 8, 8, 8, 4 bytes), got 4");
+}
+
+// A launch on a stream being captured: the graph being built keeps a share of
+// every Buffer the launch packed, and of the kernel, until the driver lets go
+// of the graph (a user object), so a Buffer dropped before the graph runs is
+// not freed under it. A launch on a stream not being captured keeps nothing.
+namespace {
+CUgraph g_capture_graph = nullptr;  // the graph "being captured" on every stream, or none
+std::vector<std::pair<void*, CUhostFn>> g_user_objects;
+std::vector<std::pair<CUgraph, unsigned>> g_retained;  // (graph, flags)
+}  // namespace
+
+TEST_F(LaunchArgsTest, ACapturedLaunchKeepsItsBuffersAndKernelUntilTheGraphGoes) {
+  g_capture_graph = nullptr;
+  g_user_objects.clear();
+  g_retained.clear();
+  fake.table.cuStreamGetCaptureInfo = [](CUstream, CUstreamCaptureStatus* st, cuuint64_t*, CUgraph* g,
+                                         const CUgraphNode**, const CUgraphEdgeData**, size_t*) {
+    *st = g_capture_graph ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+    if (g) *g = g_capture_graph;
+    return CUDA_SUCCESS;
+  };
+  fake.table.cuUserObjectCreate = [](CUuserObject* o, void* ptr, CUhostFn destroy, unsigned refs, unsigned) {
+    if (refs != 1) return CUDA_ERROR_INVALID_VALUE;
+    g_user_objects.emplace_back(ptr, destroy);
+    *o = reinterpret_cast<CUuserObject>(0x8000 + g_user_objects.size());
+    return CUDA_SUCCESS;
+  };
+  fake.table.cuUserObjectRelease = [](CUuserObject, unsigned) { return CUDA_SUCCESS; };
+  fake.table.cuGraphRetainUserObject = [](CUgraph g, CUuserObject, unsigned n, unsigned flags) {
+    if (n != 1) return CUDA_ERROR_INVALID_VALUE;
+    g_retained.emplace_back(g, flags);
+    return CUDA_SUCCESS;
+  };
+  Stream s;
+  DeviceMemoryResource mr = Device(0).memory_resource();
+  using Saxpy = TypedKernel<void(float, const float*, const float*, float*, int)>;
+  {
+    Kernel k = code.get_kernel("saxpy");
+    Buffer x = mr.allocate(64, s), y = mr.allocate(64, s), out = mr.allocate(64, s);
+    launch(s, {.grid = 1, .block = 32}, k, 2.0f, x, y, out, 16);  // not captured: nothing kept
+    EXPECT_TRUE(g_user_objects.empty());
+    g_capture_graph = reinterpret_cast<CUgraph>(0x9000);
+    launch(s, {.grid = 1, .block = 32}, k, 2.0f, x, y, out, 16);
+    const Saxpy typed(k);
+    launch(s, {.grid = 1, .block = 32}, typed, 2.0f, x, y, out, 16);
+    float* raw = nullptr;
+    launch(s, {.grid = 1, .block = 32}, code.get_kernel("scale<float>"), raw, 1.0f, 4);  // nothing to keep
+  }
+  code = ObjectCode();
+  // The variadic and the typed launch each gave the graph one user object.
+  ASSERT_EQ(g_user_objects.size(), 2u);
+  ASSERT_EQ(g_retained.size(), 2u);
+  for (auto [g, flags] : g_retained) {
+    EXPECT_EQ(g, reinterpret_cast<CUgraph>(0x9000));
+    EXPECT_EQ(flags, unsigned(CU_GRAPH_USER_OBJECT_MOVE));
+  }
+  // The Buffers, the kernel and its library outlived their owners' scope.
+  EXPECT_EQ(FakeDriver::pool_frees.load(), 0);
+  EXPECT_EQ(g_unloads.load(), 0);
+  const auto& first = *static_cast<const std::vector<std::shared_ptr<const void>>*>(g_user_objects[0].first);
+  EXPECT_EQ(first.size(), 4u);  // x, y, out and the kernel
+  g_user_objects[0].second(g_user_objects[0].first);  // the driver lets go of the first
+  cucore::detail::drain_releases_for_testing();
+  EXPECT_EQ(FakeDriver::pool_frees.load(), 0);  // the second still holds them
+  EXPECT_EQ(g_unloads.load(), 0);
+  g_user_objects[1].second(g_user_objects[1].first);
+  cucore::detail::drain_releases_for_testing();
+  s.sync();
+  EXPECT_EQ(FakeDriver::pool_frees.load(), 3);
+  EXPECT_EQ(g_unloads.load(), 1);
+  g_capture_graph = nullptr;
 }
 
 TEST_F(LaunchArgsTest, TypedKernelConvertsAtCompileTime) {

@@ -514,6 +514,68 @@ TEST_F(Graphs, LifetimesEveryHandleDroppedThenAHundredLaunches) {
   cucore::detail::drain_releases_for_testing();
 }
 
+// A launch captured on a stream keeps what it packed: the Buffers and the
+// kernel (its library) are dropped right after the launch, with no retain(),
+// the memory they freed is handed out again and overwritten, and the graph
+// still reads the inputs it captured. Both ways to capture: cucore's
+// GraphBuilder, and a capture begun on the stream by another library
+// (cuStreamBeginCapture on its handle, as a framework does).
+TEST_F(Graphs, ACapturedLaunchKeepsItsBuffersAndKernelWithoutRetain) {
+  const int n = 300000;
+  auto hx = test::random_floats(n, 21), hy = test::random_floats(n, 22);
+  const auto& d = cucore::detail::driver();
+  for (bool foreign : {false, true}) {
+    SCOPED_TRACE(foreign ? "a capture begun through the stream's handle" : "a GraphBuilder");
+    Stream keep;
+    Buffer out = Device(0).memory_resource().allocate(n * 4, keep);
+    Graph g;
+    CUgraphExec exec = nullptr;  // the foreign capture's, made and launched through the driver
+    {
+      Stream s;
+      ObjectCode code = compile_graph_kernels();
+      Buffer x = upload(hx, s), y = upload(hy, s);
+      s.sync();
+      if (foreign) {
+        ASSERT_EQ(d.cuStreamBeginCapture(s.handle(), CU_STREAM_CAPTURE_MODE_THREAD_LOCAL), CUDA_SUCCESS);
+        launch(s, cfg_for(n), code.get_kernel("saxpy"), 1.5f, x, y, out, n);
+        CUgraph captured = nullptr;
+        ASSERT_EQ(d.cuStreamEndCapture(s.handle(), &captured), CUDA_SUCCESS);
+        CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+        ASSERT_EQ(d.cuGraphInstantiateWithParams(&exec, captured, &params), CUDA_SUCCESS);
+        ASSERT_EQ(d.cuGraphDestroy(captured), CUDA_SUCCESS);  // the executable graph holds what it needs
+      } else {
+        GraphBuilder gb = s.create_graph_builder().begin_building();
+        launch(gb.stream(), cfg_for(n), code.get_kernel("saxpy"), 1.5f, x, y, out, n);
+        g = gb.end_building().complete();
+      }
+    }
+    // The pool hands the inputs' memory out again (its release threshold keeps
+    // it cached): had they been freed, the graph would read this.
+    Stream other;
+    std::vector<Buffer> reuse;
+    for (int i = 0; i < 4; ++i) {
+      reuse.push_back(Device(0).memory_resource().allocate(n * 4, other));
+      reuse.back().fill(std::uint32_t{0x7fc00000u}, other);  // NaN
+    }
+    for (int i = 0; i < 3; ++i) {
+      if (foreign) {
+        ASSERT_EQ(d.cuGraphLaunch(exec, other.handle()), CUDA_SUCCESS);
+      } else {
+        g.launch(other);
+      }
+    }
+    std::vector<float> want(n);
+    for (int i = 0; i < n; ++i) want[i] = 1.5f * hx[i] + hy[i];
+    expect_equal(download<float>(out, other), want, "the captured saxpy");
+    other.sync();
+    if (exec) {
+      ASSERT_EQ(d.cuGraphExecDestroy(exec), CUDA_SUCCESS);
+    }
+    g.close();
+    cucore::detail::drain_releases_for_testing();
+  }
+}
+
 // Another library copies a definition through its handle (cuGraphClone, as a
 // framework's graph capture does), then everything cucore made is dropped:
 // the code (so its kernels), the events, the Buffers, the callback, the child
