@@ -1,23 +1,86 @@
 #pragma once
-// The exceptions cucore throws. Every failure is one of these (or a standard
-// std::invalid_argument / std::out_of_range for bad arguments, ClosedError
-// among them); no cucore call reports failure through a return code.
+// The exceptions cucore throws: every one is a cucore::Error, so
+// `catch (const cucore::Error&)` catches whatever cucore throws, and each is
+// also the standard exception its kind is (by multiple inheritance, one
+// std::exception base each), so `catch (const std::invalid_argument&)` or
+// `catch (const std::exception&)` keep working. No cucore call reports failure
+// through a return code.
+//
+//   class                    standard base          thrown for                                Python
+//   RuntimeError             std::runtime_error     a failure with no class of its own        cucore.Error
+//     CudaError                                     a driver call's CUresult                  cucore.CudaError
+//       checkpoint::StateError                      a process in the wrong checkpoint state   cucore.CudaError
+//     CompileError                                  NVRTC or the linker rejected the input    cucore.CompileError
+//     LibraryNotFoundError                          libcuda, NVRTC, nvJitLink, NVML missing   cucore.LibraryNotFoundError
+//     FeatureUnavailableError                       the driver or device lacks a feature      cucore.FeatureUnavailableError
+//     IpcError                                      what IPC cannot do (ipc.hpp)              cucore.Error
+//       MappedResourceError                         allocating from a mapped resource         TypeError
+//     NvmlError                                     an NVML call's return code (system.hpp)   cucore.system.NvmlError
+//   SystemError              std::system_error      an OS call's errno                        RuntimeError
+//   InvalidArgumentError     std::invalid_argument  a bad argument, named in the message      ValueError
+//     ClosedError                                   an object used after close() or a move    cucore.ClosedError
+//     detail::FileError                             a path that cannot be read or written     ValueError
+//   OutOfRangeError          std::out_of_range      an index or offset past the end           IndexError
+//   OverflowError            std::overflow_error    sizes whose arithmetic leaves 64 bits     OverflowError
+//   LogicError               std::logic_error       an empty object used (no resource yet)    RuntimeError
+//
+// tests/cpu/test_errors.cpp checks that libcucore throws nothing else (no
+// `throw std::...` under src/ and include/), src/errors/error_classes.inc
+// lists every class for the Python module.
 #include <cuda.h>
 
 #include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace cucore {
 
-// Base of every cucore error.
-class Error : public std::runtime_error {
+// The root of every cucore error; what() is the standard base's message.
+class Error {
+ public:
+  virtual ~Error() = default;
+  virtual const char* what() const noexcept = 0;
+
+ protected:
+  Error() = default;
+  Error(const Error&) = default;
+  Error& operator=(const Error&) = default;
+};
+
+class RuntimeError : public std::runtime_error, public Error {
  public:
   using std::runtime_error::runtime_error;
+  const char* what() const noexcept override { return std::runtime_error::what(); }
+};
+class InvalidArgumentError : public std::invalid_argument, public Error {
+ public:
+  using std::invalid_argument::invalid_argument;
+  const char* what() const noexcept override { return std::invalid_argument::what(); }
+};
+class OutOfRangeError : public std::out_of_range, public Error {
+ public:
+  using std::out_of_range::out_of_range;
+  const char* what() const noexcept override { return std::out_of_range::what(); }
+};
+class OverflowError : public std::overflow_error, public Error {
+ public:
+  using std::overflow_error::overflow_error;
+  const char* what() const noexcept override { return std::overflow_error::what(); }
+};
+class LogicError : public std::logic_error, public Error {
+ public:
+  using std::logic_error::logic_error;
+  const char* what() const noexcept override { return std::logic_error::what(); }
+};
+class SystemError : public std::system_error, public Error {
+ public:
+  using std::system_error::system_error;
+  const char* what() const noexcept override { return std::system_error::what(); }
 };
 
 // A driver call failed: the CUresult, its name and description, and the call.
-class CudaError : public Error {
+class CudaError : public RuntimeError {
  public:
   CudaError(CUresult code, std::string call);
   CUresult code() const noexcept { return code_; }
@@ -31,7 +94,7 @@ class CudaError : public Error {
 };
 
 // A shared library cucore needs could not be loaded.
-class LibraryNotFoundError : public Error {
+class LibraryNotFoundError : public RuntimeError {
  public:
   LibraryNotFoundError(std::string component, std::vector<std::string> searched, std::string hint = {});
   const std::string& component() const noexcept { return component_; }  // "libcuda", "nvrtc", ...
@@ -43,7 +106,7 @@ class LibraryNotFoundError : public Error {
 };
 
 // The loaded driver (or library) is too old, or the device lacks, a feature.
-class FeatureUnavailableError : public Error {
+class FeatureUnavailableError : public RuntimeError {
  public:
   FeatureUnavailableError(std::string feature, std::string requirement);
   const std::string& feature() const noexcept { return feature_; }
@@ -54,7 +117,7 @@ class FeatureUnavailableError : public Error {
 };
 
 // NVRTC or the linker rejected the input; log() is the whole compiler log.
-class CompileError : public Error {
+class CompileError : public RuntimeError {
  public:
   CompileError(std::string message, std::string log);
   const std::string& log() const noexcept { return log_; }
@@ -69,7 +132,7 @@ class CompileError : public Error {
 // the object and the operation: "Stream has been closed (sync)". It is a
 // std::invalid_argument (the closed object is the bad argument); Python sees
 // cucore.ClosedError, a RuntimeError as cuda.core raises for closed objects.
-class ClosedError : public std::invalid_argument {
+class ClosedError : public InvalidArgumentError {
  public:
   ClosedError(std::string object, std::string operation);
   const std::string& object() const noexcept { return object_; }        // "Stream"

@@ -41,9 +41,9 @@ Uuid uuid_from_string(std::string_view text);         // std::invalid_argument n
 // An IPC operation this object cannot do: the pool or event is not
 // IPC-enabled, a UUID is not in the registry, a socket peer broke the
 // protocol. (Python: RuntimeError, as cuda.core.)
-class IpcError : public Error {
+class IpcError : public RuntimeError {
  public:
-  using Error::Error;
+  using RuntimeError::RuntimeError;
 };
 
 // A mapped resource (imported from another process) was asked to allocate or

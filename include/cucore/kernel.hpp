@@ -3,6 +3,7 @@
 // cheap copyable handle; every copy keeps the library it came from loaded.
 // Its facts (parameter layout, per-device attributes) are read from the driver
 // once and cached, so launching it costs no extra driver calls.
+#include <cucore/errors.hpp>
 #include <cuda.h>
 
 #include <concepts>
@@ -91,7 +92,7 @@ class KernelOccupancy {
   template <std::integral Bytes>
   MaxPotentialBlockSize max_potential_block_size(Bytes dynamic_shared_memory_needed, int block_size_limit = 0) const {
     if constexpr (std::is_signed_v<Bytes>) {
-      if (dynamic_shared_memory_needed < 0) throw std::invalid_argument("max_potential_block_size: negative shared memory size");
+      if (dynamic_shared_memory_needed < 0) throw InvalidArgumentError("max_potential_block_size: negative shared memory size");
     }
     return potential_block_size(nullptr, static_cast<std::size_t>(dynamic_shared_memory_needed), block_size_limit);
   }

@@ -25,7 +25,7 @@
 namespace cucore {
 
 // An NVML call failed: NVML's return code, its name and text, and the call.
-class NvmlError : public Error {
+class NvmlError : public RuntimeError {
  public:
   NvmlError(int code, std::string call);
   int code() const noexcept { return code_; }                                  // nvmlReturn_t

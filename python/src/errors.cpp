@@ -2,7 +2,7 @@
 // libcucore's C++ exceptions into them, both from the one list of error
 // classes (src/errors/error_classes.inc):
 //
-//   cucore.Error(RuntimeError)                 cucore::Error
+//   cucore.Error(RuntimeError)                 cucore::RuntimeError
 //     cucore.CudaError (alias CUDAError)       cucore::CudaError: .code .name .description .call
 //       cucore.CompileError (alias NVRTCError) cucore::CompileError: .log (the whole compiler log)
 //     cucore.LibraryNotFoundError              .component .searched

@@ -1,4 +1,5 @@
 // Cache directories that nobody else can write, and safe reads of their files.
+#include <cucore/errors.hpp>
 #include "cache/cache_dir.hpp"
 
 #include <dirent.h>
@@ -65,7 +66,7 @@ std::string bundled_headers_dir() {
   std::string why;
   const int fd = open_private_dir(root, true, why);
   if (fd < 0)
-    throw std::runtime_error("ProgramOptions::use_bundled_headers: NVRTC's headers go under cucore's cache "
+    throw RuntimeError("ProgramOptions::use_bundled_headers: NVRTC's headers go under cucore's cache "
                              "directory " + root.string() + ", which cannot be used: " + why);
   ::close(fd);
   return (root / "nvrtc-bundled-headers").string();

@@ -1,5 +1,6 @@
 // ProgramCache's shared parts, InMemoryProgramCache, TwoLevelProgramCache, the
 // default cache, and Program::compile through a cache (single-flight).
+#include <cucore/errors.hpp>
 #include <cucore/program.hpp>
 #include <cucore/program_cache.hpp>
 
@@ -45,7 +46,7 @@ void ProgramCache::put(std::string_view key, std::span<const std::byte> code, st
       return;
     }
   } else if (!detail::structurally_valid(*code_type, code)) {
-    throw std::invalid_argument("ProgramCache::put: the bytes are not a valid " + std::string(to_string(*code_type)));
+    throw InvalidArgumentError("ProgramCache::put: the bytes are not a valid " + std::string(to_string(*code_type)));
   }
   put(key, ObjectCode::from_bytes(std::vector<std::byte>(code.begin(), code.end()), *code_type));
 }
@@ -171,13 +172,13 @@ std::optional<ObjectCode> InMemoryProgramCache::get(std::string_view key, CodeTy
 }
 
 void InMemoryProgramCache::put(std::string_view key, const ObjectCode& code) {
-  if (!code) throw std::invalid_argument("InMemoryProgramCache::put: empty ObjectCode");
+  if (!code) throw InvalidArgumentError("InMemoryProgramCache::put: empty ObjectCode");
   std::lock_guard lock(impl_->mutex);
   impl_->store(key, code, max_size_);
 }
 
 ObjectCode InMemoryProgramCache::put_if_absent(std::string_view key, const ObjectCode& code) {
-  if (!code) throw std::invalid_argument("InMemoryProgramCache::put_if_absent: empty ObjectCode");
+  if (!code) throw InvalidArgumentError("InMemoryProgramCache::put_if_absent: empty ObjectCode");
   std::lock_guard lock(impl_->mutex);
   if (auto it = impl_->map.find(key); it != impl_->map.end()) {
     impl_->touch(&it->second);
@@ -450,7 +451,7 @@ class Keying {
       return k;
     }
     k.includes = detail::resolve_includes(program_.code(), program_.options());
-    if (!k.includes->error.empty()) throw std::invalid_argument("Program::compile: " + k.includes->error);
+    if (!k.includes->error.empty()) throw InvalidArgumentError("Program::compile: " + k.includes->error);
     if (!k.includes->unfollowable.empty()) {
       k.unfollowable = k.includes->unfollowable;
       return k;

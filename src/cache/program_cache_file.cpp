@@ -6,6 +6,7 @@
 // symlink, directory or crafted record planted under an entry's name is a
 // damaged entry (counted, removed, a miss), never a hang, a redirect or an
 // exception.
+#include <cucore/errors.hpp>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -548,7 +549,7 @@ struct FileStreamProgramCache::Impl {
   }
 
   void put(std::string_view key, const ObjectCode& code) {
-    if (!code) throw std::invalid_argument("FileStreamProgramCache::put: empty ObjectCode");
+    if (!code) throw InvalidArgumentError("FileStreamProgramCache::put: empty ObjectCode");
     const auto bytes = code.code();
     if (!code.is_opaque() && !detail::structurally_valid(code.code_type(), bytes)) {
       // Never stored: a read would reject it. Not thrown either: a compile
@@ -741,7 +742,7 @@ struct FileStreamProgramCache::Impl {
     std::string why;
     if (open_dir(false, why)) return dirfd.load();
     if (why.empty()) return -1;
-    throw std::runtime_error(std::string("FileStreamProgramCache::") + what + ": " + dir.string() + ": " + why);
+    throw RuntimeError(std::string("FileStreamProgramCache::") + what + ": " + dir.string() + ": " + why);
   }
 };
 
@@ -753,13 +754,13 @@ FileStreamProgramCache::FileStreamProgramCache(fs::path path, std::optional<std:
 FileStreamProgramCache::FileStreamProgramCache(fs::path path, const FileStreamProgramCacheOptions& options) {
   // "" would be the working directory, whatever it is when a put runs.
   if (path.empty())
-    throw std::invalid_argument("FileStreamProgramCache: the path is empty; name a directory, or use default_path()");
+    throw InvalidArgumentError("FileStreamProgramCache: the path is empty; name a directory, or use default_path()");
   // The system would see the path only up to the NUL, and write there.
   if (const auto at = path.native().find('\0'); at != std::string::npos)
-    throw std::invalid_argument("FileStreamProgramCache: the path contains a NUL byte (after \"" +
+    throw InvalidArgumentError("FileStreamProgramCache: the path contains a NUL byte (after \"" +
                                 path.native().substr(0, at) + "\"); no file name can hold one");
   if (options.lock_wait && options.lock_wait->count() < 0)
-    throw std::invalid_argument("FileStreamProgramCacheOptions::lock_wait is negative (" +
+    throw InvalidArgumentError("FileStreamProgramCacheOptions::lock_wait is negative (" +
                                 std::to_string(options.lock_wait->count()) + " ms)");
   impl_ = std::make_unique<Impl>();
   impl_->dir = std::move(path);
@@ -830,7 +831,7 @@ std::vector<FileCacheEntry> FileStreamProgramCache::entries() const {
   int error = 0;
   const auto scanned = impl_->scan(dfd, false, &error);
   if (error)
-    throw std::runtime_error("FileStreamProgramCache::entries: cannot read " + impl_->dir.string() + " (" +
+    throw RuntimeError("FileStreamProgramCache::entries: cannot read " + impl_->dir.string() + " (" +
                              std::strerror(error) + ")");
   for (const auto& e : scanned) {
     FileCacheEntry fe;

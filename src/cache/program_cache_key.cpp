@@ -1,5 +1,6 @@
 // make_program_cache_key: the digest that names a cache entry, and the pieces
 // Program::compile adds to it for headers.
+#include <cucore/errors.hpp>
 #include <cucore/program_cache.hpp>
 
 #include <cstdint>
@@ -74,7 +75,7 @@ SourceSlot& source_slot(std::string_view code) {
   return s;
 }
 
-[[noreturn]] void refuse(const std::string& what) { throw std::invalid_argument("make_program_cache_key: " + what); }
+[[noreturn]] void refuse(const std::string& what) { throw InvalidArgumentError("make_program_cache_key: " + what); }
 
 }  // namespace
 

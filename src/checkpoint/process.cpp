@@ -87,7 +87,7 @@ std::string way(ProcessState from, ProcessState to) {
 }  // namespace
 
 Process::Process(int pid) : pid_(pid) {
-  if (pid <= 0) throw std::invalid_argument("checkpoint::Process: pid must be a positive int, got " + std::to_string(pid));
+  if (pid <= 0) throw InvalidArgumentError("checkpoint::Process: pid must be a positive int, got " + std::to_string(pid));
 }
 
 ProcessState Process::state() const {
@@ -95,7 +95,7 @@ ProcessState Process::state() const {
   CUprocessState s{};
   if (CUresult r = fn(pid_, &s); r != CUDA_SUCCESS) fail(r, "cuCheckpointProcessGetState", pid_, "state", {});
   auto state = state_from(raw_state(s));
-  if (!state) throw Error("Unknown CUDA checkpoint process state: " + std::to_string(raw_state(s)));
+  if (!state) throw RuntimeError("Unknown CUDA checkpoint process state: " + std::to_string(raw_state(s)));
   return *state;
 }
 

@@ -23,7 +23,7 @@ namespace cucore {
 namespace {
 
 [[noreturn]] void invalid(const char* field, const std::string& why) {
-  throw std::invalid_argument(std::string("LinkerOptions::") + field + ": " + why);
+  throw InvalidArgumentError(std::string("LinkerOptions::") + field + ": " + why);
 }
 
 using detail::ArchParts;
@@ -85,7 +85,7 @@ nvJitLinkInputType nvjitlink_input_type(CodeType code_type) {
     case CodeType::object: return NVJITLINK_INPUT_OBJECT;
     case CodeType::library: return NVJITLINK_INPUT_LIBRARY;
   }
-  throw std::invalid_argument("Linker: cannot link code_type " + squote(to_string(code_type)));
+  throw InvalidArgumentError("Linker: cannot link code_type " + squote(to_string(code_type)));
 }
 
 // ---- the driver's linker ------------------------------------------------
@@ -99,7 +99,7 @@ CUjitInputType driver_input_type(CodeType code_type) {
     case CodeType::library: return CU_JIT_INPUT_LIBRARY;
     case CodeType::ltoir: break;
   }
-  throw std::invalid_argument("Linker: the driver's linker cannot link code_type " + squote(to_string(code_type)) +
+  throw InvalidArgumentError("Linker: the driver's linker cannot link code_type " + squote(to_string(code_type)) +
                               " (LTO-IR needs nvJitLink)");
 }
 
@@ -109,7 +109,7 @@ CUjitInputType driver_input_type(CodeType code_type) {
 // driver has no counterpart of no_cache, which changes no output.)
 void check_driver_options(const LinkerOptions& o) {
   auto refuse = [](const char* field) {
-    throw std::invalid_argument(std::string("LinkerOptions::") + field +
+    throw InvalidArgumentError(std::string("LinkerOptions::") + field +
                                 ": not supported by the driver's linker (nvJitLink is not usable here)");
   };
   if (o.time.value_or(false)) refuse("time");
@@ -213,10 +213,10 @@ std::vector<std::string> LinkerOptions::as_nvjitlink_flags() const {
 Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
     : codes_(std::move(object_codes)), options_(std::move(options)) {
   if (codes_.empty())
-    throw std::invalid_argument("At least one ObjectCode object must be provided (Linker: nothing to link)");
+    throw InvalidArgumentError("At least one ObjectCode object must be provided (Linker: nothing to link)");
   bool has_ltoir = false;
   for (std::size_t i = 0; i < codes_.size(); ++i) {
-    if (!codes_[i]) throw std::invalid_argument("Linker: ObjectCode " + std::to_string(i) + " is empty");
+    if (!codes_[i]) throw InvalidArgumentError("Linker: ObjectCode " + std::to_string(i) + " is empty");
     (void)nvjitlink_input_type(codes_[i].code_type());
     has_ltoir = has_ltoir || codes_[i].code_type() == CodeType::ltoir;
   }
@@ -224,7 +224,7 @@ Linker::Linker(std::vector<ObjectCode> object_codes, LinkerOptions options)
     try {
       options_.arch = "sm_" + Device().arch();
     } catch (const std::exception& e) {
-      throw std::invalid_argument(
+      throw InvalidArgumentError(
           std::string("LinkerOptions::arch is empty and the current device's architecture could not be read (") +
           e.what() + "); set LinkerOptions::arch, e.g. \"sm_90\"");
     }
@@ -386,11 +386,11 @@ void Linker::close() noexcept {
 ObjectCode Linker::link(CodeType target) {
   if (closed_) detail::throw_closed("Linker", "link");
   if (target != CodeType::cubin && target != CodeType::ptx)
-    throw std::invalid_argument("Linker::link: unknown target " + squote(to_string(target)) +
+    throw InvalidArgumentError("Linker::link: unknown target " + squote(to_string(target)) +
                                 " (valid: \"cubin\", \"ptx\")");
   const bool want_ptx = options_.ptx.value_or(false);
   if ((target == CodeType::ptx) != want_ptx)
-    throw std::invalid_argument(target == CodeType::ptx
+    throw InvalidArgumentError(target == CodeType::ptx
                                     ? "Linker::link: target \"ptx\" needs LinkerOptions::ptx = true (with "
                                       "link_time_optimization)"
                                     : "Linker::link: LinkerOptions::ptx is set, so the output is PTX; link(\"ptx\")");

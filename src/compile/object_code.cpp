@@ -1,5 +1,6 @@
 // ObjectCode: the factories and the compile-side accessors. Loading
 // (get_kernel, kernel_names, library_handle) lives in object_code_load.cpp.
+#include <cucore/errors.hpp>
 #include <cucore/object_code.hpp>
 
 #include <stdexcept>
@@ -41,12 +42,12 @@ std::vector<std::byte> read_file(const std::filesystem::path& file, const char* 
     throw detail::FileError(e.kind(), e.path(), e.error_number(), std::string("ObjectCode::") + factory + ": " + e.what());
   }
   if (bytes.empty())
-    throw std::invalid_argument(std::string("ObjectCode::") + factory + ": '" + file.string() + "' is empty");
+    throw InvalidArgumentError(std::string("ObjectCode::") + factory + ": '" + file.string() + "' is empty");
   return bytes;
 }
 
 std::vector<std::byte> copy_bytes(std::span<const std::byte> code, const char* factory) {
-  if (code.empty()) throw std::invalid_argument(std::string("ObjectCode::") + factory + ": the code is empty");
+  if (code.empty()) throw InvalidArgumentError(std::string("ObjectCode::") + factory + ": the code is empty");
   return {code.begin(), code.end()};
 }
 
@@ -74,9 +75,9 @@ std::optional<CodeType> parse_code_type(std::string_view name) noexcept {
 ObjectCode ObjectCode::from_bytes(std::vector<std::byte> code, CodeType code_type, std::string name,
                                   std::map<std::string, std::string> symbol_mapping, std::string log) {
   if (static_cast<unsigned>(code_type) > static_cast<unsigned>(CodeType::library))
-    throw std::invalid_argument("ObjectCode: code_type " + std::to_string(static_cast<unsigned>(code_type)) +
+    throw InvalidArgumentError("ObjectCode: code_type " + std::to_string(static_cast<unsigned>(code_type)) +
                                 " is not a CodeType");
-  if (code.empty()) throw std::invalid_argument("ObjectCode: the " + std::string(to_string(code_type)) + " code is empty");
+  if (code.empty()) throw InvalidArgumentError("ObjectCode: the " + std::string(to_string(code_type)) + " code is empty");
   auto s = std::make_shared<detail::ObjectCodeState>();
   terminate_ptx(code, code_type);
   s->code = std::move(code);
@@ -115,9 +116,9 @@ ObjectCode ObjectCode::from_ptx(std::string_view code, std::string name,
 ObjectCode ObjectCode::from_path(CodeType code_type, std::filesystem::path file, std::string name,
                                  std::map<std::string, std::string> symbol_mapping) {
   if (static_cast<unsigned>(code_type) > static_cast<unsigned>(CodeType::library))
-    throw std::invalid_argument("ObjectCode::from_path: code_type " + std::to_string(static_cast<unsigned>(code_type)) +
+    throw InvalidArgumentError("ObjectCode::from_path: code_type " + std::to_string(static_cast<unsigned>(code_type)) +
                                 " is not a CodeType");
-  if (file.empty()) throw std::invalid_argument("ObjectCode::from_path: the path is empty");
+  if (file.empty()) throw InvalidArgumentError("ObjectCode::from_path: the path is empty");
   auto s = std::make_shared<detail::ObjectCodeState>();
   s->file = std::move(file);
   s->code_type = code_type;

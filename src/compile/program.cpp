@@ -26,7 +26,7 @@ namespace cucore {
 namespace {
 
 [[noreturn]] void invalid(const char* field, const std::string& why) {
-  throw std::invalid_argument(std::string("ProgramOptions::") + field + ": " + why);
+  throw InvalidArgumentError(std::string("ProgramOptions::") + field + ": " + why);
 }
 
 using detail::ArchParts;
@@ -119,7 +119,7 @@ std::string resolve_arch_from_device() {
   try {
     return "sm_" + Device().arch();
   } catch (const std::exception& e) {
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         std::string("ProgramOptions::arch is empty and the current device's architecture could not be read (") +
         e.what() + "); set ProgramOptions::arch, e.g. \"sm_90\"");
   }
@@ -331,7 +331,7 @@ std::vector<std::string> ProgramOptions::as_nvvm_flags(std::optional<CodeType> t
   if (auto bad = unsupported_by_nvvm(); !bad.empty()) {
     std::string list;
     for (const auto& b : bad) list += (list.empty() ? "" : ", ") + b;
-    throw std::invalid_argument("The following options are not supported by NVVM backend: " + list);
+    throw InvalidArgumentError("The following options are not supported by NVVM backend: " + list);
   }
   for (std::size_t i = 0; i < extra_sources.size(); ++i) {
     if (extra_sources[i].second.empty())
@@ -383,10 +383,10 @@ Program::Program(std::string code, std::string code_type, ProgramOptions options
   std::transform(code_type_.begin(), code_type_.end(), code_type_.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   if (code_type_ != "c++" && code_type_ != "ptx" && code_type_ != "nvvm")
-    throw std::invalid_argument("Program: unknown code_type " + squote(code_type_) +
+    throw InvalidArgumentError("Program: unknown code_type " + squote(code_type_) +
                                 " (valid: \"c++\", \"ptx\", \"nvvm\")");
   if (!options_.extra_sources.empty() && code_type_ != "nvvm")
-    throw std::invalid_argument(code_type_ == "c++"
+    throw InvalidArgumentError(code_type_ == "c++"
                                     ? "extra_sources is not supported by the NVRTC backend (C++ code_type)"
                                     : "extra_sources is not supported by the PTX backend.");
   // NVRTC and the linker read the source as a C string: a NUL would silently
@@ -395,13 +395,13 @@ Program::Program(std::string code, std::string code_type, ProgramOptions options
   if (code_type_ != "nvvm") {
     while (!code_.empty() && code_.back() == '\0') code_.pop_back();
     if (auto at = code_.find('\0'); at != std::string::npos)
-      throw std::invalid_argument("Program: the source contains a NUL byte at offset " + std::to_string(at));
+      throw InvalidArgumentError("Program: the source contains a NUL byte at offset " + std::to_string(at));
   }
   // As cuda.core: empty C++ and NVVM IR are the compilers' to judge (NVRTC
   // compiles it; libNVVM takes it and refuses it at compile), but the linker
   // refuses empty PTX at once, and cuda.core adds the PTX to its linker here.
   if (code_type_ == "ptx" && code_.empty())
-    throw std::invalid_argument("Program: the PTX source is empty (the linker refuses empty input)");
+    throw InvalidArgumentError("Program: the PTX source is empty (the linker refuses empty input)");
   if (options_.arch.empty()) options_.arch = resolve_arch_from_device();
   state_ = std::make_shared<detail::ProgramState>();
   // Fail on bad options now, not at compile; NVRTC's flags are rendered once,
@@ -508,14 +508,14 @@ void detail::set_bundled_headers_dir(BundledHeadersDir fn) noexcept {
 
 std::string detail::bundled_headers_dir() {
   auto fn = g_bundled_headers_dir.load(std::memory_order_acquire);
-  if (!fn) throw std::logic_error("use_bundled_headers: no cache layer is registered to say where the headers go");
+  if (!fn) throw LogicError("use_bundled_headers: no cache layer is registered to say where the headers go");
   return fn();
 }
 
 ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expressions, ProgramCache* cache) const {
   if (!cache) return compile(target, std::move(name_expressions));
   auto through = g_compile_through_cache.load(std::memory_order_acquire);
-  if (!through) throw std::logic_error("Program::compile: no program cache layer is registered");
+  if (!through) throw LogicError("Program::compile: no program cache layer is registered");
   return through(*this, target, std::move(name_expressions), *cache);
 }
 
@@ -527,7 +527,7 @@ ObjectCode Program::compile(CodeType target, std::vector<std::string> name_expre
   // (a computed #include) is left to NVRTC as before.
   if (!is_closed() && code_type_ == "c++") {
     detail::ResolvedIncludes includes = detail::resolve_includes(code_, options_);
-    if (!includes.error.empty()) throw std::invalid_argument("Program::compile: " + includes.error);
+    if (!includes.error.empty()) throw InvalidArgumentError("Program::compile: " + includes.error);
     if (includes.unfollowable.empty() && !includes.headers.empty())
       return detail::compile_program(*this, target, name_expressions, &includes);
   }
@@ -539,7 +539,7 @@ namespace {
 ObjectCode compile_nvvm(const Program& program, CodeType target) {
   const ProgramOptions& o = program.options();
   if (target != CodeType::ptx && target != CodeType::ltoir)
-    throw std::invalid_argument("Unsupported target_type=\"" + std::string(to_string(target)) +
+    throw InvalidArgumentError("Unsupported target_type=\"" + std::string(to_string(target)) +
                                 "\" for NVVM (supported: 'ptx', 'ltoir'): the NVVM backend only supports "
                                 "target_type=\"ptx\" or \"ltoir\"");
   const std::vector<std::string> flags = o.as_nvvm_flags(target);
@@ -615,22 +615,22 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
       Linker linker({ObjectCode::from_ptx(std::string_view(code_), options_.name)}, detail::linker_options_for_ptx(options_));
       return linker.link(CodeType::cubin);
     }
-    throw std::invalid_argument("Unsupported target_type=\"" + std::string(to_string(target)) + "\" for " +
+    throw InvalidArgumentError("Unsupported target_type=\"" + std::string(to_string(target)) + "\" for " +
                                 program.backend() + " (supported: 'cubin', 'ptx')");
   }
 
   if (target != CodeType::ptx && target != CodeType::cubin && target != CodeType::ltoir)
-    throw std::invalid_argument("Unsupported target_type=\"" + std::string(to_string(target)) +
+    throw InvalidArgumentError("Unsupported target_type=\"" + std::string(to_string(target)) +
                                 "\" for NVRTC (supported: 'ptx', 'cubin', 'ltoir')");
   for (const auto& n : name_expressions) {
-    if (n.empty()) throw std::invalid_argument("Program::compile: a name expression is empty");
+    if (n.empty()) throw InvalidArgumentError("Program::compile: a name expression is empty");
     if (n.find('\0') != std::string::npos)
-      throw std::invalid_argument("Program::compile: the name expression " + squote(n.substr(0, n.find('\0'))) +
+      throw InvalidArgumentError("Program::compile: the name expression " + squote(n.substr(0, n.find('\0'))) +
                                   "... contains a NUL byte");
   }
 
   if (target == CodeType::cubin && options_.arch.starts_with("compute_"))
-    throw std::invalid_argument("Program::compile: arch " + squote(options_.arch) +
+    throw InvalidArgumentError("Program::compile: arch " + squote(options_.arch) +
                                 " makes PTX only; a cubin needs \"sm_<CC>\"");
 
   std::vector<std::string> flags;
@@ -645,7 +645,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   if (target == CodeType::ltoir && !lto) {
     // LTO-IR is what -dlto makes; unset means "do what the target needs".
     if (options_.link_time_optimization.has_value())
-      throw std::invalid_argument(
+      throw InvalidArgumentError(
           "Program::compile: target \"ltoir\" needs link_time_optimization, which is set to false");
     flags.emplace_back("--dlink-time-opt");
   }
@@ -653,7 +653,7 @@ ObjectCode detail::compile_program(const Program& program, CodeType target,
   // empty PTX (as from cuda.core); a cubin target would fail inside NVRTC, so
   // say why instead.
   if (target == CodeType::cubin && lto)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "Program::compile: link_time_optimization makes LTO-IR; target \"cubin\" needs it unset or false (or "
         "compile to \"ltoir\" and link)");
 

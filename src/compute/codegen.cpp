@@ -1,4 +1,5 @@
 // The generated translation units: prelude, types, operators, iterators.
+#include <cucore/errors.hpp>
 #include "compute/codegen.hpp"
 
 #include <stdexcept>
@@ -142,7 +143,7 @@ const char* well_known_op(OpKind k) {
     case OpKind::minimum: return "::cuda::minimum<>";
     case OpKind::maximum: return "::cuda::maximum<>";
   }
-  throw std::invalid_argument("unknown OpKind");
+  throw InvalidArgumentError("unknown OpKind");
 }
 
 // prefix + decimal number (appending avoids a GCC 12 -Wrestrict false positive
@@ -185,7 +186,7 @@ std::string TuBuilder::type(const Type& t) {
 std::string TuBuilder::op(const Op& op, const std::vector<Type>& args, const Type& result) {
   if (op.is_well_known()) {
     if (op_arity(op.kind()) != static_cast<int>(args.size()))
-      throw std::invalid_argument("operator " + op.describe() + " takes " + std::to_string(op_arity(op.kind())) +
+      throw InvalidArgumentError("operator " + op.describe() + " takes " + std::to_string(op_arity(op.kind())) +
                                   " argument(s), but the algorithm calls it with " + std::to_string(args.size()));
     for (const auto& a : args) type(a);
     type(result);
@@ -273,12 +274,12 @@ std::string TuBuilder::iterator(const Iterator& it, bool output) {
       return name;
     }
   }
-  throw std::invalid_argument("a " + n.signature + " iterator cannot be written to");
+  throw InvalidArgumentError("a " + n.signature + " iterator cannot be written to");
 }
 
 std::string TuBuilder::input_iterator(const Iterator& it) { return iterator(it, false); }
 std::string TuBuilder::output_iterator(const Iterator& it) {
-  if (!it.is_writable()) throw std::invalid_argument("a " + it.signature() + " iterator cannot be written to");
+  if (!it.is_writable()) throw InvalidArgumentError("a " + it.signature() + " iterator cannot be written to");
   return iterator(it, true);
 }
 

@@ -17,13 +17,13 @@ namespace cucore::compute::detail {
 // A call's iterator must be of the kind the object was built for.
 inline void check_iterator(const char* algorithm, const char* what, const Iterator& built, const Iterator& given) {
   if (built.signature() != given.signature())
-    throw std::invalid_argument(std::string(algorithm) + ": " + what + " is a " + given.signature() +
+    throw InvalidArgumentError(std::string(algorithm) + ": " + what + " is a " + given.signature() +
                                 " iterator, but the object was built for " + built.signature());
 }
 
 inline void check_value(const char* algorithm, const char* what, const Type& built, const Value& given) {
   if (!(built == given.type()))
-    throw std::invalid_argument(std::string(algorithm) + ": " + what + " is " + given.type().describe() +
+    throw InvalidArgumentError(std::string(algorithm) + ": " + what + " is " + given.type().describe() +
                                 ", but the object was built for " + built.describe());
 }
 
@@ -31,7 +31,7 @@ inline void check_value(const char* algorithm, const char* what, const Type& bui
 inline void check_assignable(const char* algorithm, const Type& from, const Iterator& to) {
   if (to.kind() == IteratorKind::discard) return;
   if ((from.is_user() || to.value_type().is_user()) && !(from == to.value_type()))
-    throw std::invalid_argument(std::string(algorithm) + ": cannot store " + from.describe() + " results into " +
+    throw InvalidArgumentError(std::string(algorithm) + ": cannot store " + from.describe() + " results into " +
                                 to.value_type().describe() + " elements");
 }
 

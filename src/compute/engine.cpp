@@ -146,7 +146,7 @@ CompiledCode compile_tu(const TuSource& tu, const std::string& arch, ProgramCach
 
 std::vector<long long> read_tuning(std::span<const std::byte> b, std::size_t expected_count) {
   auto fail = [](const std::string& why) -> std::vector<long long> {
-    throw std::runtime_error("cucore.compute: the compiled kernels' tuning table (cucore_tuning) " + why);
+    throw RuntimeError("cucore.compute: the compiled kernels' tuning table (cucore_tuning) " + why);
   };
   unsigned char ident[6];
   if (b.size() < 64 || !read_at(b, 0, ident) || std::memcmp(ident, "\x7f" "ELF\x02\x01", 6) != 0)
@@ -211,7 +211,7 @@ Variant::Variant(CompiledCode code, std::vector<std::string> kernel_names)
 
 const Kernel& Variant::kernel(std::size_t i) const {
   if (i >= names_.size())
-    throw std::out_of_range("cucore.compute: kernel " + std::to_string(i) + " of " + std::to_string(names_.size()));
+    throw OutOfRangeError("cucore.compute: kernel " + std::to_string(i) + " of " + std::to_string(names_.size()));
   // call_once: a failed load (no device) throws and leaves the flag unset for a retry.
   std::call_once(loaded_[i], [&] { kernels_[i] = code_.get_kernel(names_[i]); });
   return kernels_[i];
@@ -308,13 +308,13 @@ const DeviceFacts& call_device(StreamRef stream) {
 std::string resolve_arch(const BuildOptions& options) {
   if (!options.arch.empty()) {
     if (options.arch.rfind("sm_", 0) != 0 || options.arch.size() < 5)
-      throw std::invalid_argument("BuildOptions.arch must look like \"sm_90\", got \"" + options.arch + "\"");
+      throw InvalidArgumentError("BuildOptions.arch must look like \"sm_90\", got \"" + options.arch + "\"");
     return options.arch;
   }
   try {
     return "sm_" + Device().arch();
   } catch (const std::exception& e) {
-    throw std::invalid_argument(std::string("BuildOptions.arch is empty and there is no usable device to build for (") +
+    throw InvalidArgumentError(std::string("BuildOptions.arch is empty and there is no usable device to build for (") +
                                 e.what() + "): set arch, e.g. \"sm_90\"");
   }
 }
@@ -333,7 +333,7 @@ std::size_t alias_temporaries(void* temp, std::size_t temp_bytes, std::span<cons
   needed += kAlign - 1;
   if (!temp) return needed;
   if (temp_bytes < needed)
-    throw std::invalid_argument(std::string(algorithm) + ": temporary storage of " + std::to_string(temp_bytes) +
+    throw InvalidArgumentError(std::string(algorithm) + ": temporary storage of " + std::to_string(temp_bytes) +
                                 " bytes is too small: " + std::to_string(needed) + " bytes are needed");
   auto base = (reinterpret_cast<std::uintptr_t>(temp) + kAlign - 1) & ~std::uintptr_t(kAlign - 1);
   for (std::size_t i = 0; i < sizes.size(); ++i) out[i] = reinterpret_cast<void*>(base + offsets[i]);

@@ -57,7 +57,7 @@ T load(const Value& v, const Type& as) {
     case TypeKind::uint64: return get(std::uint64_t{});
     case TypeKind::float32: return get(float{});
     case TypeKind::float64: return get(double{});
-    default: throw std::invalid_argument("HistogramEven: levels must be integers, float32 or float64");
+    default: throw InvalidArgumentError("HistogramEven: levels must be integers, float32 or float64");
   }
 }
 
@@ -76,7 +76,7 @@ std::vector<std::byte> scale_transform(int num_levels, const Value& upper, const
     const std::uint64_t range = narrow ? static_cast<std::uint32_t>(diff) : diff;
     const std::uint64_t bins = static_cast<std::uint64_t>(num_levels - 1);
     if (range > limit / bins)
-      throw std::invalid_argument("HistogramEven: (upper - lower) x " + std::to_string(num_levels - 1) +
+      throw InvalidArgumentError("HistogramEven: (upper - lower) x " + std::to_string(num_levels - 1) +
                                   " bins overflows the " + (narrow ? "32" : "64") + "-bit arithmetic of the bin index");
     st.scale0 = static_cast<T>(num_levels - 1);
     st.scale1 = static_cast<T>(st.max - st.min);
@@ -109,7 +109,7 @@ std::vector<std::byte> histogram_scale(const Type& common, int num_levels, const
     case TypeKind::uint64: return scale_transform<std::uint64_t>(num_levels, upper, lower, sample_size);
     case TypeKind::float32: return scale_transform<float>(num_levels, upper, lower, sample_size);
     case TypeKind::float64: return scale_transform<double>(num_levels, upper, lower, sample_size);
-    default: throw std::invalid_argument("HistogramEven: unsupported sample/level types");
+    default: throw InvalidArgumentError("HistogramEven: unsupported sample/level types");
   }
 }
 
@@ -123,12 +123,12 @@ struct HistogramImpl {
       : samples(samples_), counter(counter_), level(level_), common(Type::int32()),
         variants([this](const VariantKey& k) { return generate(k); }, o.cache) {
     if (!supported_sample(samples.value_type()))
-      throw std::invalid_argument("HistogramEven: samples must be integers, float32 or float64, not " +
+      throw InvalidArgumentError("HistogramEven: samples must be integers, float32 or float64, not " +
                                   samples.value_type().describe());
     if (!supported_sample(level))
-      throw std::invalid_argument("HistogramEven: levels must be integers, float32 or float64, not " + level.describe());
+      throw InvalidArgumentError("HistogramEven: levels must be integers, float32 or float64, not " + level.describe());
     if (!counter.is_integral() || counter.kind() == TypeKind::boolean || counter.size() < 4)
-      throw std::invalid_argument("HistogramEven: counters must be 32- or 64-bit integers, not " + counter.describe());
+      throw InvalidArgumentError("HistogramEven: counters must be 32- or 64-bit integers, not " + counter.describe());
     check_levels(num_levels);
     common = common_type(level, samples.value_type());
     variants.get({resolve_arch(o), false, flavor(num_levels)});
@@ -136,7 +136,7 @@ struct HistogramImpl {
 
   static void check_levels(int num_levels) {
     if (num_levels < 2)
-      throw std::invalid_argument("HistogramEven: num_levels is " + std::to_string(num_levels) +
+      throw InvalidArgumentError("HistogramEven: num_levels is " + std::to_string(num_levels) +
                                   ": at least 2 levels make one bin");
   }
   bool byte_samples() const { return samples.value_type().size() == 1; }
@@ -248,7 +248,7 @@ struct HistogramImpl {
                        const Value& upper, std::uint64_t n, StreamRef stream) const {
     const std::vector<std::byte> scale = histogram_scale(common, num_levels, upper, lower, samples.value_type().size());
     if (v.tuning(kScaleSize) != static_cast<long long>(scale.size()) || v.tuning(kQueueSize) != sizeof(void*))
-      throw std::logic_error("HistogramEven: the compiled scale transform or CUB's GridQueue layout differs from the host's");
+      throw LogicError("HistogramEven: the compiled scale transform or CUB's GridQueue layout differs from the host's");
     const std::vector<std::byte> pass_thru(static_cast<std::size_t>(v.tuning(kPassThruSize)));
     const int block = v.itune(kBlock), pixels = v.itune(kPixels);
     const int occupancy = v.occupancy(dev.ordinal, 1, block, 0) * dev.sm_count;
@@ -288,7 +288,7 @@ struct HistogramImpl {
     check_levels(num_levels);
     check_value("HistogramEven", "lower", level, lower);
     check_value("HistogramEven", "upper", level, upper);
-    if (histogram == 0) throw std::invalid_argument("HistogramEven: the histogram array is null");
+    if (histogram == 0) throw InvalidArgumentError("HistogramEven: the histogram array is null");
     const DeviceFacts& dev = call_device(stream);
     // CUB narrows offsets to int when the samples' bytes fit.
     const bool wide = n * samples.value_type().size() >= static_cast<std::uint64_t>(INT_MAX);

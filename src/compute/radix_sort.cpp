@@ -44,7 +44,7 @@ struct RadixSortImpl {
       : key(key_), value(value_ ? *value_ : Type::uint8()), keys_only(!value_), order(order_),
         variants([this](const VariantKey& k) { return generate(k); }, o.cache) {
     if (key.is_user())
-      throw std::invalid_argument("RadixSort: keys must be integers, floating-point or bool, not " + key.describe());
+      throw InvalidArgumentError("RadixSort: keys must be integers, floating-point or bool, not " + key.describe());
     variants.get({resolve_arch(o), false, 0});
   }
 
@@ -224,7 +224,7 @@ struct RadixSortImpl {
                         Buffers& values, std::uint64_t n, int begin_bit, int end_bit, bool overwrite,
                         StreamRef stream) const {
     if (v.tuning(kEvenShareSize) != static_cast<long long>(sizeof(GridEvenShare<OffsetT>)))
-      throw std::logic_error("RadixSort: cub::GridEvenShare's layout differs from cucore's mirror");
+      throw LogicError("RadixSort: cub::GridEvenShare's layout differs from cucore's mirror");
     const auto main = pass_config<OffsetT>(v, dev, n, false), alt = pass_config<OffsetT>(v, dev, n, true);
     const int max_grid_size = std::max(main.max_downsweep_grid_size, alt.max_downsweep_grid_size);
     const std::size_t spine_length = static_cast<std::size_t>(max_grid_size) * main.radix_digits + main.scan_tile;
@@ -264,13 +264,13 @@ struct RadixSortImpl {
     const int key_bits = static_cast<int>(key.size() * 8);
     if (end_bit < 0) end_bit = key_bits;
     if (begin_bit < 0 || begin_bit > end_bit || end_bit > key_bits)
-      throw std::invalid_argument("RadixSort: the bit range [" + std::to_string(begin_bit) + ", " +
+      throw InvalidArgumentError("RadixSort: the bit range [" + std::to_string(begin_bit) + ", " +
                                   std::to_string(end_bit) + ") is not within the key's " + std::to_string(key_bits) +
                                   " bits");
     if (!keys_only && n > 0 && (values.b[0] == 0 || values.b[1] == 0))
-      throw std::invalid_argument("RadixSort: the object sorts key-value pairs: pass the value arrays");
+      throw InvalidArgumentError("RadixSort: the object sorts key-value pairs: pass the value arrays");
     if (n > 0 && (keys.cur() == 0 || keys.alt() == 0))
-      throw std::invalid_argument("RadixSort: a key array is null");
+      throw InvalidArgumentError("RadixSort: a key array is null");
     if (n == 0 || (begin_bit == end_bit && overwrite)) return temp ? temp_bytes : 1;
     const DeviceFacts& dev = call_device(stream);
     if (begin_bit == end_bit) {  // InvokeCopy

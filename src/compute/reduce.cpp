@@ -33,9 +33,9 @@ struct ReduceImpl {
       : in(in_), out(out_), op(op_), accum(accum_), determinism(o.determinism),
         variants([this](const VariantKey& k) { return generate(k); }, o.build.cache) {
     if (accum.is_user() && !(in.value_type() == accum))
-      throw std::invalid_argument("Reduce: input elements are " + in.value_type().describe() +
+      throw InvalidArgumentError("Reduce: input elements are " + in.value_type().describe() +
                                   " but the initial value is " + accum.describe() + ": struct reductions need both alike");
-    if (!out.is_writable()) throw std::invalid_argument("Reduce: a " + out.signature() + " iterator cannot be written to");
+    if (!out.is_writable()) throw InvalidArgumentError("Reduce: a " + out.signature() + " iterator cannot be written to");
     check_assignable("Reduce", accum, out);
     variants.get({resolve_arch(o.build), false, 0});  // built now; loaded at the first call
   }
@@ -68,7 +68,7 @@ struct ReduceImpl {
                      const Iterator& in_, const Iterator& out_, std::uint64_t n, const Value& init,
                      StreamRef stream) const {
     if (v.tuning(kEvenShareSize) != static_cast<long long>(sizeof(GridEvenShare<OffsetT>)))
-      throw std::logic_error("Reduce: cub::GridEvenShare's layout differs from cucore's mirror");
+      throw LogicError("Reduce: cub::GridEvenShare's layout differs from cucore's mirror");
     const int block = v.itune(kBlock), tile = block * v.itune(kItems);
     int max_blocks = kFixedReduceBlocks;
     if (determinism != Determinism::gpu_to_gpu)

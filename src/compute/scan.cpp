@@ -30,9 +30,9 @@ struct ScanImpl {
            bool exclusive_, const BuildOptions& o)
       : name(name_), in(in_), out(out_), op(op_), accum(init ? *init : in_.value_type()), has_init(init.has_value()),
         exclusive(exclusive_), variants([this](const VariantKey& k) { return generate(k); }, o.cache) {
-    if (!out.is_writable()) throw std::invalid_argument(std::string(name) + ": a " + out.signature() + " iterator cannot be written to");
+    if (!out.is_writable()) throw InvalidArgumentError(std::string(name) + ": a " + out.signature() + " iterator cannot be written to");
     if (accum.is_user() && !(in.value_type() == accum))
-      throw std::invalid_argument(std::string(name) + ": input elements are " + in.value_type().describe() +
+      throw InvalidArgumentError(std::string(name) + ": input elements are " + in.value_type().describe() +
                                   " but the accumulator is " + accum.describe() + ": struct scans need both alike");
     check_assignable(name, accum, out);
     variants.get({resolve_arch(o), false, 0});
@@ -71,7 +71,7 @@ struct ScanImpl {
     check_iterator(name, "in", in, in_);
     check_iterator(name, "out", out, out_);
     if (has_init != (init != nullptr))
-      throw std::invalid_argument(std::string(name) + (has_init ? ": the object was built with an initial value; pass one"
+      throw InvalidArgumentError(std::string(name) + (has_init ? ": the object was built with an initial value; pass one"
                                                                 : ": the object was built without an initial value"));
     if (init) check_value(name, "init", accum, *init);
     const DeviceFacts& dev = call_device(stream);
@@ -98,7 +98,7 @@ struct ScanImpl {
       state.assign(tile_parts, tile_parts + 3);
     }
     if (static_cast<long long>(state.size() * sizeof(void*)) != v.tuning(kTileStateSize))
-      throw std::logic_error(std::string(name) + ": cub::ScanTileState's layout differs from cucore's mirror");
+      throw LogicError(std::string(name) + ": cub::ScanTileState's layout differs from cucore's mirror");
     const auto state_bytes = std::as_bytes(std::span(state));
     Args ia;
     ia.bytes(state_bytes, alignof(void*)).add(num_tiles);

@@ -40,7 +40,7 @@ struct TransformImpl {
                 const BuildOptions& o)
       : name(name_), ins(std::move(ins_)), out(out_), op(op_),
         variants([this](const VariantKey& k) { return generate(k); }, o.cache) {
-    if (!out.is_writable()) throw std::invalid_argument(std::string(name) + ": a " + out.signature() + " iterator cannot be written to");
+    if (!out.is_writable()) throw InvalidArgumentError(std::string(name) + ": a " + out.signature() + " iterator cannot be written to");
     variants.get({resolve_arch(o), false, 0});
   }
 
@@ -113,7 +113,7 @@ struct TransformImpl {
         if (v.tuning(kMinBytesInFlight) <= static_cast<long long>(occ) * t * loaded) break;
       }
       if (last_items == 0)
-        throw std::logic_error(std::string(name) + ": no tile fits the device's shared memory per block");
+        throw LogicError(std::string(name) + ": no tile fits the device's shared memory per block");
       items = last_items, tile = last_tile, smem = last_smem;
     } else {
       // invoke_prefetch_algorithm

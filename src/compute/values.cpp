@@ -44,15 +44,15 @@ Type::Type(TypeKind kind) : kind_(kind) {
 }
 
 Type Type::of(TypeKind kind) {
-  if (kind == TypeKind::user) throw std::invalid_argument("Type::of: TypeKind::user needs a definition (Type::user)");
+  if (kind == TypeKind::user) throw InvalidArgumentError("Type::of: TypeKind::user needs a definition (Type::user)");
   return Type(kind);
 }
 
 Type Type::user(std::string name, std::string definition, std::size_t size, std::size_t alignment) {
-  if (!is_identifier(name)) throw std::invalid_argument("Type::user: name \"" + name + "\" is not a C++ identifier");
-  if (size == 0) throw std::invalid_argument("Type::user: " + name + " has size 0");
+  if (!is_identifier(name)) throw InvalidArgumentError("Type::user: name \"" + name + "\" is not a C++ identifier");
+  if (size == 0) throw InvalidArgumentError("Type::user: " + name + " has size 0");
   if (alignment == 0 || (alignment & (alignment - 1)) || size % alignment)
-    throw std::invalid_argument("Type::user: " + name + ": alignment " + std::to_string(alignment) +
+    throw InvalidArgumentError("Type::user: " + name + ": alignment " + std::to_string(alignment) +
                                 " is not a power of two dividing the size " + std::to_string(size));
   Type t;
   t.kind_ = TypeKind::user;
@@ -74,19 +74,19 @@ std::string Type::describe() const {
 
 Value::Value(Type type, std::span<const std::byte> bytes) : type_(std::move(type)), bytes_(bytes.begin(), bytes.end()) {
   if (bytes_.size() != type_.size())
-    throw std::invalid_argument("Value: " + std::to_string(bytes_.size()) + " bytes for " + type_.describe() + " (" +
+    throw InvalidArgumentError("Value: " + std::to_string(bytes_.size()) + " bytes for " + type_.describe() + " (" +
                                 std::to_string(type_.size()) + " bytes)");
 }
 
 // ---------------------------------------------------------------- Op
 
 Op::Op(OpKind kind) : form_(Form::well_known), kind_(kind) {
-  if (static_cast<int>(kind) < 0 || kind > OpKind::maximum) throw std::invalid_argument("Op: unknown OpKind");
+  if (static_cast<int>(kind) < 0 || kind > OpKind::maximum) throw InvalidArgumentError("Op: unknown OpKind");
 }
 
 Op Op::source(std::string callable, std::string preamble) {
   if (callable.find_first_not_of(" \t\r\n") == std::string::npos)
-    throw std::invalid_argument("Op::source: the callable expression is empty");
+    throw InvalidArgumentError("Op::source: the callable expression is empty");
   Op op;
   op.form_ = Form::source;
   op.text_ = std::move(callable);
@@ -95,8 +95,8 @@ Op Op::source(std::string callable, std::string preamble) {
 }
 
 Op Op::ltoir(std::string symbol, std::vector<std::byte> ltoir, OpAbi abi, std::vector<std::vector<std::byte>> extra) {
-  if (!is_identifier(symbol)) throw std::invalid_argument("Op::ltoir: symbol \"" + symbol + "\" is not a C identifier");
-  if (ltoir.empty()) throw std::invalid_argument("Op::ltoir: no LTO-IR for " + symbol);
+  if (!is_identifier(symbol)) throw InvalidArgumentError("Op::ltoir: symbol \"" + symbol + "\" is not a C identifier");
+  if (ltoir.empty()) throw InvalidArgumentError("Op::ltoir: no LTO-IR for " + symbol);
   Op op;
   op.form_ = Form::ltoir;
   op.abi_ = abi;
@@ -104,7 +104,7 @@ Op Op::ltoir(std::string symbol, std::vector<std::byte> ltoir, OpAbi abi, std::v
   auto all = std::make_shared<std::vector<std::vector<std::byte>>>();
   all->push_back(std::move(ltoir));
   for (auto& e : extra) {
-    if (e.empty()) throw std::invalid_argument("Op::ltoir: an empty extra LTO-IR module for " + op.text_);
+    if (e.empty()) throw InvalidArgumentError("Op::ltoir: an empty extra LTO-IR module for " + op.text_);
     all->push_back(std::move(e));
   }
   op.ltoirs_ = std::move(all);
@@ -180,9 +180,9 @@ Iterator Iterator::pointer(Type value_type, CUdeviceptr ptr) {
 }
 
 Iterator Iterator::pointer(Type value_type, const Buffer& buffer) {
-  if (buffer.is_closed()) throw std::invalid_argument("Iterator::pointer: the buffer is closed");
+  if (buffer.is_closed()) throw InvalidArgumentError("Iterator::pointer: the buffer is closed");
   if (buffer.size() % value_type.size())
-    throw std::invalid_argument("Iterator::pointer: a buffer of " + std::to_string(buffer.size()) +
+    throw InvalidArgumentError("Iterator::pointer: a buffer of " + std::to_string(buffer.size()) +
                                 " bytes does not hold whole " + value_type.describe() + " elements");
   return pointer(std::move(value_type), buffer.handle());
 }
@@ -191,7 +191,7 @@ Iterator Iterator::counting(const Value& start) {
   const Type& t = start.type();
   if (!(t.is_integral() || t.kind() == TypeKind::float32 || t.kind() == TypeKind::float64) ||
       t.kind() == TypeKind::boolean)
-    throw std::invalid_argument("Iterator::counting: counts in integers, float32 or float64, not " + t.describe());
+    throw InvalidArgumentError("Iterator::counting: counts in integers, float32 or float64, not " + t.describe());
   auto n = make_node(IteratorKind::counting, t);
   n->state.assign(start.bytes().begin(), start.bytes().end());
   n->state_alignment = t.alignment();
@@ -226,7 +226,7 @@ Iterator Iterator::discard(Type value_type) {
 }
 
 Iterator Iterator::zip(std::vector<Iterator> its) {
-  if (its.size() < 2) throw std::invalid_argument("Iterator::zip: zips two or more iterators");
+  if (its.size() < 2) throw InvalidArgumentError("Iterator::zip: zips two or more iterators");
   std::string sig = "zip<";
   std::size_t off = 0, align = 1, value_off = 0, value_align = 1;
   std::string fields;
@@ -257,7 +257,7 @@ Iterator Iterator::zip(std::vector<Iterator> its) {
 }
 
 Iterator Iterator::reverse(const Iterator& base, std::uint64_t size) {
-  if (size == 0) throw std::invalid_argument("Iterator::reverse: size is 0 (nothing to reverse)");
+  if (size == 0) throw InvalidArgumentError("Iterator::reverse: size is 0 (nothing to reverse)");
   auto n = make_node(IteratorKind::reverse, base.value_type());
   n->children.push_back(base);
   const auto& c = *base.node();
@@ -281,7 +281,7 @@ Iterator Iterator::with_pointer(CUdeviceptr ptr) const {
       std::memcpy(&last, n.state.data() + align_up(n.children[0].node()->state.size(), 8), sizeof last);
       return reverse(n.children[0].with_pointer(ptr), static_cast<std::uint64_t>(last) + 1);
     }
-    default: throw std::invalid_argument("Iterator::with_pointer: a " + n.signature + " iterator holds no pointer");
+    default: throw InvalidArgumentError("Iterator::with_pointer: a " + n.signature + " iterator holds no pointer");
   }
 }
 
@@ -295,7 +295,7 @@ const Op* Iterator::op() const noexcept { return node_->op.get(); }
 
 CUdeviceptr Iterator::pointer_value() const {
   if (node_->kind != IteratorKind::pointer)
-    throw std::invalid_argument("Iterator::pointer_value: a " + node_->signature + " iterator is not a pointer");
+    throw InvalidArgumentError("Iterator::pointer_value: a " + node_->signature + " iterator is not a pointer");
   CUdeviceptr p;
   std::memcpy(&p, node_->state.data(), sizeof p);
   return p;

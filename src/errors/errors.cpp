@@ -68,7 +68,7 @@ const char* result_description(CUresult code) noexcept {
 }
 
 CudaError::CudaError(CUresult code, std::string call)
-    : Error(call + " failed: " + result_name(code) + " (" + std::to_string(static_cast<int>(code)) + "): " +
+    : RuntimeError(call + " failed: " + result_name(code) + " (" + std::to_string(static_cast<int>(code)) + "): " +
             result_description(code)),
       code_(code),
       name_(result_name(code)),
@@ -80,21 +80,21 @@ CudaError::CudaError(CUresult code, std::string call)
 }
 
 LibraryNotFoundError::LibraryNotFoundError(std::string component, std::vector<std::string> searched, std::string hint)
-    : Error(component + " could not be loaded; searched:" + join(searched) + (hint.empty() ? "" : "\nhint: " + hint)),
+    : RuntimeError(component + " could not be loaded; searched:" + join(searched) + (hint.empty() ? "" : "\nhint: " + hint)),
       component_(std::move(component)),
       searched_(std::move(searched)) {}
 
 FeatureUnavailableError::FeatureUnavailableError(std::string feature, std::string requirement)
-    : Error(feature + " is unavailable: it needs " + requirement),
+    : RuntimeError(feature + " is unavailable: it needs " + requirement),
       feature_(std::move(feature)),
       requirement_(std::move(requirement)) {}
 
 ClosedError::ClosedError(std::string object, std::string operation)
-    : std::invalid_argument(object + " has been closed (" + operation + ")"),
+    : InvalidArgumentError(object + " has been closed (" + operation + ")"),
       object_(std::move(object)),
       operation_(std::move(operation)) {}
 
-CompileError::CompileError(std::string message, std::string log) : Error(std::move(message)), log_(std::move(log)) {}
+CompileError::CompileError(std::string message, std::string log) : RuntimeError(std::move(message)), log_(std::move(log)) {}
 
 namespace detail {
 

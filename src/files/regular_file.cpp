@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 namespace cucore::detail {
 
 FileError::FileError(Kind kind, std::string path, int error_number, const std::string& message)
-    : std::invalid_argument(message), kind_(kind), path_(std::move(path)), errno_(error_number) {}
+    : InvalidArgumentError(message), kind_(kind), path_(std::move(path)), errno_(error_number) {}
 
 namespace {
 

@@ -6,6 +6,7 @@
 // Below every other layer (it needs only libc). The caches' own files, opened
 // relative to a private directory, go through cache/cache_dir.hpp. Internal to
 // libcucore (and the CLI).
+#include <cucore/errors.hpp>
 #include <sys/stat.h>
 
 #include <cstddef>
@@ -27,7 +28,7 @@ inline constexpr std::uint64_t kMaxReadFileBytes = std::uint64_t(4) << 30;  // 4
 // What went wrong with a file, naming its path (and the errno text when a
 // system call failed). A std::invalid_argument: the path given is what is wrong
 // (Python sees ValueError).
-class FileError : public std::invalid_argument {
+class FileError : public InvalidArgumentError {
  public:
   enum class Kind {
     open,         // open(2) failed (errno)

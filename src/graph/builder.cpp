@@ -28,7 +28,7 @@ using cucore::detail::GraphHandle;
 namespace {
 
 [[noreturn]] void state_error(const char* operation, const std::string& why) {
-  throw std::runtime_error(std::string("GraphBuilder.") + operation + ": " + why);
+  throw RuntimeError(std::string("GraphBuilder.") + operation + ": " + why);
 }
 
 // The graph a stream is capturing into and the nodes new work would follow.
@@ -120,7 +120,7 @@ namespace detail {
 
 Graph instantiate(const GraphHandle& box, const GraphCompleteOptions& options) {
   if (options.device_launch && options.auto_free_on_launch)
-    throw std::invalid_argument("GraphCompleteOptions: device_launch cannot be combined with auto_free_on_launch");
+    throw InvalidArgumentError("GraphCompleteOptions: device_launch cannot be combined with auto_free_on_launch");
   const auto& d = driver();
   require(reinterpret_cast<const void*>(d.cuGraphInstantiateWithParams), 12000, "cuGraphInstantiateWithParams");
   CUDA_GRAPH_INSTANTIATE_PARAMS p;
@@ -324,7 +324,7 @@ void GraphBuilder::debug_dot_print(const std::string& path, const GraphDebugPrin
 
 std::vector<GraphBuilder> GraphBuilder::split(std::size_t count) {
   BuilderState& s = open("split");
-  if (count < 1) throw std::invalid_argument("GraphBuilder.split: count must be at least 1, got 0");
+  if (count < 1) throw InvalidArgumentError("GraphBuilder.split: count must be at least 1, got 0");
   if (!s.is_building()) state_error("split", "the builder is not building");
   std::shared_ptr<BuilderState> owner = s.kind == BuilderKind::forked ? s.primary : state_;
   std::vector<GraphBuilder> out{*this};
@@ -342,14 +342,14 @@ std::vector<GraphBuilder> GraphBuilder::split(std::size_t count) {
 }
 
 GraphBuilder GraphBuilder::join(std::span<GraphBuilder> builders) {
-  if (builders.empty()) throw std::invalid_argument("GraphBuilder.join: no builders given");
+  if (builders.empty()) throw InvalidArgumentError("GraphBuilder.join: no builders given");
   BuilderState* owner = nullptr;
   GraphBuilder* target = nullptr;
   for (GraphBuilder& b : builders) {
     BuilderState& s = b.open("join");
     if (!s.is_building()) state_error("join", "every builder must be building");
     if (owner && &s.capture_owner() != owner)
-      throw std::invalid_argument("GraphBuilder.join: the builders belong to different captures");
+      throw InvalidArgumentError("GraphBuilder.join: the builders belong to different captures");
     owner = &s.capture_owner();
     if (!target && s.kind != BuilderKind::forked) target = &b;
   }
@@ -413,7 +413,7 @@ GraphBuilder GraphBuilder::while_loop(GraphCondition condition) {
 }
 
 std::vector<GraphBuilder> GraphBuilder::switch_(GraphCondition condition, std::size_t count) {
-  if (count > 0xffffffffu) throw std::invalid_argument("GraphBuilder.switch: count does not fit in 32 bits");
+  if (count > 0xffffffffu) throw InvalidArgumentError("GraphBuilder.switch: count does not fit in 32 bits");
   return conditional(GraphConditionalType::SWITCH, condition, static_cast<unsigned>(count), "switch");
 }
 
@@ -434,7 +434,7 @@ void GraphBuilder::embed(const GraphBuilder& child) {
 
 void GraphBuilder::callback(std::function<void()> fn) {
   BuilderState& s = open("callback");
-  if (!fn) throw std::invalid_argument("GraphBuilder.callback: the function is empty");
+  if (!fn) throw InvalidArgumentError("GraphBuilder.callback: the function is empty");
   if (!s.is_building()) state_error("callback", "the builder is not building");
   auto owned = std::make_shared<const detail::HostFunction>(std::move(fn));
   check(driver().cuLaunchHostFunc(s.stream.handle(), detail::host_trampoline,
@@ -445,7 +445,7 @@ void GraphBuilder::callback(std::function<void()> fn) {
 
 void GraphBuilder::callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner) {
   BuilderState& s = open("callback");
-  if (!fn) throw std::invalid_argument("GraphBuilder.callback: the function is null");
+  if (!fn) throw InvalidArgumentError("GraphBuilder.callback: the function is null");
   if (!s.is_building()) state_error("callback", "the builder is not building");
   check(driver().cuLaunchHostFunc(s.stream.handle(), fn, user_data), "cuLaunchHostFunc");
   s.box->retain(std::move(owner));
@@ -492,7 +492,7 @@ class GraphMemoryImpl final : public MemoryResource::Impl {
     CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
     check(d.cuStreamIsCapturing(stream.handle(), &status), "cuStreamIsCapturing");
     if (status != CU_STREAM_CAPTURE_STATUS_ACTIVE)
-      throw std::runtime_error(
+      throw RuntimeError(
           "GraphMemoryResource.allocate: the stream is not capturing a graph (allocate on a GraphBuilder's stream "
           "between begin_building() and end_building())");
     CUdeviceptr p = 0;

@@ -72,7 +72,7 @@ CUstreamCaptureMode capture_mode(std::string_view mode) {
   if (mode == "relaxed") return CU_STREAM_CAPTURE_MODE_RELAXED;
   if (mode == "thread_local") return CU_STREAM_CAPTURE_MODE_THREAD_LOCAL;
   if (mode == "global") return CU_STREAM_CAPTURE_MODE_GLOBAL;
-  throw std::invalid_argument("begin_building: mode must be 'relaxed', 'thread_local' or 'global', got '" +
+  throw InvalidArgumentError("begin_building: mode must be 'relaxed', 'thread_local' or 'global', got '" +
                               std::string(mode) + "'");
 }
 
@@ -157,12 +157,12 @@ void prepare_conditional(GraphBox& box, GraphConditionalType type, GraphConditio
   else
     require(reinterpret_cast<const void*>(d.cuGraphConditionalHandleCreate), 12040, "conditional graph nodes");
   if (type == GraphConditionalType::SWITCH && count == 0)
-    throw std::invalid_argument(std::string(operation) + ": a switch needs at least one case (count >= 1)");
+    throw InvalidArgumentError(std::string(operation) + ": a switch needs at least one case (count >= 1)");
   {
     GraphBox& top = box.top();
     std::lock_guard lock(top.mutex);
     if (!top.conditions.count(condition.handle))
-      throw std::invalid_argument(std::string(operation) +
+      throw InvalidArgumentError(std::string(operation) +
                                   ": the condition was not made by this graph's create_condition()");
   }
   std::memset(&params, 0, sizeof params);
@@ -239,7 +239,7 @@ CUgraphNodeParams blank(CUgraphNodeType type) {
 
 void set_kernel_shape(decltype(CUgraphNodeParams::kernel)& k, const LaunchConfig& config, const char* op) {
   if (config.cluster.is_set() || config.is_cooperative)
-    throw std::invalid_argument(std::string(op) + ": graph kernel nodes take no cluster or cooperative configuration");
+    throw InvalidArgumentError(std::string(op) + ": graph kernel nodes take no cluster or cooperative configuration");
   cucore::detail::NativeLaunchConfig native;
   cucore::detail::to_native(config, nullptr, native);  // validates
   const CUlaunchConfig& c = native.config;
@@ -267,8 +267,8 @@ GraphNode NodeMaker::join(std::span<const GraphNode> nodes) const {
   std::vector<CUgraphNode> deps;
   if (CUgraphNode self = after()) deps.push_back(self);
   for (const GraphNode& n : nodes) {
-    if (!n.is_valid()) throw std::invalid_argument("join: a node is invalid (destroyed or default-made)");
-    if (n.graph_->graph != graph_->graph) throw std::invalid_argument("join: a node belongs to another graph");
+    if (!n.is_valid()) throw InvalidArgumentError("join: a node is invalid (destroyed or default-made)");
+    if (n.graph_->graph != graph_->graph) throw InvalidArgumentError("join: a node belongs to another graph");
     deps.push_back(n.handle());
   }
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_EMPTY);
@@ -301,7 +301,7 @@ GraphNode NodeMaker::launch(const LaunchConfig& config, const Kernel& kernel, co
 
 GraphNode NodeMaker::allocate(std::size_t size, const GraphAllocOptions& options) const {
   open_graph("allocate");
-  if (size == 0) throw std::invalid_argument("allocate: size must be at least 1 byte");
+  if (size == 0) throw InvalidArgumentError("allocate: size must be at least 1 byte");
   const int device = options.device ? *options.device : cucore::detail::current_context_or_device0().device_id();
   Device dev(device);  // std::out_of_range for a bad ordinal
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEM_ALLOC);
@@ -343,9 +343,9 @@ GraphNode NodeMaker::deallocate(CUdeviceptr dptr) const {
 namespace {
 GraphNode add_memset(const GraphHandle& graph, CUgraphNode after, CUdeviceptr dst,
                      unsigned value, unsigned element_size, std::size_t width, std::size_t height, std::size_t pitch) {
-  if (width == 0 || height == 0) throw std::invalid_argument("memset: width and height must be at least 1");
+  if (width == 0 || height == 0) throw InvalidArgumentError("memset: width and height must be at least 1");
   if (height > 1 && pitch < width * element_size)
-    throw std::invalid_argument("memset: pitch (" + std::to_string(pitch) + " bytes) is less than a row of " +
+    throw InvalidArgumentError("memset: pitch (" + std::to_string(pitch) + " bytes) is less than a row of " +
                                 std::to_string(width * element_size) + " bytes");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMSET);
   p.memset.dst = dst;
@@ -396,7 +396,7 @@ GraphNode NodeMaker::memset(const Buffer& dst, std::uint32_t value, std::size_t 
 
 GraphNode NodeMaker::memcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t size) const {
   open_graph("memcpy");
-  if (size == 0) throw std::invalid_argument("memcpy: size must be at least 1 byte");
+  if (size == 0) throw InvalidArgumentError("memcpy: size must be at least 1 byte");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMCPY);
   p.memcpy.copyCtx = work_context();
   CUDA_MEMCPY3D& c = p.memcpy.copyParams;
@@ -414,7 +414,7 @@ GraphNode NodeMaker::memcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t size) 
 
 GraphNode NodeMaker::memcpy(const Buffer& dst, const Buffer& src, std::size_t size) const {
   if (size > dst.size() || size > src.size())
-    throw std::invalid_argument("memcpy: " + std::to_string(size) + " bytes exceed the buffers (" +
+    throw InvalidArgumentError("memcpy: " + std::to_string(size) + " bytes exceed the buffers (" +
                                 std::to_string(src.size()) + " -> " + std::to_string(dst.size()) + " bytes)");
   return memcpy(buffer_pointer(dst, "memcpy"), buffer_pointer(src, "memcpy"), size);
 }
@@ -449,7 +449,7 @@ GraphNode add_event_node(const GraphHandle& graph, CUgraphNode after, const Even
 
 GraphNode add_host_node(const GraphHandle& graph, CUgraphNode after, CUhostFn fn, void* data,
                         std::shared_ptr<const void> owner) {
-  if (!fn) throw std::invalid_argument("callback: the function is null");
+  if (!fn) throw InvalidArgumentError("callback: the function is null");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_HOST);
   p.host.fn = fn;
   p.host.userData = data;
@@ -473,7 +473,7 @@ GraphNode NodeMaker::wait(const Event& event) const {
 
 GraphNode NodeMaker::callback(std::function<void()> fn) const {
   open_graph("callback");
-  if (!fn) throw std::invalid_argument("callback: the function is empty");
+  if (!fn) throw InvalidArgumentError("callback: the function is empty");
   auto owned = std::make_shared<const HostFunction>(std::move(fn));
   return add_host_node(graph_, after(), host_trampoline, const_cast<HostFunction*>(owned.get()), owned);
 }
@@ -513,7 +513,7 @@ GraphNode NodeMaker::while_loop(GraphCondition condition) const {
 }
 GraphNode NodeMaker::switch_(GraphCondition condition, std::size_t count) const {
   open_graph("switch");
-  if (count > 0xffffffffu) throw std::invalid_argument("switch: count does not fit in 32 bits");
+  if (count > 0xffffffffu) throw InvalidArgumentError("switch: count does not fit in 32 bits");
   return add_conditional(graph_, after(), GraphConditionalType::SWITCH, condition, static_cast<unsigned>(count), "switch");
 }
 
@@ -685,8 +685,8 @@ void change_edges(const GraphHandle& graph, CUgraphNode node, std::span<const Gr
                   bool add) {
   std::vector<CUgraphNode> from, to;
   for (const GraphNode& o : others) {
-    if (!o.is_valid()) throw std::invalid_argument("edge: a node is invalid (destroyed or default-made)");
-    if (o.graph().handle() != graph->graph) throw std::invalid_argument("edge: the nodes belong to different graphs");
+    if (!o.is_valid()) throw InvalidArgumentError("edge: a node is invalid (destroyed or default-made)");
+    if (o.graph().handle() != graph->graph) throw InvalidArgumentError("edge: the nodes belong to different graphs");
     (node_is_to ? from : to).push_back(o.handle());
     (node_is_to ? to : from).push_back(node);
   }
@@ -730,7 +730,7 @@ const detail::NodeInfo* GraphNode::info(CUgraphNodeType expected, const char* wh
   const CUgraphNodeType t = type();
   const bool ok = t == expected || (expected == CU_GRAPH_NODE_TYPE_EVENT_RECORD && t == CU_GRAPH_NODE_TYPE_WAIT_EVENT);
   if (!ok)
-    throw std::invalid_argument(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
+    throw InvalidArgumentError(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
                                 detail::node_type_name(expected) + " node");
   GraphBox& top = graph_->top();
   std::lock_guard lock(top.mutex);
@@ -740,7 +740,7 @@ const detail::NodeInfo* GraphNode::info(CUgraphNodeType expected, const char* wh
 
 namespace {
 [[noreturn]] void unknown(const char* what) {
-  throw std::invalid_argument(std::string(what) + ": not known for a node cucore did not add");
+  throw InvalidArgumentError(std::string(what) + ": not known for a node cucore did not add");
 }
 }  // namespace
 
@@ -862,7 +862,7 @@ void expect_type(const GraphNode& node, std::initializer_list<CUgraphNodeType> k
   const CUgraphNodeType t = node.type();
   for (CUgraphNodeType k : kinds)
     if (t == k) return;
-  throw std::invalid_argument(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
+  throw InvalidArgumentError(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
                               detail::node_type_name(*kinds.begin()) + " node");
 }
 }  // namespace
@@ -881,14 +881,14 @@ void GraphNode::update_event(const Event& event) const {
 }
 
 void GraphNode::update_callback(std::function<void()> fn) const {
-  if (!fn) throw std::invalid_argument("update: the callback function is empty");
+  if (!fn) throw InvalidArgumentError("update: the callback function is empty");
   auto owned = std::make_shared<const HostFunction>(std::move(fn));
   update_callback(host_trampoline, const_cast<HostFunction*>(owned.get()), owned);
 }
 
 void GraphNode::update_callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner) const {
   expect_type(*this, {CU_GRAPH_NODE_TYPE_HOST}, "update (callback)");
-  if (!fn) throw std::invalid_argument("update: the callback function is null");
+  if (!fn) throw InvalidArgumentError("update: the callback function is null");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_HOST);
   p.host.fn = fn;
   p.host.userData = user_data;
@@ -901,10 +901,10 @@ void GraphNode::update_callback(CUhostFn fn, void* user_data, std::shared_ptr<co
 void GraphNode::update_memset(const MemsetNodeParams& m) const {
   expect_type(*this, {CU_GRAPH_NODE_TYPE_MEMSET}, "update (memset)");
   if (m.element_size != 1 && m.element_size != 2 && m.element_size != 4)
-    throw std::invalid_argument("update: a memset element is 1, 2 or 4 bytes, not " + std::to_string(m.element_size));
-  if (m.width == 0 || m.height == 0) throw std::invalid_argument("update: memset width and height must be at least 1");
+    throw InvalidArgumentError("update: a memset element is 1, 2 or 4 bytes, not " + std::to_string(m.element_size));
+  if (m.width == 0 || m.height == 0) throw InvalidArgumentError("update: memset width and height must be at least 1");
   if (m.height > 1 && m.pitch < m.width * m.element_size)
-    throw std::invalid_argument("update: memset pitch (" + std::to_string(m.pitch) + " bytes) is less than a row of " +
+    throw InvalidArgumentError("update: memset pitch (" + std::to_string(m.pitch) + " bytes) is less than a row of " +
                                 std::to_string(m.width * m.element_size) + " bytes");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMSET);
   p.memset.dst = m.dptr;
@@ -921,7 +921,7 @@ void GraphNode::update_memset(const MemsetNodeParams& m) const {
 
 void GraphNode::update_memcpy(const MemcpyNodeParams& m) const {
   expect_type(*this, {CU_GRAPH_NODE_TYPE_MEMCPY}, "update (memcpy)");
-  if (m.size == 0) throw std::invalid_argument("update: memcpy size must be at least 1 byte");
+  if (m.size == 0) throw InvalidArgumentError("update: memcpy size must be at least 1 byte");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMCPY);
   p.memcpy.copyCtx = work_context();
   CUDA_MEMCPY3D& c = p.memcpy.copyParams;
@@ -941,7 +941,7 @@ void GraphNode::update_child(const GraphDefinition& child) const {
   expect_type(*this, {CU_GRAPH_NODE_TYPE_GRAPH}, "update (child graph)");
   if (!child.is_valid()) cucore::detail::throw_closed("GraphDefinition", "update (the child)");
   if (&child.box()->top() == &graph_->top())
-    throw std::invalid_argument("update: the child graph must not be of this node's own graph hierarchy");
+    throw InvalidArgumentError("update: the child graph must not be of this node's own graph hierarchy");
   child.box()->attach();  // the copy takes the child's references with it
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_GRAPH);
   p.graph.graph = child.handle();

@@ -34,7 +34,7 @@ ExecutableGraphNode Graph::operator[](const GraphNode& node) const {
     case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
     case CU_GRAPH_NODE_TYPE_HOST: break;
     default:
-      throw std::invalid_argument(std::string("graph[node]: a ") + detail::node_type_name(t) +
+      throw InvalidArgumentError(std::string("graph[node]: a ") + detail::node_type_name(t) +
                                   " node has no executable updates (kernel, memcpy, memset, child graph, event and "
                                   "host callback nodes have)");
   }
@@ -56,7 +56,7 @@ void ExecutableGraphNode::expect(std::initializer_list<CUgraphNodeType> kinds, c
     if (t == k) return;
   std::string kinds_text;
   for (CUgraphNodeType k : kinds) kinds_text += std::string(kinds_text.empty() ? "" : " or ") + detail::node_type_name(k);
-  throw std::invalid_argument(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
+  throw InvalidArgumentError(std::string(what) + ": this is a " + detail::node_type_name(t) + " node, not a " +
                               kinds_text + " node");
 }
 
@@ -121,10 +121,10 @@ void ExecutableGraphNode::update_packed_kernel(const LaunchConfig& config, const
 void ExecutableGraphNode::update_memset(const MemsetNodeParams& m, std::shared_ptr<const void> keep) const {
   expect({CU_GRAPH_NODE_TYPE_MEMSET}, "update (memset)");
   if (m.element_size != 1 && m.element_size != 2 && m.element_size != 4)
-    throw std::invalid_argument("update: a memset element is 1, 2 or 4 bytes, not " + std::to_string(m.element_size));
-  if (m.width == 0 || m.height == 0) throw std::invalid_argument("update: memset width and height must be at least 1");
+    throw InvalidArgumentError("update: a memset element is 1, 2 or 4 bytes, not " + std::to_string(m.element_size));
+  if (m.width == 0 || m.height == 0) throw InvalidArgumentError("update: memset width and height must be at least 1");
   if (m.height > 1 && m.pitch < m.width * m.element_size)
-    throw std::invalid_argument("update: memset pitch (" + std::to_string(m.pitch) + " bytes) is less than a row of " +
+    throw InvalidArgumentError("update: memset pitch (" + std::to_string(m.pitch) + " bytes) is less than a row of " +
                                 std::to_string(m.width * m.element_size) + " bytes");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMSET);
   p.memset.dst = m.dptr;
@@ -139,7 +139,7 @@ void ExecutableGraphNode::update_memset(const MemsetNodeParams& m, std::shared_p
 
 void ExecutableGraphNode::update_memcpy(const MemcpyNodeParams& m, std::shared_ptr<const void> keep) const {
   expect({CU_GRAPH_NODE_TYPE_MEMCPY}, "update (memcpy)");
-  if (m.size == 0) throw std::invalid_argument("update: memcpy size must be at least 1 byte");
+  if (m.size == 0) throw InvalidArgumentError("update: memcpy size must be at least 1 byte");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_MEMCPY);
   p.memcpy.copyCtx = work_context();
   CUDA_MEMCPY3D& c = p.memcpy.copyParams;
@@ -177,14 +177,14 @@ void ExecutableGraphNode::update_event(const Event& event) const {
 }
 
 void ExecutableGraphNode::update_callback(std::function<void()> fn) const {
-  if (!fn) throw std::invalid_argument("update: the callback function is empty");
+  if (!fn) throw InvalidArgumentError("update: the callback function is empty");
   auto owned = std::make_shared<const detail::HostFunction>(std::move(fn));
   update_callback(detail::host_trampoline, const_cast<detail::HostFunction*>(owned.get()), owned);
 }
 
 void ExecutableGraphNode::update_callback(CUhostFn fn, void* user_data, std::shared_ptr<const void> owner) const {
   expect({CU_GRAPH_NODE_TYPE_HOST}, "update (callback)");
-  if (!fn) throw std::invalid_argument("update: the callback function is null");
+  if (!fn) throw InvalidArgumentError("update: the callback function is null");
   CUgraphNodeParams p = blank(CU_GRAPH_NODE_TYPE_HOST);
   p.host.fn = fn;
   p.host.userData = user_data;

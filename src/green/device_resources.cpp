@@ -141,7 +141,7 @@ WorkqueueResource DeviceResources::workqueue() const {
 
 const detail::SMResourceState& SMResource::open(const char* operation) const {
   if (!state_) [[unlikely]]
-    throw std::logic_error(std::string("SMResource::") + operation +
+    throw LogicError(std::string("SMResource::") + operation +
                            ": the SMResource is empty; get one from Device::resources().sm() or a split");
   return *state_;
 }
@@ -160,7 +160,7 @@ std::span<const CUdevResource> SMResource::handles() const { return open("handle
 
 void WorkqueueResource::require_open(const char* operation) const {
   if (device_ < 0) [[unlikely]]
-    throw std::logic_error(std::string("WorkqueueResource::") + operation +
+    throw LogicError(std::string("WorkqueueResource::") + operation +
                            ": the WorkqueueResource is empty; get one from Device::resources().workqueue()");
 }
 
@@ -188,7 +188,7 @@ const CUdevResource* WorkqueueResource::handle() const {
 void WorkqueueResource::configure(const WorkqueueResourceOptions& options) {
   require_open("configure");
   if (options.concurrency_limit && *options.concurrency_limit < 1)
-    throw std::invalid_argument("WorkqueueResourceOptions.concurrency_limit = " +
+    throw InvalidArgumentError("WorkqueueResourceOptions.concurrency_limit = " +
                                 std::to_string(*options.concurrency_limit) + ": must be at least 1");
   detail::WorkqueueConfig c = detail::read_wq(config_);
   if (options.sharing_scope)

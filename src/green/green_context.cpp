@@ -18,7 +18,7 @@
 namespace cucore::detail {
 
 namespace {
-[[noreturn]] void bad(const std::string& what) { throw std::invalid_argument("ContextOptions.resources: " + what); }
+[[noreturn]] void bad(const std::string& what) { throw InvalidArgumentError("ContextOptions.resources: " + what); }
 }  // namespace
 
 Context create_green_context(int ordinal, const ContextOptions& options) {

@@ -53,11 +53,11 @@ template <typename T>
 void check_field(const PerGroup<T>& f, const char* name, const PerGroup<int>& count, std::size_t groups) {
   if (!f.is_per_group()) return;
   if (!count.is_per_group())
-    throw std::invalid_argument(std::string("SMResourceOptions.") + name +
+    throw InvalidArgumentError(std::string("SMResourceOptions.") + name +
                                 " has one value per group but count is a single value; give count one value per "
                                 "group to ask for several groups");
   if (f.values().size() != groups)
-    throw std::invalid_argument(std::string("SMResourceOptions.") + name + " has " +
+    throw InvalidArgumentError(std::string("SMResourceOptions.") + name + " has " +
                                 std::to_string(f.values().size()) + " values, expected " + std::to_string(groups) +
                                 " (one per group, as count)");
 }
@@ -65,7 +65,7 @@ void check_field(const PerGroup<T>& f, const char* name, const PerGroup<int>& co
 void check_non_negative(const PerGroup<int>& f, const char* name) {
   for (std::size_t i = 0; i < f.values().size(); ++i)
     if (f.values()[i] < 0)
-      throw std::invalid_argument(std::string("SMResourceOptions.") + name +
+      throw InvalidArgumentError(std::string("SMResourceOptions.") + name +
                                   (f.is_single() ? "" : "[" + std::to_string(i) + "]") + " = " +
                                   std::to_string(f.values()[i]) + ": must be non-negative");
 }
@@ -76,7 +76,7 @@ std::vector<unsigned> requested_counts(const SMResourceOptions& o) {
   if (o.count.is_per_group()) {
     groups = o.count.values().size();
     if (groups == 0)
-      throw std::invalid_argument(
+      throw InvalidArgumentError(
           "SMResourceOptions.count is an empty list: give one count per group, or a single count for one group");
   }
   check_field(o.coscheduled_sm_count, "coscheduled_sm_count", o.count, groups);
@@ -208,7 +208,7 @@ std::vector<unsigned> fitting(std::vector<unsigned> counts, const Grain& grain, 
     hint = "at most " + std::to_string(units) + (units == 1 ? " group fits" : " groups fit") +
            ": count=" + list(std::vector(units, grain.min));
   else hint = "this resource has fewer SMs than the minimum partition, so it cannot be split";
-  throw std::invalid_argument(what + "; this SM resource of " + describe_device(s.device) + " has " +
+  throw InvalidArgumentError(what + "; this SM resource of " + describe_device(s.device) + " has " +
                               std::to_string(s.sm_count) + " SMs (" + grain.describe() + ", minimum partition " +
                               std::to_string(grain.min) + " SMs); " + hint);
 }
@@ -225,7 +225,7 @@ std::pair<std::vector<SMResource>, SMResource> SMResource::split(const SMResourc
   require(reinterpret_cast<const void*>(d.cuDevSmResourceSplitByCount), 12040,
           "SMResource::split (cuDevSmResourceSplitByCount)");
   if (s.split != 0 || s.parts.size() != 1)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "SMResource::split: this SMResource is itself a split's group or remainder, which the driver does not split "
         "again; make a context from it and split that context's resources().sm()");
   const CUdevResource& input = s.parts[0];

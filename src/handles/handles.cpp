@@ -103,7 +103,7 @@ StreamHandle create_stream(const ContextHandle& ctx, unsigned flags, const int* 
     // The stream is the green context's whatever is current (a 12.4 driver,
     // which lacks this call, gets one from the green context made current).
     if (!(flags & CU_STREAM_NON_BLOCKING))
-      throw std::invalid_argument(
+      throw InvalidArgumentError(
           "StreamOptions.nonblocking = false: a green context's streams are non-blocking (cuGreenCtxStreamCreate "
           "requires CU_STREAM_NON_BLOCKING)");
     check(d.cuGreenCtxStreamCreate(&h, ctx->green, flags, priority ? *priority : 0), "cuGreenCtxStreamCreate");

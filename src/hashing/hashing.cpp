@@ -1,6 +1,7 @@
 // SHA-256 (OpenSSL) and the xxHash64 entry checksum.
 // SHA256_* are deprecated in OpenSSL 3 (see sha256() below for why they are used).
 #define OPENSSL_SUPPRESS_DEPRECATED
+#include <cucore/errors.hpp>
 #include "hashing/hashing.hpp"
 
 #include <openssl/evp.h>
@@ -24,7 +25,7 @@ std::string sha256(std::string_view data) {
   unsigned char out[SHA256_DIGEST_LENGTH];
   SHA256_CTX ctx;
   if (SHA256_Init(&ctx) != 1 || SHA256_Update(&ctx, data.data(), data.size()) != 1 || SHA256_Final(out, &ctx) != 1)
-    throw std::runtime_error("OpenSSL: SHA-256 failed");
+    throw RuntimeError("OpenSSL: SHA-256 failed");
   return std::string(reinterpret_cast<const char*>(out), sizeof out);
 }
 
@@ -33,18 +34,18 @@ namespace {
 SHA256_CTX* ctx_of(unsigned char* state) { return reinterpret_cast<SHA256_CTX*>(state); }
 }  // namespace
 Sha256::Sha256() {
-  if (SHA256_Init(ctx_of(state_)) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+  if (SHA256_Init(ctx_of(state_)) != 1) throw RuntimeError("OpenSSL: SHA-256 failed");
 }
 Sha256::~Sha256() = default;
 void Sha256::update(const void* data, std::size_t size) {
-  if (done_) throw std::logic_error("Sha256::update after digest()");
-  if (SHA256_Update(ctx_of(state_), data, size) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+  if (done_) throw LogicError("Sha256::update after digest()");
+  if (SHA256_Update(ctx_of(state_), data, size) != 1) throw RuntimeError("OpenSSL: SHA-256 failed");
 }
 std::string Sha256::digest() {
-  if (done_) throw std::logic_error("Sha256::digest called twice");
+  if (done_) throw LogicError("Sha256::digest called twice");
   done_ = true;
   unsigned char out[SHA256_DIGEST_LENGTH];
-  if (SHA256_Final(out, ctx_of(state_)) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+  if (SHA256_Final(out, ctx_of(state_)) != 1) throw RuntimeError("OpenSSL: SHA-256 failed");
   return std::string(reinterpret_cast<const char*>(out), sizeof out);
 }
 #else
@@ -52,7 +53,7 @@ namespace {
 const EVP_MD* sha256_md() {
   // Fetched once: implicit fetches by name cost more than the hash of a small key.
   static EVP_MD* md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  if (!md) throw std::runtime_error("OpenSSL: SHA-256 is unavailable");
+  if (!md) throw RuntimeError("OpenSSL: SHA-256 is unavailable");
   return md;
 }
 struct CtxFree {
@@ -68,7 +69,7 @@ std::string sha256(std::string_view data) {
   if (!ctx || EVP_DigestInit_ex2(ctx.get(), sha256_md(), nullptr) != 1 ||
       EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1 || EVP_DigestFinal_ex(ctx.get(), out, &n) != 1 ||
       n != kSha256Size)
-    throw std::runtime_error("OpenSSL: SHA-256 failed");
+    throw RuntimeError("OpenSSL: SHA-256 failed");
   return std::string(reinterpret_cast<const char*>(out), n);
 }
 
@@ -80,21 +81,21 @@ Sha256::Sha256() {
   ctx_of(state_) = EVP_MD_CTX_new();
   if (!ctx_of(state_) || EVP_DigestInit_ex2(ctx_of(state_), sha256_md(), nullptr) != 1) {
     EVP_MD_CTX_free(ctx_of(state_));
-    throw std::runtime_error("OpenSSL: SHA-256 failed");
+    throw RuntimeError("OpenSSL: SHA-256 failed");
   }
 }
 Sha256::~Sha256() { EVP_MD_CTX_free(ctx_of(state_)); }
 void Sha256::update(const void* data, std::size_t size) {
-  if (done_) throw std::logic_error("Sha256::update after digest()");
-  if (EVP_DigestUpdate(ctx_of(state_), data, size) != 1) throw std::runtime_error("OpenSSL: SHA-256 failed");
+  if (done_) throw LogicError("Sha256::update after digest()");
+  if (EVP_DigestUpdate(ctx_of(state_), data, size) != 1) throw RuntimeError("OpenSSL: SHA-256 failed");
 }
 std::string Sha256::digest() {
-  if (done_) throw std::logic_error("Sha256::digest called twice");
+  if (done_) throw LogicError("Sha256::digest called twice");
   done_ = true;
   unsigned char out[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   if (EVP_DigestFinal_ex(ctx_of(state_), out, &n) != 1 || n != kSha256Size)
-    throw std::runtime_error("OpenSSL: SHA-256 failed");
+    throw RuntimeError("OpenSSL: SHA-256 failed");
   return std::string(reinterpret_cast<const char*>(out), n);
 }
 #endif

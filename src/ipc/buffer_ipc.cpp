@@ -124,7 +124,7 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
   if (!mr) detail::throw_closed("MemoryResource", "Buffer::from_ipc_descriptor");
   detail::PoolImpl* pool = detail::pool_impl(mr);
   if (!pool)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "Buffer::from_ipc_descriptor: the memory resource must be the DeviceMemoryResource or PinnedMemoryResource "
         "of the pool the Buffer came from (from_allocation_handle)");
   pool->require_open(detail::kind_name(*pool), "Buffer::from_ipc_descriptor");
@@ -137,7 +137,7 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
   detail::MappingHandle use = detail::map_pointer(*pool, descriptor, stream);
   const detail::IpcMapping& m = *use;  // fixed once made: read without the lock
   if (descriptor.size > m.extent)
-    throw std::invalid_argument("IPC buffer descriptor size (" + std::to_string(descriptor.size) +
+    throw InvalidArgumentError("IPC buffer descriptor size (" + std::to_string(descriptor.size) +
                                 ") exceeds mapped allocation extent (" + std::to_string(m.extent) + " bytes)");
   // The mapping keeps the stream it is freed on: a Buffer on that stream needs no share of its own.
   return mapped(m.ptr, descriptor.size, mr, stream, std::move(use), m.stream_box != stream.box());

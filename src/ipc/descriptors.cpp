@@ -18,7 +18,7 @@ Uuid random_uuid() {
     ssize_t n = getrandom(u.data() + got, u.size() - got, 0);
     if (n < 0) {
       if (errno == EINTR) continue;
-      throw std::system_error(errno, std::generic_category(), "random_uuid: getrandom");
+      throw SystemError(errno, std::generic_category(), "random_uuid: getrandom");
     }
     got += static_cast<std::size_t>(n);
   }
@@ -41,7 +41,7 @@ std::string uuid_to_string(const Uuid& uuid) {
 
 Uuid uuid_from_string(std::string_view text) {
   auto bad = [&]() -> Uuid {
-    throw std::invalid_argument("uuid_from_string: \"" + std::string(text) +
+    throw InvalidArgumentError("uuid_from_string: \"" + std::string(text) +
                                 "\" is not a UUID (32 hexadecimal digits, dashes allowed)");
   };
   Uuid u{};
@@ -69,7 +69,7 @@ std::array<std::byte, IPCBufferDescriptor::kSerializedSize> IPCBufferDescriptor:
 
 IPCBufferDescriptor IPCBufferDescriptor::from_bytes(std::span<const std::byte> bytes) {
   if (bytes.size() != kSerializedSize)
-    throw std::invalid_argument("IPCBufferDescriptor::from_bytes: " + std::to_string(bytes.size()) +
+    throw InvalidArgumentError("IPCBufferDescriptor::from_bytes: " + std::to_string(bytes.size()) +
                                 " bytes; a descriptor has " + std::to_string(kSerializedSize));
   IPCBufferDescriptor d;
   std::memcpy(d.payload.data(), bytes.data(), kPayloadSize);
@@ -78,7 +78,7 @@ IPCBufferDescriptor IPCBufferDescriptor::from_bytes(std::span<const std::byte> b
   d.size = static_cast<std::size_t>(n);
   auto flag = std::to_integer<std::uint8_t>(bytes[kPayloadSize + 8]);
   if (flag > 1)
-    throw std::invalid_argument("IPCBufferDescriptor::from_bytes: the UUID flag byte is " + std::to_string(flag) +
+    throw InvalidArgumentError("IPCBufferDescriptor::from_bytes: the UUID flag byte is " + std::to_string(flag) +
                                 " (0 or 1 expected)");
   if (flag) {
     Uuid u;
@@ -97,13 +97,13 @@ std::array<std::byte, IPCEventDescriptor::kSerializedSize> IPCEventDescriptor::t
 
 IPCEventDescriptor IPCEventDescriptor::from_bytes(std::span<const std::byte> bytes) {
   if (bytes.size() != kSerializedSize)
-    throw std::invalid_argument("IPCEventDescriptor::from_bytes: " + std::to_string(bytes.size()) +
+    throw InvalidArgumentError("IPCEventDescriptor::from_bytes: " + std::to_string(bytes.size()) +
                                 " bytes; a descriptor has " + std::to_string(kSerializedSize));
   IPCEventDescriptor d;
   std::memcpy(d.handle.data(), bytes.data(), d.handle.size());
   auto flag = std::to_integer<std::uint8_t>(bytes[d.handle.size()]);
   if (flag > 1)
-    throw std::invalid_argument("IPCEventDescriptor::from_bytes: the blocking-sync byte is " + std::to_string(flag) +
+    throw InvalidArgumentError("IPCEventDescriptor::from_bytes: the blocking-sync byte is " + std::to_string(flag) +
                                 " (0 or 1 expected)");
   d.blocking_sync = flag == 1;
   return d;

@@ -15,14 +15,14 @@
 namespace cucore {
 
 FileDescriptor::FileDescriptor(int fd) : fd_(fd) {
-  if (fd < 0) throw std::invalid_argument("FileDescriptor: " + std::to_string(fd) + " is not a file descriptor");
+  if (fd < 0) throw InvalidArgumentError("FileDescriptor: " + std::to_string(fd) + " is not a file descriptor");
 }
 
 FileDescriptor FileDescriptor::duplicate(int fd) {
   int d = fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (d < 0) {
     int err = fd < 0 ? EBADF : errno;
-    throw std::system_error(err, std::generic_category(),
+    throw SystemError(err, std::generic_category(),
                             "file descriptor " + std::to_string(fd) + " cannot be duplicated (is it still open?)");
   }
   return FileDescriptor(d);
@@ -56,16 +56,16 @@ AllocationHandle AllocationHandle::duplicate() const {
 namespace ipc {
 namespace {
 
-[[noreturn]] void socket_error(const char* what) { throw std::system_error(errno, std::generic_category(), what); }
+[[noreturn]] void socket_error(const char* what) { throw SystemError(errno, std::generic_category(), what); }
 
 }  // namespace
 
 void send_fds(int socket, std::span<const int> fds, std::span<const std::byte> data) {
   if (fds.size() > kMaxFds)
-    throw std::invalid_argument("ipc::send_fds: " + std::to_string(fds.size()) + " descriptors; one message carries " +
+    throw InvalidArgumentError("ipc::send_fds: " + std::to_string(fds.size()) + " descriptors; one message carries " +
                                 "at most " + std::to_string(kMaxFds));
   for (int fd : fds)
-    if (fd < 0) throw std::invalid_argument("ipc::send_fds: " + std::to_string(fd) + " is not a file descriptor");
+    if (fd < 0) throw InvalidArgumentError("ipc::send_fds: " + std::to_string(fd) + " is not a file descriptor");
   const std::byte zero{0};
   std::span<const std::byte> body = data.empty() ? std::span<const std::byte>(&zero, 1) : data;
 
@@ -99,7 +99,7 @@ void send_fds(int socket, std::span<const int> fds, std::span<const std::byte> d
 
 Received recv_fds(int socket, std::size_t max_fds, std::size_t data_size) {
   if (max_fds > kMaxFds)
-    throw std::invalid_argument("ipc::recv_fds: max_fds " + std::to_string(max_fds) + " is more than a message carries (" +
+    throw InvalidArgumentError("ipc::recv_fds: max_fds " + std::to_string(max_fds) + " is more than a message carries (" +
                                 std::to_string(kMaxFds) + ")");
   Received r;
   r.data.resize(data_size ? data_size : 1);

@@ -48,7 +48,7 @@ std::shared_ptr<PoolImpl> find_locked(Registry& r, const Uuid& uuid) {
 
 void require_kind(const PoolImpl& found, bool host, const Uuid& uuid) {
   if (found.host_ != host)
-    throw std::invalid_argument("the memory resource registered under " + uuid_to_string(uuid) + " is a " +
+    throw InvalidArgumentError("the memory resource registered under " + uuid_to_string(uuid) + " is a " +
                                 kind_name(found) + ", not a " +
                                 (host ? "PinnedMemoryResource" : "DeviceMemoryResource"));
 }
@@ -72,7 +72,7 @@ std::shared_ptr<PoolImpl> register_pool(std::shared_ptr<PoolImpl> p, const Uuid&
   }
   if (!p->ipc_) throw IpcError("Memory resource is not IPC-enabled");
   if (auto own = p->uuid(); own && *own != uuid)
-    throw std::invalid_argument(std::string(kind_name(*p)) + " " + uuid_to_string(*own) +
+    throw InvalidArgumentError(std::string(kind_name(*p)) + " " + uuid_to_string(*own) +
                                 " cannot be registered under another UUID (" + uuid_to_string(uuid) + ")");
   p->set_uuid(uuid);
   r.entries[uuid] = p;

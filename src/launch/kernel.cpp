@@ -55,7 +55,7 @@ void KernelInfo::load_params() {
           if (r != CUDA_SUCCESS) return r;
           out.push_back({offset, size});
         }
-        throw Error("cuKernelGetParamInfo: kernel " + name + " reports more parameters than a kernel can have");
+        throw RuntimeError("cuKernelGetParamInfo: kernel " + name + " reports more parameters than a kernel can have");
       };
       std::vector<ParamInfo> layout;
       CUresult r = read_all(layout);
@@ -101,15 +101,15 @@ CUfunction kernel_function_in_current_context(const KernelInfo& info) {
 
 void check_signature(const Kernel& kernel, const std::size_t* sizes, const char* const* type_names, std::size_t n) {
   KernelInfo* info = kernel.info();
-  if (!info) throw std::invalid_argument("TypedKernel: the Kernel is empty");
+  if (!info) throw InvalidArgumentError("TypedKernel: the Kernel is empty");
   const KernelInfo& l = info->layout();
   if (!l.params_known) return;  // the driver cannot tell; nothing to check against
   if (l.params.size() != n)
-    throw std::invalid_argument(info->name + ": the kernel takes " + std::to_string(l.params.size()) +
+    throw InvalidArgumentError(info->name + ": the kernel takes " + std::to_string(l.params.size()) +
                                 " parameters, the TypedKernel signature has " + std::to_string(n));
   for (std::size_t i = 0; i < n; ++i) {
     if (l.params[i].size != sizes[i])
-      throw std::invalid_argument(info->name + ": parameter " + std::to_string(i) + " is " +
+      throw InvalidArgumentError(info->name + ": parameter " + std::to_string(i) + " is " +
                                   std::to_string(l.params[i].size) + " bytes, the TypedKernel signature says " +
                                   std::to_string(sizes[i]) + " (" + demangle(type_names[i]) + ")");
   }
@@ -126,7 +126,7 @@ using detail::KernelInfo;
 Kernel::Kernel(std::shared_ptr<KernelInfo> info) noexcept : info_(std::move(info)), handle_(info_ ? info_->handle : nullptr) {}
 
 Kernel Kernel::from_handle(CUkernel handle, std::string name) {
-  if (!handle) throw std::invalid_argument("Kernel::from_handle: handle is null");
+  if (!handle) throw InvalidArgumentError("Kernel::from_handle: handle is null");
   auto info = std::make_shared<KernelInfo>(handle, nullptr);  // adopted: no library of cucore's
   const char* symbol = nullptr;
   const detail::DriverTable& d = driver();
@@ -136,7 +136,7 @@ Kernel Kernel::from_handle(CUkernel handle, std::string name) {
 }
 
 void Kernel::require_valid(const char* what) const {
-  if (!info_) throw std::invalid_argument(std::string("Kernel::") + what + ": the Kernel is empty");
+  if (!info_) throw InvalidArgumentError(std::string("Kernel::") + what + ": the Kernel is empty");
 }
 
 const std::string& Kernel::name() const {
@@ -226,13 +226,13 @@ int KernelAttributes::cluster_scheduling_policy_preference() const {
 
 void KernelAttributes::set_max_dynamic_shared_size_bytes(int bytes) const {
   if (bytes < 0)
-    throw std::invalid_argument(info_->name + ": max_dynamic_shared_size_bytes must be >= 0, got " +
+    throw InvalidArgumentError(info_->name + ": max_dynamic_shared_size_bytes must be >= 0, got " +
                                 std::to_string(bytes));
   // Say what the device allows instead of the driver's bare INVALID_VALUE.
   const int optin = Device(device_).properties().max_shared_memory_per_block_optin();
   const int static_bytes = shared_size_bytes();
   if (optin > 0 && bytes > optin - static_bytes)
-    throw std::invalid_argument(info_->name + ": max_dynamic_shared_size_bytes of " + std::to_string(bytes) +
+    throw InvalidArgumentError(info_->name + ": max_dynamic_shared_size_bytes of " + std::to_string(bytes) +
                                 " bytes exceeds what device " + std::to_string(device_) + " allows this kernel (" +
                                 std::to_string(optin - static_bytes) + " = the opt-in maximum " +
                                 std::to_string(optin) + " minus " + std::to_string(static_bytes) + " static)");
@@ -241,7 +241,7 @@ void KernelAttributes::set_max_dynamic_shared_size_bytes(int bytes) const {
 
 void KernelAttributes::set_preferred_shared_memory_carveout(int percent) const {
   if (percent < -1 || percent > 100)
-    throw std::invalid_argument(info_->name + ": preferred_shared_memory_carveout is a percentage (0-100, or -1 "
+    throw InvalidArgumentError(info_->name + ": preferred_shared_memory_carveout is a percentage (0-100, or -1 "
                                 "for no preference), got " + std::to_string(percent));
   set(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent);
 }
@@ -267,7 +267,7 @@ auto with_function(const KernelInfo& info, int device, F&& f) {
 }
 
 void require_positive(const KernelInfo& info, const char* what, long long v) {
-  if (v <= 0) throw std::invalid_argument(info.name + ": " + what + " must be positive, got " + std::to_string(v));
+  if (v <= 0) throw InvalidArgumentError(info.name + ": " + what + " must be positive, got " + std::to_string(v));
 }
 }  // namespace
 
@@ -287,7 +287,7 @@ int KernelOccupancy::max_active_blocks_per_multiprocessor(int block_size, std::s
 MaxPotentialBlockSize KernelOccupancy::max_potential_block_size(CUoccupancyB2DSize dynamic_shared_memory_for_block,
                                                                 int block_size_limit) const {
   if (!dynamic_shared_memory_for_block)
-    throw std::invalid_argument(info_->name +
+    throw InvalidArgumentError(info_->name +
                                 ": max_potential_block_size: the block-size-to-shared-memory function is null");
   return potential_block_size(dynamic_shared_memory_for_block, 0, block_size_limit);
 }
@@ -295,7 +295,7 @@ MaxPotentialBlockSize KernelOccupancy::max_potential_block_size(CUoccupancyB2DSi
 MaxPotentialBlockSize KernelOccupancy::potential_block_size(CUoccupancyB2DSize fn, std::size_t bytes,
                                                             int block_size_limit) const {
   if (block_size_limit < 0)
-    throw std::invalid_argument(info_->name + ": block_size_limit must be >= 0 (0: no limit)");
+    throw InvalidArgumentError(info_->name + ": block_size_limit must be >= 0 (0: no limit)");
   const detail::DriverTable& d = driver();
   detail::require(reinterpret_cast<const void*>(d.cuOccupancyMaxPotentialBlockSize), 6050,
                   "cuOccupancyMaxPotentialBlockSize");

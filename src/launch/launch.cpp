@@ -33,8 +33,8 @@ namespace cucore {
 namespace detail {
 
 void throw_bad_dimension(long long value, bool negative) {
-  if (negative) throw std::invalid_argument("LaunchConfig: a dimension is negative (" + std::to_string(value) + ")");
-  throw std::invalid_argument("LaunchConfig: a dimension does not fit in 32 bits");
+  if (negative) throw InvalidArgumentError("LaunchConfig: a dimension is negative (" + std::to_string(value) + ")");
+  throw InvalidArgumentError("LaunchConfig: a dimension does not fit in 32 bits");
 }
 
 void throw_closed_buffer(const Kernel& kernel, std::size_t index) {
@@ -49,7 +49,7 @@ std::string dims(const Dim3& d) {
   return buf;
 }
 
-[[noreturn]] void bad_config(const std::string& what) { throw std::invalid_argument("LaunchConfig: " + what); }
+[[noreturn]] void bad_config(const std::string& what) { throw InvalidArgumentError("LaunchConfig: " + what); }
 
 void check_dims(const char* field, const Dim3& d, bool required) {
   if (!d.is_set()) {
@@ -158,7 +158,7 @@ void check_cooperative(CUstream stream, const LaunchConfig& cfg, KernelInfo& inf
   }
   if (grid > max_blocks) {
     if (per_sm < 0) per_sm = sms ? static_cast<long long>(max_blocks / std::uint64_t(sms)) : 0;
-    throw std::invalid_argument(info.name + ": a cooperative launch of " + std::to_string(grid) +
+    throw InvalidArgumentError(info.name + ": a cooperative launch of " + std::to_string(grid) +
                                 " blocks exceeds what device " + std::to_string(device) + " runs at once: " +
                                 std::to_string(per_sm) + " blocks per SM x " + std::to_string(sms) + " SMs = " +
                                 std::to_string(max_blocks) + " (blocks of " + std::to_string(block) +
@@ -222,7 +222,7 @@ void check_cooperative(CUstream stream, const LaunchConfig& cfg, KernelInfo& inf
       // Could not tell (the context may be broken): report the driver's error.
     }
   }
-  if (!problem.empty()) throw std::invalid_argument(info.name + ": " + problem);
+  if (!problem.empty()) throw InvalidArgumentError(info.name + ": " + problem);
   throw CudaError(r, "cuLaunchKernelEx (kernel " + info.name + ")");
 }
 
@@ -298,7 +298,7 @@ inline void submit(CUstream stream, const LaunchConfig& cfg, KernelInfo& info, v
     launch_failed(r, c, cfg, info, args);
 }
 
-[[noreturn]] void throw_empty_kernel() { throw std::invalid_argument("launch: the Kernel is empty"); }
+[[noreturn]] void throw_empty_kernel() { throw InvalidArgumentError("launch: the Kernel is empty"); }
 
 inline KernelInfo& kernel_info(const Kernel& kernel) {
   KernelInfo* info = kernel.info();
@@ -320,7 +320,7 @@ std::string layout_sizes(const KernelInfo& info) {
   const std::size_t n = info.params.size();
   std::string msg = info.name + ": takes " + std::to_string(n) + (n == 1 ? " argument" : " arguments");
   if (n) msg += " (of " + layout_sizes(info) + " bytes)";
-  throw std::invalid_argument(msg + ", got " + std::to_string(got));
+  throw InvalidArgumentError(msg + ", got " + std::to_string(got));
 }
 
 [[noreturn]] void throw_size_mismatch(const KernelInfo& info, std::size_t index, std::size_t got,
@@ -328,7 +328,7 @@ std::string layout_sizes(const KernelInfo& info) {
   std::string msg = info.name + ": parameter " + std::to_string(index) + " is " +
                     std::to_string(info.params[index].size) + " bytes, got " + std::to_string(got);
   if (type) msg += " (" + type_display_name(type) + ")";
-  throw std::invalid_argument(msg);
+  throw InvalidArgumentError(msg);
 }
 
 // The one argument check, shared by every form of launch (and so by the
@@ -478,7 +478,7 @@ void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, 
   detail::check_arguments(info, args.size(), detail::CountOnly{});
   for (std::size_t i = 0; i < args.size(); ++i)
     if (!args[i])
-      throw std::invalid_argument(info.name + ": kernelParams[" + std::to_string(i) +
+      throw InvalidArgumentError(info.name + ": kernelParams[" + std::to_string(i) +
                                   "] is null (each entry points at its argument's value)");
   detail::submit(stream.handle(), config, info, const_cast<void**>(args.data()));
 }
@@ -532,15 +532,15 @@ void KernelArgs::throw_closed(std::size_t index) {
 }
 
 KernelArgs& KernelArgs::push_bytes(const void* data, std::size_t size, std::size_t alignment) {
-  if (!data || size == 0) throw std::invalid_argument("KernelArgs::push_bytes: an argument has at least one byte");
+  if (!data || size == 0) throw InvalidArgumentError("KernelArgs::push_bytes: an argument has at least one byte");
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-    throw std::invalid_argument("KernelArgs::push_bytes: alignment must be a power of two, got " +
+    throw InvalidArgumentError("KernelArgs::push_bytes: alignment must be a power of two, got " +
                                 std::to_string(alignment));
   if (alignment > 16) alignment = 16;
   // A kernel's parameters total at most 32764 bytes; well past that is a mistake.
   const std::size_t offset = (std::size_t(used_) + alignment - 1) & ~(alignment - 1);
   if (offset + size > (std::size_t(1) << 20))
-    throw std::invalid_argument("KernelArgs: the pack would exceed 1 MiB (kernel parameters total at most 32 KB)");
+    throw InvalidArgumentError("KernelArgs: the pack would exceed 1 MiB (kernel parameters total at most 32 KB)");
   const std::size_t end = offset + size;
   if (!heap_ && (end > kInlineBytes || count_ + 1 > kInlineArgs)) {
     // Spill: from here on the pack lives on the heap.
@@ -573,12 +573,12 @@ void KernelArgs::clear() noexcept {
 }
 
 std::size_t KernelArgs::size_of(std::size_t i) const {
-  if (i >= count_) throw std::out_of_range("KernelArgs: no argument " + std::to_string(i));
+  if (i >= count_) throw OutOfRangeError("KernelArgs: no argument " + std::to_string(i));
   return sizes()[i];
 }
 
 const void* KernelArgs::data(std::size_t i) const {
-  if (i >= count_) throw std::out_of_range("KernelArgs: no argument " + std::to_string(i));
+  if (i >= count_) throw OutOfRangeError("KernelArgs: no argument " + std::to_string(i));
   return bytes() + offsets()[i];
 }
 

@@ -30,15 +30,15 @@ std::string describe(const ObjectCodeState& s) {
 void load(ObjectCodeState& s) {
   const CodeType type = s.code_type;
   if (type == CodeType::ltoir)
-    throw std::invalid_argument(describe(s) +
+    throw InvalidArgumentError(describe(s) +
                                 " holds LTO-IR, which the driver cannot load: link it first, e.g. "
                                 "Linker({code}, {.link_time_optimization = true}).link(CodeType::cubin)");
   if (type == CodeType::object || type == CodeType::library)
-    throw std::invalid_argument(describe(s) +
+    throw InvalidArgumentError(describe(s) +
                                 " holds relocatable device code, which the driver cannot load: link it first "
                                 "(Linker({code, ...}).link(CodeType::cubin))");
   const std::vector<std::byte>& code = s.bytes();  // a path-backed object reads its file now
-  if (code.empty()) throw std::invalid_argument(describe(s) + " is empty");
+  if (code.empty()) throw InvalidArgumentError(describe(s) + " is empty");
 
   const void* image = code.data();
   std::vector<std::byte> terminated;
@@ -115,7 +115,7 @@ std::vector<std::string> list_kernels(CUlibrary lib) {
   } else if (asked.find('<') != std::string::npos) {
     msg += "; a template instance is found by its name expression only when Program::compile was given it";
   }
-  throw std::invalid_argument(msg);
+  throw InvalidArgumentError(msg);
 }
 
 }  // namespace
@@ -124,8 +124,8 @@ std::vector<std::string> list_kernels(CUlibrary lib) {
 using detail::ObjectCodeState;
 
 Kernel ObjectCode::get_kernel(std::string_view name) const {
-  if (!state_) throw std::invalid_argument("ObjectCode::get_kernel: the ObjectCode is empty");
-  if (name.empty()) throw std::invalid_argument("ObjectCode::get_kernel: the kernel name is empty");
+  if (!state_) throw InvalidArgumentError("ObjectCode::get_kernel: the ObjectCode is empty");
+  if (name.empty()) throw InvalidArgumentError("ObjectCode::get_kernel: the kernel name is empty");
   ObjectCodeState& s = *state_;
   const detail::LibraryHandle& library = detail::ensure_loaded(s);
   CUlibrary lib = library->library;
@@ -151,17 +151,17 @@ Kernel ObjectCode::get_kernel(std::string_view name) const {
 }
 
 std::vector<std::string> ObjectCode::kernel_names() const {
-  if (!state_) throw std::invalid_argument("ObjectCode::kernel_names: the ObjectCode is empty");
+  if (!state_) throw InvalidArgumentError("ObjectCode::kernel_names: the ObjectCode is empty");
   return detail::list_kernels(detail::ensure_loaded(*state_)->library);
 }
 
 void* ObjectCode::library_handle() const {
-  if (!state_) throw std::invalid_argument("ObjectCode::library_handle: the ObjectCode is empty");
+  if (!state_) throw InvalidArgumentError("ObjectCode::library_handle: the ObjectCode is empty");
   return detail::ensure_loaded(*state_)->library;
 }
 
 void* ObjectCode::exported_library_handle() const {
-  if (!state_) throw std::invalid_argument("ObjectCode::exported_library_handle: the ObjectCode is empty");
+  if (!state_) throw InvalidArgumentError("ObjectCode::exported_library_handle: the ObjectCode is empty");
   const detail::LibraryHandle& library = detail::ensure_loaded(*state_);
   // One share per exported library, kept for the process's life (never
   // destroyed: a process ends without unloading what it handed out).

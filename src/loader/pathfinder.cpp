@@ -1,3 +1,4 @@
+#include <cucore/errors.hpp>
 #include <cucore/pathfinder.hpp>
 
 #include <cuda.h>
@@ -117,7 +118,7 @@ ComponentInfo find(std::string_view component) {
   if (component == "cuda_headers" || component == "cccl_headers") return find_headers(std::string(component));
   std::string known;
   for (const auto& n : component_names()) known += (known.empty() ? "" : ", ") + n;
-  throw std::invalid_argument("pathfinder::find: unknown component '" + std::string(component) + "' (known: " + known + ")");
+  throw InvalidArgumentError("pathfinder::find: unknown component '" + std::string(component) + "' (known: " + known + ")");
 }
 
 std::vector<ComponentInfo> report() {

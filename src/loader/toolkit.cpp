@@ -323,7 +323,7 @@ const char* nvml_error_string(int code) noexcept {
 void check_nvrtc(nvrtcResult r, const char* call) {
   if (r == NVRTC_SUCCESS) return;
   const char* text = nvrtc().nvrtcGetErrorString ? nvrtc().nvrtcGetErrorString(r) : "NVRTC error";
-  throw Error(std::string(call) + " failed: " + text + " (" + std::to_string(static_cast<int>(r)) + ")");
+  throw RuntimeError(std::string(call) + " failed: " + text + " (" + std::to_string(static_cast<int>(r)) + ")");
 }
 
 const std::string& libdevice_bitcode() {
@@ -364,7 +364,7 @@ const std::string& libdevice_bitcode() {
 void check_nvvm(nvvm::Result r, const char* call) {
   if (r == nvvm::SUCCESS) return;
   const char* text = libnvvm().nvvmGetErrorString ? libnvvm().nvvmGetErrorString(r) : "libNVVM error";
-  throw Error(std::string(call) + " failed: " + text + " (" + std::to_string(static_cast<int>(r)) + ")");
+  throw RuntimeError(std::string(call) + " failed: " + text + " (" + std::to_string(static_cast<int>(r)) + ")");
 }
 
 }  // namespace cucore::detail

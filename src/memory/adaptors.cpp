@@ -14,7 +14,7 @@ namespace {
 class StatisticsImpl final : public MemoryResource::Impl {
  public:
   explicit StatisticsImpl(MemoryResource up) : upstream(std::move(up)) {
-    if (!upstream) throw std::invalid_argument("StatisticsResourceAdaptor: the upstream resource is empty");
+    if (!upstream) throw InvalidArgumentError("StatisticsResourceAdaptor: the upstream resource is empty");
   }
   CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
     CUdeviceptr p = upstream.impl()->allocate(size, stream);
@@ -47,7 +47,7 @@ class StatisticsImpl final : public MemoryResource::Impl {
 class LimitingImpl final : public MemoryResource::Impl {
  public:
   LimitingImpl(MemoryResource up, std::size_t lim) : upstream(std::move(up)), limit(lim) {
-    if (!upstream) throw std::invalid_argument("LimitingResourceAdaptor: the upstream resource is empty");
+    if (!upstream) throw InvalidArgumentError("LimitingResourceAdaptor: the upstream resource is empty");
   }
   CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
     {

@@ -10,7 +10,7 @@ namespace cucore::detail {
 
 inline void refuse_legacy_stream(StreamRef stream, const char* what) {
   if (stream.handle() == nullptr || stream.handle() == CU_STREAM_LEGACY)
-    throw std::invalid_argument(std::string(what) +
+    throw InvalidArgumentError(std::string(what) +
                                 ": the legacy default stream is refused by the driver's batched calls; use a Stream "
                                 "or the per-thread default stream");
 }

@@ -89,15 +89,15 @@ Buffer Buffer::mapped(CUdeviceptr ptr, std::size_t size, const MemoryResource& m
 }
 
 Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, std::shared_ptr<const void> owner) {
-  if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
+  if (!ptr && size) throw InvalidArgumentError("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
   if (mr && owner)
-    throw std::invalid_argument("Buffer::from_handle: give a memory resource (to free the memory) or an owner (to "
+    throw InvalidArgumentError("Buffer::from_handle: give a memory resource (to free the memory) or an owner (to "
                                 "keep it alive), not both");
   return Buffer(box_for(ptr, size, std::move(mr.impl_), Stream::legacy_default(), nullptr, std::move(owner)));
 }
 
 Buffer Buffer::from_handle(CUdeviceptr ptr, std::size_t size, MemoryResource mr, const Stream& free_on) {
-  if (!ptr && size) throw std::invalid_argument("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
+  if (!ptr && size) throw InvalidArgumentError("Buffer::from_handle: ptr is null but size is " + std::to_string(size));
   if (free_on.is_closed()) detail::throw_closed("Stream", "Buffer::from_handle (the stream to free on)");
   return Buffer(ptr, size, std::move(mr), free_on);
 }
@@ -238,7 +238,7 @@ void copy_bytes(CUdeviceptr dst, CUdeviceptr src, std::size_t n, StreamRef strea
 
 void require_same_size(const char* what, std::size_t ours, std::size_t theirs, const char* their_name) {
   if (ours != theirs)
-    throw std::invalid_argument(std::string("Buffer::") + what + ": size mismatch: the buffer has " +
+    throw InvalidArgumentError(std::string("Buffer::") + what + ": size mismatch: the buffer has " +
                                 std::to_string(ours) + " bytes, the " + their_name + " has " + std::to_string(theirs));
 }
 }  // namespace
@@ -255,7 +255,7 @@ template <typename S>
 Buffer copy_into_new(const Buffer& src, const S& stream) {
   const MemoryResource mr = src.memory_resource();
   if (!mr)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "Buffer::copy_to: no destination given and the buffer has no memory resource to allocate one from");
   Buffer dst = mr.allocate(src.size(), stream);
   src.copy_to(dst, stream);
@@ -295,7 +295,7 @@ void Buffer::copy_from(std::span<const std::byte> host, StreamRef stream) {
 namespace {
 void require_multiple(std::size_t size, std::size_t width) {
   if (size % width)
-    throw std::invalid_argument("Buffer::fill: the buffer's " + std::to_string(size) +
+    throw InvalidArgumentError("Buffer::fill: the buffer's " + std::to_string(size) +
                                 " bytes are not a multiple of the " + std::to_string(width) + "-byte pattern");
 }
 }  // namespace

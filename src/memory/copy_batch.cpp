@@ -38,10 +38,10 @@ void copy_batch(StreamRef stream, std::span<const Buffer* const> srcs, std::span
                 std::span<const CopyOptions> options) {
   const std::size_t n = srcs.size();
   if (dsts.size() != n)
-    throw std::invalid_argument("copy_batch: " + std::to_string(n) + " sources but " + std::to_string(dsts.size()) +
+    throw InvalidArgumentError("copy_batch: " + std::to_string(n) + " sources but " + std::to_string(dsts.size()) +
                                 " destinations");
   if (!options.empty() && options.size() != 1 && options.size() != n)
-    throw std::invalid_argument("copy_batch: " + std::to_string(options.size()) + " options for " + std::to_string(n) +
+    throw InvalidArgumentError("copy_batch: " + std::to_string(options.size()) + " options for " + std::to_string(n) +
                                 " copies (give none, one for all, or one per copy)");
   detail::refuse_legacy_stream(stream, "copy_batch");
   std::vector<CUdeviceptr> src_ptrs(n), dst_ptrs(n);
@@ -49,11 +49,11 @@ void copy_batch(StreamRef stream, std::span<const Buffer* const> srcs, std::span
   for (std::size_t i = 0; i < n; ++i) {
     const Buffer* s = srcs[i];
     const Buffer* d = dsts[i];
-    if (!s || s->is_closed()) throw std::invalid_argument("copy_batch: source " + std::to_string(i) + " is closed");
+    if (!s || s->is_closed()) throw InvalidArgumentError("copy_batch: source " + std::to_string(i) + " is closed");
     if (!d || d->is_closed())
-      throw std::invalid_argument("copy_batch: destination " + std::to_string(i) + " is closed");
+      throw InvalidArgumentError("copy_batch: destination " + std::to_string(i) + " is closed");
     if (s->size() != d->size())
-      throw std::invalid_argument("copy_batch: copy " + std::to_string(i) + ": the source has " +
+      throw InvalidArgumentError("copy_batch: copy " + std::to_string(i) + ": the source has " +
                                   std::to_string(s->size()) + " bytes, the destination " + std::to_string(d->size()));
     src_ptrs[i] = s->handle();
     dst_ptrs[i] = d->handle();

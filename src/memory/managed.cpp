@@ -61,7 +61,7 @@ int range_int(const ManagedBuffer& b, CUmem_range_attribute attribute, const cha
 
 ManagedBuffer::ManagedBuffer(Buffer&& buffer) {
   if (!buffer.is_closed() && buffer.size() && !buffer.is_managed())
-    throw std::invalid_argument("ManagedBuffer: the buffer is not managed (unified) memory");
+    throw InvalidArgumentError("ManagedBuffer: the buffer is not managed (unified) memory");
   static_cast<Buffer&>(*this) = std::move(buffer);
 }
 
@@ -145,7 +145,7 @@ std::vector<Location> ManagedBuffer::accessed_by() const {
 namespace {
 void require_accessed_by_location(Location location, const char* what) {
   if (location.kind != Location::Kind::device && location.kind != Location::Kind::host)
-    throw std::invalid_argument(std::string("ManagedBuffer::") + what +
+    throw InvalidArgumentError(std::string("ManagedBuffer::") + what +
                                 ": accessed_by takes a device or the host (not a host NUMA node)");
 }
 }  // namespace
@@ -193,7 +193,7 @@ Ranges ranges_of(std::span<const Buffer* const> buffers, const char* what) {
   for (std::size_t i = 0; i < buffers.size(); ++i) {
     const Buffer* b = buffers[i];
     if (!b || b->is_closed())
-      throw std::invalid_argument(std::string(what) + ": buffer " + std::to_string(i) + " is closed");
+      throw InvalidArgumentError(std::string(what) + ": buffer " + std::to_string(i) + " is closed");
     r.ptrs.push_back(b->handle());
     r.sizes.push_back(b->size());
   }
@@ -208,7 +208,7 @@ struct LocationRuns {
 
 LocationRuns location_runs(std::span<const Location> locations, std::size_t count, const char* what) {
   if (locations.size() != 1 && locations.size() != count)
-    throw std::invalid_argument(std::string(what) + ": " + std::to_string(locations.size()) + " locations for " +
+    throw InvalidArgumentError(std::string(what) + ": " + std::to_string(locations.size()) + " locations for " +
                                 std::to_string(count) + " buffers (give one for all, or one per buffer)");
   LocationRuns runs;
   for (std::size_t i = 0; i < locations.size(); ++i)

@@ -31,7 +31,7 @@ using detail::driver;
 namespace {
 MemoryResource::Impl& require_impl(const std::shared_ptr<MemoryResource::Impl>& impl, const char* what) {
   if (!impl) [[unlikely]]
-    throw std::logic_error(std::string(what) + ": the memory resource is empty");
+    throw LogicError(std::string(what) + ": the memory resource is empty");
   return *impl;
 }
 }  // namespace
@@ -41,7 +41,7 @@ template <typename S>
 Buffer allocate_on(const MemoryResource& mr, std::size_t size, const S& stream) {
   MemoryResource::Impl* impl = mr.impl();
   if (!impl) [[unlikely]]
-    throw std::logic_error("MemoryResource::allocate: the memory resource is empty");
+    throw LogicError("MemoryResource::allocate: the memory resource is empty");
   if (stream.is_closed()) [[unlikely]]
     detail::throw_closed("Stream", "MemoryResource::allocate");
   CUdeviceptr p = size ? impl->allocate(size, stream) : 0;
@@ -183,7 +183,7 @@ DeviceMemoryResource::DeviceMemoryResource(const Device& device, const DeviceMem
 }
 
 DeviceMemoryResource DeviceMemoryResource::from_handle(CUmemoryPool pool, int device_id) {
-  if (!pool) throw std::invalid_argument("DeviceMemoryResource::from_handle: pool is null");
+  if (!pool) throw InvalidArgumentError("DeviceMemoryResource::from_handle: pool is null");
   (void)Device(device_id);  // validates the ordinal
   DeviceMemoryResource mr;
   mr.impl_ = std::make_shared<detail::PoolImpl>(detail::adopt_pool(pool), device_id, false, false);
@@ -247,7 +247,7 @@ void DeviceMemoryResource::update_peer_access(std::span<const int> add, std::spa
   for (int device : add) {
     if (device == owner.ordinal()) continue;
     if (!owner.can_access_peer(Device(device)))  // Device(n): std::out_of_range for no such device
-      throw std::invalid_argument("DeviceMemoryResource peer access: device " + std::to_string(device) +
+      throw InvalidArgumentError("DeviceMemoryResource peer access: device " + std::to_string(device) +
                                   " cannot access device " + std::to_string(owner.ordinal()) + "'s memory");
     push(device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   }
@@ -278,7 +278,7 @@ PinnedMemoryResource::PinnedMemoryResource(const PinnedMemoryResourceOptions& op
   detail::require(reinterpret_cast<const void*>(d.cuMemPoolCreate), 12060,
                   "PinnedMemoryResource (host-located memory pools)");
   if (options.numa_id && *options.numa_id < 0)
-    throw std::invalid_argument("PinnedMemoryResourceOptions::numa_id must be >= 0 (or unset), got " +
+    throw InvalidArgumentError("PinnedMemoryResourceOptions::numa_id must be >= 0 (or unset), got " +
                                 std::to_string(*options.numa_id));
   // A NUMA node when one is named, or when IPC needs one (the current device's).
   std::optional<int> numa = options.numa_id;
@@ -382,7 +382,7 @@ std::optional<ManagedLocation> managed_location(const ManagedMemoryResourceOptio
   const auto& loc = o.preferred_location;
   const std::string& type = o.preferred_location_type;
   auto bad = [](const std::string& why) {
-    throw std::invalid_argument("ManagedMemoryResourceOptions: " + why);
+    throw InvalidArgumentError("ManagedMemoryResourceOptions: " + why);
   };
   if (type.empty()) {  // the legacy reading: an ordinal, -1 for the host
     if (!loc) return std::nullopt;

@@ -1,3 +1,4 @@
+#include <cucore/errors.hpp>
 #include <cucore/strided_layout.hpp>
 
 #include <algorithm>
@@ -15,7 +16,7 @@ namespace {
 bool mul(std::int64_t a, std::int64_t b, std::int64_t& out) noexcept { return !__builtin_mul_overflow(a, b, &out); }
 bool add(std::int64_t a, std::int64_t b, std::int64_t& out) noexcept { return !__builtin_add_overflow(a, b, &out); }
 
-[[noreturn]] void overflow(const std::string& what) { throw std::overflow_error(what); }
+[[noreturn]] void overflow(const std::string& what) { throw OverflowError(what); }
 
 void check(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
   if (!strides.empty()) check_strides_rank(shape.size(), strides.size());
@@ -49,12 +50,12 @@ void fill_dense(std::span<const std::int64_t> shape, std::size_t n, Axis axis, s
 // The arithmetic takes any item size (a struct of 12 bytes, 3 lanes); only
 // _StridedLayout and Buffer views insist on a power of two (check_itemsize).
 void check_positive(std::int64_t itemsize) {
-  if (itemsize <= 0) throw std::invalid_argument("itemsize must be positive, got " + std::to_string(itemsize));
+  if (itemsize <= 0) throw InvalidArgumentError("itemsize must be positive, got " + std::to_string(itemsize));
 }
 
 void check_out(std::size_t ndim, std::size_t out) {
   if (out != ndim)
-    throw std::invalid_argument("the output has " + std::to_string(out) + " entries for a shape of " +
+    throw InvalidArgumentError("the output has " + std::to_string(out) + " entries for a shape of " +
                                 std::to_string(ndim));
 }
 
@@ -68,18 +69,18 @@ std::uint64_t magnitude(std::int64_t s) noexcept {
 void check_extents(std::span<const std::int64_t> shape) {
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (shape[i] < 0)
-      throw std::invalid_argument("extent " + std::to_string(i) + " is negative (" + std::to_string(shape[i]) + ")");
+      throw InvalidArgumentError("extent " + std::to_string(i) + " is negative (" + std::to_string(shape[i]) + ")");
 }
 
 void check_strides_rank(std::size_t ndim, std::size_t nstrides) {
   if (nstrides != ndim)
-    throw std::invalid_argument("strides has " + std::to_string(nstrides) + " entries for a shape of " +
+    throw InvalidArgumentError("strides has " + std::to_string(nstrides) + " entries for a shape of " +
                                 std::to_string(ndim));
 }
 
 void check_itemsize(std::int64_t itemsize) {
   if (itemsize <= 0 || (itemsize & (itemsize - 1)) != 0)
-    throw std::invalid_argument("itemsize must be a power of two, got " + std::to_string(itemsize));
+    throw InvalidArgumentError("itemsize must be a power of two, got " + std::to_string(itemsize));
 }
 
 void strides_from_bytes(std::span<const std::int64_t> bytes, std::int64_t itemsize, std::span<std::int64_t> out) {
@@ -87,7 +88,7 @@ void strides_from_bytes(std::span<const std::int64_t> bytes, std::int64_t itemsi
   check_out(bytes.size(), out.size());
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (bytes[i] % itemsize != 0)
-      throw std::invalid_argument("stride " + std::to_string(bytes[i]) + " bytes is not a multiple of the itemsize (" +
+      throw InvalidArgumentError("stride " + std::to_string(bytes[i]) + " bytes is not a multiple of the itemsize (" +
                                   std::to_string(itemsize) + ")");
     out[i] = bytes[i] / itemsize;
   }
@@ -134,18 +135,18 @@ void dense_strides(std::span<const std::int64_t> shape, std::span<const std::int
   check_out(shape.size(), out.size());
   const auto n = static_cast<std::int64_t>(shape.size());
   if (axis_order.size() != shape.size())
-    throw std::invalid_argument("the stride order has " + std::to_string(axis_order.size()) + " axes for a shape of " +
+    throw InvalidArgumentError("the stride order has " + std::to_string(axis_order.size()) + " axes for a shape of " +
                                 std::to_string(n) + " (it must be a permutation of the axes)");
   // Each axis once, negative ones from the end: seen axes are marked in
   // `out`, which the strides overwrite below.
   std::fill(out.begin(), out.end(), 0);
   for (std::int64_t a : axis_order) {
     if (a < -n || a >= n)
-      throw std::invalid_argument("the stride order names axis " + std::to_string(a) + ", out of range for " +
+      throw InvalidArgumentError("the stride order names axis " + std::to_string(a) + ", out of range for " +
                                   std::to_string(n) + " dimensions");
     std::int64_t& seen = out[static_cast<std::size_t>(a < 0 ? a + n : a)];
     if (seen != 0)
-      throw std::invalid_argument("the stride order names axis " + std::to_string(a < 0 ? a + n : a) +
+      throw InvalidArgumentError("the stride order names axis " + std::to_string(a < 0 ? a + n : a) +
                                   " twice (it must be a permutation of the axes)");
     seen = -1;
   }
@@ -277,7 +278,7 @@ std::int64_t required_span(std::span<const std::int64_t> shape, std::span<const 
                            std::int64_t slice_offset) {
   const OffsetBounds b = offset_bounds(shape, strides, slice_offset);
   if (b.min < 0)
-    throw std::invalid_argument("negative strides reach offset " + std::to_string(b.min) +
+    throw InvalidArgumentError("negative strides reach offset " + std::to_string(b.min) +
                                 ", before the memory's start: no size from there holds the layout");
   std::int64_t n = 0;
   if (!add(b.max, 1, n)) overflow("the layout's span overflows 64 bits");
@@ -338,18 +339,18 @@ Strided permuted(std::span<const std::int64_t> shape, std::span<const std::int64
   const Ints st = full_strides(shape, strides);
   const std::size_t n = shape.size();
   if (axis_order.size() != n)
-    throw std::invalid_argument("Permutation must have the same length as the number of dimensions, got " +
+    throw InvalidArgumentError("Permutation must have the same length as the number of dimensions, got " +
                                 std::to_string(axis_order.size()) + " for " + dims(n) + ".");
   Strided out{Ints(n), Ints(n)};
   std::vector<bool> seen(n, false);
   for (std::size_t i = 0; i < n; ++i) {
     std::int64_t a = axis_order[i];
     if (!normalize_axis(a, n))
-      throw std::invalid_argument("Invalid permutation: axis " + std::to_string(axis_order[i]) +
+      throw InvalidArgumentError("Invalid permutation: axis " + std::to_string(axis_order[i]) +
                                   " out of range for " + dims(n));
     const auto ua = static_cast<std::size_t>(a);
     if (seen[ua])
-      throw std::invalid_argument("Invalid permutation: axis " + std::to_string(axis_order[i]) +
+      throw InvalidArgumentError("Invalid permutation: axis " + std::to_string(axis_order[i]) +
                                   " appears multiple times.");
     seen[ua] = true;
     out.shape[i] = shape[ua];
@@ -378,9 +379,9 @@ Strided unsqueezed(std::span<const std::int64_t> shape, std::span<const std::int
   for (std::int64_t given : axes) {
     std::int64_t a = given;
     if (!normalize_axis(a, out_n))
-      throw std::invalid_argument("Invalid axis: " + std::to_string(given) + " out of range for " + dims(out_n));
+      throw InvalidArgumentError("Invalid axis: " + std::to_string(given) + " out of range for " + dims(out_n));
     if (added[static_cast<std::size_t>(a)])
-      throw std::invalid_argument("Axis " + std::to_string(given) + " appears multiple times.");
+      throw InvalidArgumentError("Axis " + std::to_string(given) + " appears multiple times.");
     added[static_cast<std::size_t>(a)] = true;
   }
   Strided out{Ints(out_n), Ints(out_n)};
@@ -400,7 +401,7 @@ Strided unsqueezed(std::span<const std::int64_t> shape, std::span<const std::int
 
 std::uint64_t flattened_axis_mask(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides) {
   const Ints st = full_strides(shape, strides);
-  if (shape.size() > 64) throw std::invalid_argument("an axis mask holds at most 64 axes, got " + dims(shape.size()));
+  if (shape.size() > 64) throw InvalidArgumentError("an axis mask holds at most 64 axes, got " + dims(shape.size()));
   std::uint64_t mask = 0;
   for (std::size_t i = 1; i < shape.size(); ++i) {
     std::int64_t span = 0;
@@ -410,13 +411,13 @@ std::uint64_t flattened_axis_mask(std::span<const std::int64_t> shape, std::span
 }
 
 std::uint64_t axis_range_mask(std::size_t ndim, std::int64_t start_axis, std::int64_t end_axis) {
-  if (ndim > 64) throw std::invalid_argument("an axis mask holds at most 64 axes, got " + dims(ndim));
+  if (ndim > 64) throw InvalidArgumentError("an axis mask holds at most 64 axes, got " + dims(ndim));
   const std::int64_t start_given = start_axis, end_given = end_axis;
   if (!normalize_axis(start_axis, ndim))
-    throw std::invalid_argument("Invalid start axis: " + std::to_string(start_given) + " out of range for " +
+    throw InvalidArgumentError("Invalid start axis: " + std::to_string(start_given) + " out of range for " +
                                 dims(ndim));
   if (!normalize_axis(end_axis, ndim))
-    throw std::invalid_argument("Invalid end axis: " + std::to_string(end_given) + " out of range for " +
+    throw InvalidArgumentError("Invalid end axis: " + std::to_string(end_given) + " out of range for " +
                                 dims(ndim));
   std::uint64_t mask = 0;
   for (std::int64_t i = start_axis + 1; i <= end_axis; ++i) mask |= std::uint64_t{1} << i;
@@ -472,9 +473,9 @@ Strided reshaped(std::span<const std::int64_t> shape, std::span<const std::int64
   std::size_t inferred = new_shape.size();
   std::int64_t sub = 1;
   for (std::size_t i = 0; i < new_shape.size(); ++i) {
-    if (new_shape[i] < -1) throw std::invalid_argument("Extents must be non-negative");
+    if (new_shape[i] < -1) throw InvalidArgumentError("Extents must be non-negative");
     if (new_shape[i] == -1) {
-      if (inferred != new_shape.size()) throw std::invalid_argument("There can be at most one -1 extent in a shape");
+      if (inferred != new_shape.size()) throw InvalidArgumentError("There can be at most one -1 extent in a shape");
       inferred = i;
     } else if (!mul(sub, new_shape[i], sub)) {
       overflow("the new shape's element count overflows 64 bits");
@@ -482,12 +483,12 @@ Strided reshaped(std::span<const std::int64_t> shape, std::span<const std::int64
   }
   if (inferred == new_shape.size()) {
     if (sub != old_volume)
-      throw std::invalid_argument("The original volume " + std::to_string(old_volume) + " and the new volume " +
+      throw InvalidArgumentError("The original volume " + std::to_string(old_volume) + " and the new volume " +
                                   std::to_string(sub) + " must be equal.");
   } else {
-    if (sub == 0) throw std::invalid_argument("The -1 extent is ambiguous when the specified sub-volume is 0");
+    if (sub == 0) throw InvalidArgumentError("The -1 extent is ambiguous when the specified sub-volume is 0");
     if (old_volume % sub != 0)
-      throw std::invalid_argument("The original volume " + std::to_string(old_volume) +
+      throw InvalidArgumentError("The original volume " + std::to_string(old_volume) +
                                   " must be divisible by the specified sub-volume " + std::to_string(sub) + ".");
     out.shape[inferred] = old_volume / sub;
   }
@@ -500,7 +501,7 @@ Strided reshaped(std::span<const std::int64_t> shape, std::span<const std::int64
   if (split_runs(flattened(shape, st, ~std::uint64_t{0}), out)) return out;
   const Strided kept = squeezed(shape, st);
   if (split_runs(flattened(kept.shape, kept.strides, ~std::uint64_t{0}), out)) return out;
-  throw std::invalid_argument("Layout strides are incompatible with the new shape");
+  throw InvalidArgumentError("Layout strides are incompatible with the new shape");
 }
 
 Strided broadcast_to(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides,
@@ -509,7 +510,7 @@ Strided broadcast_to(std::span<const std::int64_t> shape, std::span<const std::i
   check_extents(new_shape);
   const std::size_t n = shape.size(), out_n = new_shape.size();
   if (out_n < n)
-    throw std::invalid_argument("The broadcast shape ndim (" + std::to_string(out_n) +
+    throw InvalidArgumentError("The broadcast shape ndim (" + std::to_string(out_n) +
                                 ") must be greater than or equal to the input shape ndim (" + std::to_string(n) +
                                 ").");
   Strided out{Ints(new_shape.begin(), new_shape.end()), Ints(out_n, 0)};
@@ -518,7 +519,7 @@ Strided broadcast_to(std::span<const std::int64_t> shape, std::span<const std::i
     if (shape[i] == new_shape[lead + i])
       out.strides[lead + i] = st[i];
     else if (shape[i] != 1)
-      throw std::invalid_argument(
+      throw InvalidArgumentError(
           "Shapes cannot be broadcast together: the original extent must be 1 or be equal to broadcast extent, got " +
           std::to_string(shape[i]) + " and " + std::to_string(new_shape[lead + i]) + " for axis " +
           std::to_string(i) + ".");
@@ -549,8 +550,8 @@ bool is_unique(std::span<const std::int64_t> shape, std::span<const std::int64_t
 
 // ---- slicing and repacking ---------------------------------------------------------------
 std::int64_t adjust_slice(std::int64_t extent, std::int64_t& start, std::int64_t& stop, std::int64_t step) {
-  if (extent < 0) throw std::invalid_argument("the extent is negative (" + std::to_string(extent) + ")");
-  if (step == 0) throw std::invalid_argument("slice step cannot be zero");
+  if (extent < 0) throw InvalidArgumentError("the extent is negative (" + std::to_string(extent) + ")");
+  if (step == 0) throw InvalidArgumentError("slice step cannot be zero");
   // Python's clamping: an end before the axis goes to its start (-1 walking
   // down), one past it to its end (extent - 1 walking down).
   const auto clamp = [&](std::int64_t& i) {
@@ -578,7 +579,7 @@ OffsetStrided sliced(std::span<const std::int64_t> shape, std::span<const std::i
   const Ints st = full_strides(shape, strides);
   const std::size_t n = shape.size();
   if (slices.size() > n)
-    throw std::invalid_argument("The number of slices (" + std::to_string(slices.size()) +
+    throw InvalidArgumentError("The number of slices (" + std::to_string(slices.size()) +
                                 ") is greater than the number of dimensions (" + std::to_string(n) + ").");
   OffsetStrided out{{}, offset};
   const auto move = [&](std::int64_t index, std::int64_t stride) {
@@ -592,7 +593,7 @@ OffsetStrided sliced(std::span<const std::int64_t> shape, std::span<const std::i
     if (s.is_index) {
       std::int64_t index = s.start;
       if (!normalize_axis(index, static_cast<std::size_t>(shape[i])))
-        throw std::invalid_argument("Invalid index: " + std::to_string(s.start) + " out of range for axis " +
+        throw InvalidArgumentError("Invalid index: " + std::to_string(s.start) + " out of range for axis " +
                                     std::to_string(i) + " with extent " + std::to_string(shape[i]));
       move(index, st[i]);
       continue;
@@ -629,23 +630,23 @@ Repacked repacked(std::span<const std::int64_t> shape, std::span<const std::int6
   const Ints st = full_strides(shape, strides);
   check_itemsize(itemsize);
   if (new_itemsize <= 0 || (new_itemsize & (new_itemsize - 1)) != 0)
-    throw std::invalid_argument("the new itemsize must be a power of two, got " + std::to_string(new_itemsize));
+    throw InvalidArgumentError("the new itemsize must be a power of two, got " + std::to_string(new_itemsize));
   Repacked out{{Strided{Ints(shape.begin(), shape.end()), st}, offset}, itemsize};
   if (new_itemsize == itemsize) return out;
   const std::size_t n = shape.size();
   const std::int64_t given = axis;
   if (!normalize_axis(axis, n))
-    throw std::invalid_argument("Invalid axis: " + std::to_string(given) + " out of range for " + dims(n));
+    throw InvalidArgumentError("Invalid axis: " + std::to_string(given) + " out of range for " + dims(n));
   const auto a = static_cast<std::size_t>(axis);
   const bool pack = new_itemsize > itemsize;
   // Only a packed item must start on its own alignment.
   if (pack && data_ptr % new_itemsize != 0)
-    throw std::invalid_argument("The data pointer (" + std::to_string(data_ptr) +
+    throw InvalidArgumentError("The data pointer (" + std::to_string(data_ptr) +
                                 ") must be aligned to the packed itemsize (" + std::to_string(new_itemsize) + ").");
   if (st[a] != 1)
-    throw std::invalid_argument(axis_name(axis) + " stride must be 1, got " + std::to_string(st[a]) + ".");
+    throw InvalidArgumentError(axis_name(axis) + " stride must be 1, got " + std::to_string(st[a]) + ".");
   if (shape[a] == 0)
-    throw std::invalid_argument(axis_name(axis) + " extent must be non-zero, got 0.");
+    throw InvalidArgumentError(axis_name(axis) + " extent must be non-zero, got 0.");
   out.itemsize = new_itemsize;
   Strided& l = out.layout.layout;
   if (!pack) {
@@ -658,14 +659,14 @@ Repacked repacked(std::span<const std::int64_t> shape, std::span<const std::int6
   }
   const std::int64_t factor = new_itemsize / itemsize;
   if (shape[a] % factor != 0)
-    throw std::invalid_argument(axis_name(axis) + " extent (" + std::to_string(shape[a]) + ") must be divisible by " +
+    throw InvalidArgumentError(axis_name(axis) + " extent (" + std::to_string(shape[a]) + ") must be divisible by " +
                                 std::to_string(factor) + ".");
   if (offset % factor != 0)
-    throw std::invalid_argument("The slice offset (" + std::to_string(offset) + ") must be divisible by " +
+    throw InvalidArgumentError("The slice offset (" + std::to_string(offset) + ") must be divisible by " +
                                 std::to_string(factor) + ".");
   for (std::size_t i = 0; i < n; ++i)
     if (i != a && st[i] % factor != 0)
-      throw std::invalid_argument("The " + std::to_string(i) + " axis stride (" + std::to_string(st[i]) +
+      throw InvalidArgumentError("The " + std::to_string(i) + " axis stride (" + std::to_string(st[i]) +
                                   ") must be divisible by " + std::to_string(factor) + ".");
   out.layout.offset = offset / factor;
   l.shape[a] = shape[a] / factor;
@@ -684,12 +685,12 @@ std::int64_t max_compatible_itemsize(std::span<const std::int64_t> shape, std::s
   const Ints st = full_strides(shape, strides);
   check_positive(itemsize);
   if (max_itemsize <= 0)
-    throw std::invalid_argument("max_itemsize must be greater than zero, got " + std::to_string(max_itemsize) + ".");
+    throw InvalidArgumentError("max_itemsize must be greater than zero, got " + std::to_string(max_itemsize) + ".");
   const std::int64_t given = axis;
   if (!normalize_axis(axis, shape.size()))
-    throw std::invalid_argument("Invalid axis: " + std::to_string(given) + " out of range for " + dims(shape.size()));
+    throw InvalidArgumentError("Invalid axis: " + std::to_string(given) + " out of range for " + dims(shape.size()));
   if (max_itemsize < itemsize)
-    throw std::invalid_argument("max_itemsize (" + std::to_string(max_itemsize) + ") cannot be less than itemsize (" +
+    throw InvalidArgumentError("max_itemsize (" + std::to_string(max_itemsize) + ") cannot be less than itemsize (" +
                                 std::to_string(itemsize) + ").");
   // gcd in magnitudes: every term divides max_itemsize's range, and gcd(x, 0) = x.
   std::uint64_t g = std::gcd(static_cast<std::uint64_t>(max_itemsize), magnitude(data_ptr));

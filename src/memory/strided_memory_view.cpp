@@ -20,7 +20,7 @@ using detail::driver;
 
 namespace {
 
-[[noreturn]] void invalid(const std::string& what) { throw std::invalid_argument("StridedMemoryView: " + what); }
+[[noreturn]] void invalid(const std::string& what) { throw InvalidArgumentError("StridedMemoryView: " + what); }
 
 bool known_device_type(dlpack::DLDeviceType t) {
   return t == dlpack::kDLCPU || t == dlpack::kDLCUDA || t == dlpack::kDLCUDAHost || t == dlpack::kDLCUDAManaged;
@@ -98,7 +98,7 @@ void check_layout(std::uintptr_t data, std::span<const std::int64_t> shape, std:
 // The data pointer of a DLPack tensor (its byte offset applied), once the
 // fields its shape and strides are read through are known to be sound.
 std::uintptr_t checked_dltensor_data(const dlpack::DLTensor& t) {
-  auto refuse = [](const std::string& what) { throw std::invalid_argument("DLPack tensor: " + what); };
+  auto refuse = [](const std::string& what) { throw InvalidArgumentError("DLPack tensor: " + what); };
   if (t.ndim < 0 || t.ndim > kMaxNdim)
     refuse("ndim " + std::to_string(t.ndim) + " is out of range (0 to " + std::to_string(kMaxNdim) + ")");
   if (t.ndim > 0 && !t.shape) refuse("ndim is " + std::to_string(t.ndim) + " but shape is null");
@@ -298,7 +298,7 @@ StridedMemoryView StridedMemoryView::from_dltensor(const dlpack::DLTensor& t, bo
 
 TypeStr parse_typestr(std::string_view ts) {
   auto refuse = [&](const char* why) {
-    throw std::invalid_argument("typestr '" + std::string(ts) + "' " + why +
+    throw InvalidArgumentError("typestr '" + std::string(ts) + "' " + why +
                                 " (expected a byte order, a kind and a size in bytes, e.g. '<f4')");
   };
   if (ts.size() < 3) refuse("is too short");

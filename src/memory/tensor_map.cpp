@@ -19,7 +19,7 @@ using detail::driver;
 
 namespace {
 
-[[noreturn]] void invalid(const std::string& what) { throw std::invalid_argument("TensorMapDescriptor: " + what); }
+[[noreturn]] void invalid(const std::string& what) { throw InvalidArgumentError("TensorMapDescriptor: " + what); }
 
 bool is_floating(TensorMapDataType t) {
   switch (t) {

@@ -68,7 +68,7 @@ class VmmImpl final : public MemoryResource::Impl {
                                                      ? CU_MEM_ALLOC_GRANULARITY_MINIMUM
                                                      : CU_MEM_ALLOC_GRANULARITY_RECOMMENDED),
           "cuMemGetAllocationGranularity");
-    if (g == 0) throw std::runtime_error("cuMemGetAllocationGranularity reported a granularity of 0");
+    if (g == 0) throw RuntimeError("cuMemGetAllocationGranularity reported a granularity of 0");
     return g;
   }
 
@@ -95,7 +95,7 @@ class VmmImpl final : public MemoryResource::Impl {
       std::lock_guard lock(mutex_);
       auto it = live_.find(ptr);
       if (it == live_.end())
-        throw std::invalid_argument("VirtualMemoryResource::deallocate: the pointer was not allocated here");
+        throw InvalidArgumentError("VirtualMemoryResource::deallocate: the pointer was not allocated here");
       box = std::move(it->second);
       live_.erase(it);
     }
@@ -180,7 +180,7 @@ class VmmImpl final : public MemoryResource::Impl {
     std::lock_guard lock(mutex_);
     auto it = live_.find(ptr);
     if (it == live_.end())
-      throw std::invalid_argument("VirtualMemoryResource: the buffer's memory was not allocated by this resource");
+      throw InvalidArgumentError("VirtualMemoryResource: the buffer's memory was not allocated by this resource");
     return it->second;
   }
 
@@ -249,15 +249,15 @@ VirtualMemoryResource::VirtualMemoryResource(const Device& device, const Virtual
     detail::require(reinterpret_cast<const void*>(d.cuMemCreate), 13000,
                     "VirtualMemoryResource allocation_type managed");
   if (options.addr_align & (options.addr_align - 1))
-    throw std::invalid_argument("VirtualMemoryResource: addr_align " + std::to_string(options.addr_align) +
+    throw InvalidArgumentError("VirtualMemoryResource: addr_align " + std::to_string(options.addr_align) +
                                 " is not a power of two");
-  if (options.peers.size() > 64) throw std::invalid_argument("VirtualMemoryResource: more than 64 peers");
+  if (options.peers.size() > 64) throw InvalidArgumentError("VirtualMemoryResource: more than 64 peers");
   for (int peer : options.peers) {
     const Device p(peer);  // std::out_of_range for a device that does not exist
     if (peer == device.ordinal())
-      throw std::invalid_argument("VirtualMemoryResource: peers lists the owning device " + std::to_string(peer));
+      throw InvalidArgumentError("VirtualMemoryResource: peers lists the owning device " + std::to_string(peer));
     if (!device.can_access_peer(p))
-      throw std::invalid_argument("VirtualMemoryResource: device " + std::to_string(peer) +
+      throw InvalidArgumentError("VirtualMemoryResource: device " + std::to_string(peer) +
                                   " cannot access device " + std::to_string(device.ordinal()) + "'s memory");
   }
   impl_ = std::make_shared<detail::VmmImpl>(device.ordinal(), options);
@@ -278,12 +278,12 @@ std::size_t VirtualMemoryResource::granularity(VirtualMemoryGranularity kind) co
 void VirtualMemoryResource::modify_allocation(Buffer& buffer, std::size_t new_size) const {
   buffer.require_open("VirtualMemoryResource::modify_allocation");
   if (buffer.resource_impl() != impl_.get())
-    throw std::invalid_argument("VirtualMemoryResource::modify_allocation: the buffer was not allocated by this resource");
+    throw InvalidArgumentError("VirtualMemoryResource::modify_allocation: the buffer was not allocated by this resource");
   if (new_size <= buffer.size_) return;
   // Growing may move the memory: only the one holder of its box may (a graph
   // that holds it too keeps the address it was given).
   if (buffer.box_.use_count() != 1)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "VirtualMemoryResource::modify_allocation: the buffer's memory is held elsewhere too (Buffer::box())");
   detail::BufferBox& box = *buffer.box_;
   auto& impl = detail::vmm_of(*this);

@@ -33,7 +33,7 @@ void special_or_closed_stream(CUstream s, const char* operation) {
 }  // namespace detail
 
 Context Context::from_handle(CUcontext ctx) {
-  if (!ctx) throw std::invalid_argument("Context::from_handle: ctx is null");
+  if (!ctx) throw InvalidArgumentError("Context::from_handle: ctx is null");
   if (auto primary = detail::find_primary(ctx)) return Context(std::move(primary));
   if (auto green = detail::find_green_context(ctx)) return Context(std::move(green));
   return Context(detail::adopt_context(ctx));
@@ -51,7 +51,7 @@ bool Context::is_primary() const noexcept { return box_ && box_->kind == detail:
 bool Context::is_green() const noexcept { return box_ && box_->green; }
 
 int Context::device_id() const {
-  if (!box_) throw std::logic_error("Context::device_id: empty context");
+  if (!box_) throw LogicError("Context::device_id: empty context");
   int ordinal = box_->device_ordinal.load(std::memory_order_relaxed);
   if (ordinal >= 0) return ordinal;
   // An adopted context: ask the driver with it current, then match the device.
@@ -66,7 +66,7 @@ int Context::device_id() const {
       return s->ordinal;
     }
   }
-  throw Error("Context::device_id: the context's device is not among the driver's devices");
+  throw RuntimeError("Context::device_id: the context's device is not among the driver's devices");
 }
 
 Device Context::device() const { return Device(device_id()); }
@@ -76,7 +76,7 @@ void Context::set_current() const {
 }
 
 void Context::sync() const {
-  if (!box_) throw std::logic_error("Context::sync: empty context");
+  if (!box_) throw LogicError("Context::sync: empty context");
   ScopedContext scope(box_->ctx);
   detail::check(detail::driver().cuCtxSynchronize(), "cuCtxSynchronize");
   scope.restore();
@@ -101,7 +101,7 @@ void Context::close() {
   if (const auto* t = detail::g_driver.load(std::memory_order_acquire))
     detail::check(t->cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   if (current && current == box_->ctx)
-    throw Error("Context::close: the context is current on this thread; make another current first (a green "
+    throw RuntimeError("Context::close: the context is current on this thread; make another current first (a green "
                 "context must not be destroyed while current)");
   box_.reset();
 }

@@ -53,7 +53,7 @@ void reset_device_registry_for_testing() {
 DeviceState* device_state(int ordinal) {
   const DeviceRegistry& r = device_registry();
   if (ordinal < 0 || ordinal >= r.count) [[unlikely]] {
-    throw std::out_of_range("Device(" + std::to_string(ordinal) + "): no such device; this machine has " +
+    throw OutOfRangeError("Device(" + std::to_string(ordinal) + "): no such device; this machine has " +
                             std::to_string(r.count) + " CUDA device" + (r.count == 1 ? "" : "s") +
                             (r.count ? " (ordinals 0.." + std::to_string(r.count - 1) + ")" : ""));
   }
@@ -88,7 +88,7 @@ ContextHandle find_primary(CUcontext ctx) {
 int DeviceProperties::attribute(CUdevice_attribute attr) const {
   auto idx = static_cast<size_t>(attr);
   if (idx >= state_->attributes.size()) [[unlikely]]
-    throw std::invalid_argument("DeviceProperties::attribute: unknown attribute " + std::to_string(idx));
+    throw InvalidArgumentError("DeviceProperties::attribute: unknown attribute " + std::to_string(idx));
   int v = state_->attributes[idx].load(std::memory_order_relaxed);
   if (v != INT_MIN) [[likely]]
     return v;

@@ -20,9 +20,9 @@ Event::Event(const EventOptions& options) : Event(detail::current_context_or_dev
 Event::Event(const Context& ctx, const EventOptions& options) : Event(ctx.box(), options) {}
 
 Event::Event(const detail::ContextHandle& ctx, const EventOptions& options) {
-  if (!ctx) throw std::invalid_argument("Event: the context is empty");
+  if (!ctx) throw InvalidArgumentError("Event: the context is empty");
   if (options.ipc_enabled && options.timing_enabled)
-    throw std::invalid_argument("EventOptions: ipc_enabled events cannot have timing_enabled (the driver forbids it)");
+    throw InvalidArgumentError("EventOptions: ipc_enabled events cannot have timing_enabled (the driver forbids it)");
   unsigned flags = 0;
   if (!options.timing_enabled) flags |= CU_EVENT_DISABLE_TIMING;
   if (options.busy_waited_sync) flags |= CU_EVENT_BLOCKING_SYNC;
@@ -62,7 +62,7 @@ float elapsed_time_ms(const Event& start, const Event& end) {
     if (e->is_closed())
       detail::throw_closed("Event", (std::string("elapsed_time_ms: the ") + which + " event").c_str());
     if (!e->is_timing_enabled())
-      throw std::invalid_argument(std::string("elapsed_time_ms: the ") + which +
+      throw InvalidArgumentError(std::string("elapsed_time_ms: the ") + which +
                                   " event was created without EventOptions.timing_enabled");
   }
   float ms = 0;

@@ -122,7 +122,7 @@ Stream::Stream(const Context& ctx, const StreamOptions& options) : Stream(ctx.bo
 
 Stream::Stream(const detail::ContextHandle& ctx, const StreamOptions& options)
     : StreamRef(detail::closed_stream()) {
-  if (!ctx) throw std::invalid_argument("Stream: the context is empty");
+  if (!ctx) throw InvalidArgumentError("Stream: the context is empty");
   ScopedContext scope(ctx->ctx);
   const unsigned flags = options.nonblocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
   if (options.priority) {
@@ -130,7 +130,7 @@ Stream::Stream(const detail::ContextHandle& ctx, const StreamOptions& options)
     int least = 0, greatest = 0;
     check(driver().cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
     if (*options.priority > least || *options.priority < greatest)
-      throw std::invalid_argument("StreamOptions.priority = " + std::to_string(*options.priority) +
+      throw InvalidArgumentError("StreamOptions.priority = " + std::to_string(*options.priority) +
                                   " is outside the device's range [" + std::to_string(greatest) + " (highest), " +
                                   std::to_string(least) + " (lowest)]");
   }
@@ -151,7 +151,7 @@ Stream& Stream::operator=(Stream&& other) noexcept {
 
 Stream Stream::from_handle(CUstream handle) {
   if (!handle)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "Stream::from_handle: the handle is null, which the driver takes for the legacy default stream; say "
         "Stream::legacy_default() (or CU_STREAM_LEGACY) when that is meant");
   return from_handle(handle, {});

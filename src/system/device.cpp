@@ -30,7 +30,7 @@ std::string from_buffer(const char* buf, std::size_t size) { return std::string(
 // NVML takes NUL-terminated strings: a NUL inside would silently shorten the key.
 std::string c_string_arg(std::string_view s, const char* what) {
   if (s.find('\0') != std::string_view::npos)
-    throw std::invalid_argument(std::string("system::Device: the ") + what + " contains a NUL character");
+    throw InvalidArgumentError(std::string("system::Device: the ") + what + " contains a NUL character");
   return std::string(s);
 }
 
@@ -46,8 +46,8 @@ std::optional<V> optional_uint(nvml::Return r, const V& value, const char* call)
 // std::invalid_argument (NVML's NOT_FOUND / INVALID_ARGUMENT).
 void* lookup(nvml::Return r, nvml::Device h, const char* call, const std::string& what) {
   if (r == nvml::SUCCESS) return h;
-  if (r == nvml::ERROR_NOT_FOUND) throw std::out_of_range("system::Device: no device has " + what);
-  if (r == nvml::ERROR_INVALID_ARGUMENT) throw std::invalid_argument("system::Device: malformed " + what);
+  if (r == nvml::ERROR_NOT_FOUND) throw OutOfRangeError("system::Device: no device has " + what);
+  if (r == nvml::ERROR_INVALID_ARGUMENT) throw InvalidArgumentError("system::Device: malformed " + what);
   detail::throw_nvml_error(r, call);
 }
 
@@ -59,7 +59,7 @@ Device::Device(unsigned int index) {
   unsigned int count = 0;
   CUCORE_NVML_CHECK(nvmlDeviceGetCount_v2, &count);
   if (index >= count)
-    throw std::out_of_range("system::Device(" + std::to_string(index) + "): no such device; NVML reports " +
+    throw OutOfRangeError("system::Device(" + std::to_string(index) + "): no such device; NVML reports " +
                             std::to_string(count) + " device" + (count == 1 ? "" : "s") +
                             (count ? " (indices 0.." + std::to_string(count - 1) + ")" : ""));
   nvml::Device h = nullptr;
@@ -136,7 +136,7 @@ PciInfo Device::pci_info() const {
     detail::throw_nvml_error(r, "nvmlDeviceGetPciInfoExt");
   // MIG devices have no PCI attributes of their own (cuda.core: RuntimeError).
   if (r == nvml::ERROR_INVALID_ARGUMENT || r == nvml::ERROR_NOT_SUPPORTED)
-    throw Error("system::Device::pci_info: this device has no PCI attributes (a MIG device?)");
+    throw RuntimeError("system::Device::pci_info: this device has no PCI attributes (a MIG device?)");
   detail::nvml_check(r, "nvmlDeviceGetPciInfoExt");
   PciInfo out;
   out.handle_ = handle_;
@@ -201,7 +201,7 @@ cucore::Device Device::to_cuda_device() const {
   std::string u = uuid();
   for (const cucore::Device& d : cucore::Device::all())
     if (d.uuid_string() == u) return d;
-  throw Error("system::Device::to_cuda_device: CUDA has no device with UUID " + u +
+  throw RuntimeError("system::Device::to_cuda_device: CUDA has no device with UUID " + u +
               " (a MIG-enabled GPU is not a CUDA device itself, or CUDA_VISIBLE_DEVICES hides it)");
 }
 
@@ -248,7 +248,7 @@ Device Device::mig_device(unsigned int index) const {
   if (r == nvml::ERROR_NOT_SUPPORTED && detail::unsupported_is_error())
     detail::throw_nvml_error(r, "nvmlDeviceGetMigDeviceHandleByIndex");
   if (r == nvml::ERROR_NOT_FOUND || r == nvml::ERROR_INVALID_ARGUMENT || r == nvml::ERROR_NOT_SUPPORTED)
-    throw std::out_of_range("system::Device::mig_device: no MIG device at index " + std::to_string(index) +
+    throw OutOfRangeError("system::Device::mig_device: no MIG device at index " + std::to_string(index) +
                             " (this GPU holds at most " + std::to_string(mig_device_count()) + ")");
   detail::nvml_check(r, "nvmlDeviceGetMigDeviceHandleByIndex");
   return from_handle(h);
@@ -296,7 +296,7 @@ namespace {
 // NVML's nvmlPstates_t of P-state `pstate` (NVML_PSTATE_0 is 0 .. NVML_PSTATE_15 is 15).
 int pstate_arg(int pstate, const char* what) {
   if (pstate < 0 || pstate > 15)
-    throw std::invalid_argument(std::string("system::ClockInfo::") + what + ": P-state " + std::to_string(pstate) +
+    throw InvalidArgumentError(std::string("system::ClockInfo::") + what + ": P-state " + std::to_string(pstate) +
                                 " is not 0..15");
   return pstate;
 }
@@ -391,7 +391,7 @@ std::optional<unsigned int> Device::fan_speed(unsigned int fan) const {
   unsigned int v = 0;
   nvml::Return r = CUCORE_NVML(nvmlDeviceGetFanSpeed_v2)(nvml_handle(handle_), fan, &v);
   if (r == nvml::ERROR_INVALID_ARGUMENT)
-    throw std::out_of_range("system::Device::fan_speed: fan " + std::to_string(fan) + " is not a fan of this device");
+    throw OutOfRangeError("system::Device::fan_speed: fan " + std::to_string(fan) + " is not a fan of this device");
   return optional_uint(r, v, "nvmlDeviceGetFanSpeed_v2");
 }
 
@@ -503,7 +503,7 @@ unsigned int Device::get_nvlink_count() const {
 NvlinkInfo Device::get_nvlink(unsigned int link) const {
   unsigned int n = get_nvlink_count();
   if (link >= n)
-    throw std::out_of_range("system::Device::get_nvlink: link index " + std::to_string(link) +
+    throw OutOfRangeError("system::Device::get_nvlink: link index " + std::to_string(link) +
                             " is out of range [0, " + std::to_string(n) + ")");
   return NvlinkInfo(handle_, link);
 }
@@ -526,7 +526,7 @@ std::optional<std::pair<int, int>> NvlinkInfo::version() const {
   static constexpr std::pair<int, int> kVersions[] = {{1, 0}, {2, 0}, {2, 2}, {3, 0}, {3, 1}, {4, 0}, {5, 0}, {6, 0}};
   unsigned int v = 0;
   if (!CUCORE_NVML_OK(nvmlDeviceGetNvLinkVersion, nvml_handle(handle_), link_, &v) || v == 0) return std::nullopt;
-  if (v > std::size(kVersions)) throw Error("system::NvlinkInfo::version: NVML reports an unknown NVLink version " +
+  if (v > std::size(kVersions)) throw RuntimeError("system::NvlinkInfo::version: NVML reports an unknown NVLink version " +
                                             std::to_string(v));
   return kVersions[v - 1];
 }
@@ -605,7 +605,7 @@ DeviceEvents Device::register_events(std::uint64_t event_types) const {
 DeviceEvents::DeviceEvents(std::shared_ptr<detail::NvmlEventSetBox> set) noexcept : set_(std::move(set)) {}
 
 std::optional<EventData> DeviceEvents::wait(unsigned int timeout_ms) const {
-  if (!set_) throw Error("system::DeviceEvents::wait: these events were moved from");
+  if (!set_) throw RuntimeError("system::DeviceEvents::wait: these events were moved from");
   auto wait_fn = set_->table().nvmlEventSetWait_v2;
   if (!wait_fn) detail::throw_nvml_missing("nvmlEventSetWait_v2");
   nvml::EventData d{};

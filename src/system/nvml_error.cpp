@@ -37,7 +37,7 @@ std::string describe(int code) {
 }  // namespace
 
 NvmlError::NvmlError(int code, std::string call)
-    : Error(call + " failed: " + (find_return(code) ? find_return(code)->name : "NVML_ERROR_UNKNOWN_CODE") + " (" +
+    : RuntimeError(call + " failed: " + (find_return(code) ? find_return(code)->name : "NVML_ERROR_UNKNOWN_CODE") + " (" +
             std::to_string(code) + "): " + describe(code)),
       code_(code),
       name_(find_return(code) ? find_return(code)->name : "NVML_ERROR_UNKNOWN_CODE"),

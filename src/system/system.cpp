@@ -89,7 +89,7 @@ std::uint64_t bit_of(std::string_view name, const NamedBit (&table)[N], const ch
     if (name == e.name) return e.bit;
     known += (known.empty() ? "" : ", ") + std::string(e.name);
   }
-  throw std::invalid_argument(std::string("unknown ") + what + " '" + std::string(name) + "' (known: " + known +
+  throw InvalidArgumentError(std::string("unknown ") + what + " '" + std::string(name) + "' (known: " + known +
                               ")");
 }
 
@@ -142,10 +142,10 @@ RegisteredSystemEvents::RegisteredSystemEvents(std::shared_ptr<detail::NvmlSyste
 
 std::optional<std::vector<SystemEvent>> RegisteredSystemEvents::wait(unsigned int timeout_ms,
                                                                      unsigned int buffer_size) const {
-  if (!set_) throw Error("system::RegisteredSystemEvents::wait: these events were moved from");
+  if (!set_) throw RuntimeError("system::RegisteredSystemEvents::wait: these events were moved from");
   constexpr unsigned int kMaxBuffer = 65536;  // a bound on the caller's buffer, not NVML's
   if (buffer_size < 1 || buffer_size > kMaxBuffer)
-    throw std::invalid_argument("system::RegisteredSystemEvents::wait: buffer_size " + std::to_string(buffer_size) +
+    throw InvalidArgumentError("system::RegisteredSystemEvents::wait: buffer_size " + std::to_string(buffer_size) +
                                 " is not 1.." + std::to_string(kMaxBuffer));
   auto wait_fn = set_->table().nvmlSystemEventSetWait;
   if (!wait_fn) detail::throw_nvml_missing("nvmlSystemEventSetWait");

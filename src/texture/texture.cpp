@@ -51,17 +51,17 @@ std::string upper(std::string s) {
 // The checks say what cuda.core's say, after the operation's name.
 void check_channels(const char* what, unsigned channels) {
   if (channels != 1 && channels != 2 && channels != 4)
-    throw std::invalid_argument(std::string(what) + ": num_channels must be 1, 2, or 4, got " +
+    throw InvalidArgumentError(std::string(what) + ": num_channels must be 1, 2, or 4, got " +
                                 std::to_string(channels));
 }
 
 void check_shape(const char* what, const std::vector<std::size_t>& shape) {
   if (shape.empty() || shape.size() > 3)
-    throw std::invalid_argument(std::string(what) + ": shape rank must be 1, 2, or 3, got " +
+    throw InvalidArgumentError(std::string(what) + ": shape rank must be 1, 2, or 3, got " +
                                 std::to_string(shape.size()));
   for (std::size_t i = 0; i < shape.size(); ++i)
     if (shape[i] == 0)
-      throw std::invalid_argument(std::string(what) + ": shape[" + std::to_string(i) + "] must be >= 1, got 0");
+      throw InvalidArgumentError(std::string(what) + ": shape[" + std::to_string(i) + "] must be >= 1, got 0");
 }
 
 CUDA_ARRAY3D_DESCRIPTOR array_descriptor(const std::vector<std::size_t>& shape, ArrayFormat format, unsigned channels,
@@ -158,7 +158,7 @@ void copy_array(const ArrayState& a, bool to_array, CUmemorytype linear_type, CU
                 const void* host_ptr, std::size_t linear_size, StreamRef stream, const char* operation) {
   const std::size_t need = size_bytes_of(a.info);
   if (linear_size != need)
-    throw std::invalid_argument(std::string(operation) + ": size mismatch: the array holds " + std::to_string(need) +
+    throw InvalidArgumentError(std::string(operation) + ": size mismatch: the array holds " + std::to_string(need) +
                                 " bytes, the " + (to_array ? "source" : "destination") + " has " +
                                 std::to_string(linear_size));
   detail::StreamContextGuard guard(stream, operation);
@@ -207,7 +207,7 @@ std::size_t format_bytes(ArrayFormat format) noexcept { return info(format).byte
 ArrayFormat parse_array_format(std::string_view name) {
   for (const FormatInfo& f : kFormats)
     if (name == f.name) return f.format;
-  throw std::invalid_argument("unknown array format '" + std::string(name) +
+  throw InvalidArgumentError("unknown array format '" + std::string(name) +
                               "': expected uint8, uint16, uint32, int8, int16, int32, float16 or float32");
 }
 
@@ -258,7 +258,7 @@ bool MipmappedArray::is_surface_load_store() const {
 OpaqueArray MipmappedArray::get_level(unsigned level) const {
   const auto& m = require_mipmap(box_, "get_level");
   if (level >= m.num_levels)
-    throw std::out_of_range("MipmappedArray::get_level: level (" + std::to_string(level) + ") must be < num_levels (" +
+    throw OutOfRangeError("MipmappedArray::get_level: level (" + std::to_string(level) + ") must be < num_levels (" +
                             std::to_string(m.num_levels) + ")");
   auto level_state = std::make_shared<ArrayState>();
   level_state->info = m.info;
@@ -292,12 +292,12 @@ ResourceDescriptor ResourceDescriptor::from_linear(const Buffer& buffer, ArrayFo
   const std::size_t size_bytes = size.value_or(buffer.size());
   const std::string what = "ResourceDescriptor::from_linear: size_bytes (" + std::to_string(size_bytes) + ")";
   if (size_bytes > buffer.size())
-    throw std::invalid_argument(what + " exceeds buffer.size (" + std::to_string(buffer.size()) + ")");
+    throw InvalidArgumentError(what + " exceeds buffer.size (" + std::to_string(buffer.size()) + ")");
   const std::size_t element = info(format).bytes * num_channels;
   if (size_bytes < element)
-    throw std::invalid_argument(what + " must be at least one element (" + std::to_string(element) + " bytes)");
+    throw InvalidArgumentError(what + " must be at least one element (" + std::to_string(element) + " bytes)");
   if (size_bytes % element != 0)
-    throw std::invalid_argument(what + " must be a multiple of element size (" + std::to_string(element) +
+    throw InvalidArgumentError(what + " must be a multiple of element size (" + std::to_string(element) +
                                 " bytes for " + upper(to_string(format)) + " x " + std::to_string(num_channels) + ")");
   ResourceDescriptor r;
   r.kind_ = Kind::linear;
@@ -314,16 +314,16 @@ ResourceDescriptor ResourceDescriptor::from_pitch2d(const Buffer& buffer, ArrayF
                                                     std::shared_ptr<const void> owner) {
   if (buffer.is_closed()) detail::throw_closed("Buffer", "ResourceDescriptor::from_pitch2d");
   check_channels("ResourceDescriptor::from_pitch2d", num_channels);
-  if (width == 0) throw std::invalid_argument("ResourceDescriptor::from_pitch2d: width must be >= 1, got 0");
-  if (height == 0) throw std::invalid_argument("ResourceDescriptor::from_pitch2d: height must be >= 1, got 0");
+  if (width == 0) throw InvalidArgumentError("ResourceDescriptor::from_pitch2d: width must be >= 1, got 0");
+  if (height == 0) throw InvalidArgumentError("ResourceDescriptor::from_pitch2d: height must be >= 1, got 0");
   const std::size_t row = width * info(format).bytes * num_channels;
   if (pitch_bytes < row)
-    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: pitch_bytes (" + std::to_string(pitch_bytes) +
+    throw InvalidArgumentError("ResourceDescriptor::from_pitch2d: pitch_bytes (" + std::to_string(pitch_bytes) +
                                 ") must be >= width * element_bytes (" + std::to_string(row) + ")");
   // Every row whole, the last one's padding too (cuda.core's rule: pitch * height bytes).
   if (pitch_bytes > buffer.size() / height) {
     const bool fits = pitch_bytes <= SIZE_MAX / height;  // the product itself, where 64 bits hold it
-    throw std::invalid_argument("ResourceDescriptor::from_pitch2d: pitch_bytes * height (" +
+    throw InvalidArgumentError("ResourceDescriptor::from_pitch2d: pitch_bytes * height (" +
                                 (fits ? std::to_string(pitch_bytes * height)
                                       : std::to_string(pitch_bytes) + " * " + std::to_string(height)) +
                                 ") exceeds buffer.size (" + std::to_string(buffer.size()) + ")");
@@ -442,7 +442,7 @@ int resource_device(const ResourceDescriptor& resource) {
 void check_resource_device(const char* operation, const ResourceDescriptor& resource, int device) {
   const int owner = resource_device(resource);
   if (owner >= 0 && owner != device)
-    throw std::invalid_argument(std::string(operation) + ": the resource belongs to device " + std::to_string(owner) +
+    throw InvalidArgumentError(std::string(operation) + ": the resource belongs to device " + std::to_string(owner) +
                                 ", not device " + std::to_string(device) + "; make the object with Device(" +
                                 std::to_string(owner) + ")");
 }
@@ -465,7 +465,7 @@ OpaqueArray Device::create_opaque_array(const OpaqueArrayOptions& options) const
 MipmappedArray Device::create_mipmapped_array(const MipmappedArrayOptions& options) const {
   check_shape("Device::create_mipmapped_array", options.shape);
   check_channels("Device::create_mipmapped_array", options.num_channels);
-  if (options.num_levels == 0) throw std::invalid_argument("Device::create_mipmapped_array: num_levels must be >= 1, got 0");
+  if (options.num_levels == 0) throw InvalidArgumentError("Device::create_mipmapped_array: num_levels must be >= 1, got 0");
   const CUDA_ARRAY3D_DESCRIPTOR d =
       array_descriptor(options.shape, options.format, options.num_channels, options.is_surface_load_store);
   Context ctx = context();
@@ -486,12 +486,12 @@ TextureObject Device::create_texture_object(const ResourceDescriptor& resource,
                                             const TextureObjectOptions& options) const {
   if (resource.kind() == ResourceDescriptor::Kind::linear &&
       (options.normalized_coords || options.filter_mode == FilterMode::linear))
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "Device::create_texture_object: a linear resource is read by a typed 1-D fetch: it takes neither "
         "normalized_coords nor linear filtering (use an OpaqueArray or a pitch2d resource)");
   if (options.filter_mode == FilterMode::linear && !info(resource.element_format()).is_float &&
       options.read_mode == ReadMode::element_type)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         std::string("Device::create_texture_object: linear filtering of the integer format ") +
         to_string(resource.element_format()) + " needs read_mode normalized_float");
   check_resource_device("Device::create_texture_object", resource, ordinal());
@@ -507,12 +507,12 @@ TextureObject Device::create_texture_object(const ResourceDescriptor& resource,
 
 SurfaceObject Device::create_surface_object(const ResourceDescriptor& resource) const {
   if (resource.kind() != ResourceDescriptor::Kind::array)
-    throw std::invalid_argument(std::string("Device::create_surface_object: SurfaceObject requires an array-backed "
+    throw InvalidArgumentError(std::string("Device::create_surface_object: SurfaceObject requires an array-backed "
                                             "ResourceDescriptor, got kind='") +
                                 to_string(resource.kind()) +
                                 "' (for a mipmapped array, bind one of its levels: MipmappedArray::get_level)");
   if (!resource.array().is_surface_load_store())
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "Device::create_surface_object: OpaqueArray must be created with is_surface_load_store=True to be bound as "
         "a SurfaceObject");
   check_resource_device("Device::create_surface_object", resource, ordinal());

@@ -44,7 +44,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 # The names and bases Python code (cuda.core's users, these tests) relies on: every C++ error class's
 # Python class, whatever the table says.
 EXPECTED = {
-    "cucore::Error": ("cucore.Error", {"RuntimeError"}),
+    "cucore::RuntimeError": ("cucore.Error", {"RuntimeError"}),
+    "cucore::InvalidArgumentError": ("builtins.ValueError", None),
+    "cucore::OutOfRangeError": ("builtins.IndexError", None),
+    "cucore::OverflowError": ("builtins.OverflowError", None),
+    "cucore::LogicError": ("builtins.RuntimeError", None),
+    "cucore::SystemError": ("builtins.RuntimeError", None),
     "cucore::CudaError": ("cucore.CudaError", {"Error"}),
     "cucore::CompileError": ("cucore.CompileError", {"CudaError"}),
     "cucore::LibraryNotFoundError": ("cucore.LibraryNotFoundError", {"Error"}),
@@ -94,7 +99,8 @@ def test_every_cpp_error_class_has_its_row():
 
 
 def test_rows_come_after_their_bases():
-    seen = {"std::runtime_error", "std::invalid_argument"}
+    seen = {"std::runtime_error", "std::invalid_argument", "std::out_of_range", "std::overflow_error",
+            "std::logic_error", "std::system_error"}
     for r in _rows():
         assert r["cpp_base"] in seen, f"{r['cpp']} comes before its base {r['cpp_base']}"
         seen.add(r["cpp"])
