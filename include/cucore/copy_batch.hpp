@@ -17,8 +17,8 @@ enum class MemcpyOverlapMode { default_mode, prefer_overlap_with_compute };
 
 struct CopyOptions {
   MemcpySrcAccessOrder src_access_order = MemcpySrcAccessOrder::stream;
-  std::optional<Location> src_location_hint;  // honoured for managed and pageable memory only
-  std::optional<Location> dst_location_hint;
+  std::optional<Location> src_location_hint{};  // honoured for managed and pageable memory only
+  std::optional<Location> dst_location_hint{};
   MemcpyOverlapMode overlap_mode = MemcpyOverlapMode::default_mode;
   friend bool operator==(const CopyOptions&, const CopyOptions&) = default;
 };

@@ -76,7 +76,7 @@ class GraphNode;
 // cuda.core's GraphCompleteOptions (cuGraphInstantiateWithParams flags).
 struct GraphCompleteOptions {
   bool auto_free_on_launch = false;      // free the graph's allocations before each relaunch
-  std::optional<StreamRef> upload_stream;  // upload on this stream right after instantiating
+  std::optional<StreamRef> upload_stream{};  // upload on this stream right after instantiating
   bool device_launch = false;            // launchable from the device; excludes auto_free_on_launch
   bool use_node_priority = false;        // per-node priorities instead of the launch stream's
 };
@@ -167,22 +167,22 @@ class Graph {
 // ---- explicit graph construction --------------------------------------------
 
 struct GraphAllocOptions {
-  std::optional<int> device;                        // the current context's device when empty
+  std::optional<int> device{};                        // the current context's device when empty
   GraphMemoryType memory_type = GraphMemoryType::DEVICE;
-  std::vector<int> peer_access;                     // devices given read-write access
+  std::vector<int> peer_access{};                     // devices given read-write access
 };
 
 // What a node does, as it was added (or as the driver reports it).
 struct KernelNodeParams {
-  Kernel kernel;
-  LaunchConfig config;
+  Kernel kernel{};
+  LaunchConfig config{};
 };
 struct AllocNodeParams {
   CUdeviceptr dptr = 0;
   std::size_t bytesize = 0;
   int device_id = -1;
   GraphMemoryType memory_type = GraphMemoryType::DEVICE;
-  std::vector<int> peer_access;
+  std::vector<int> peer_access{};
 };
 struct MemsetNodeParams {
   CUdeviceptr dptr = 0;

@@ -107,7 +107,7 @@ struct IPCBufferDescriptor {
   static constexpr std::size_t kPayloadSize = sizeof(CUmemPoolPtrExportData);
   std::array<unsigned char, kPayloadSize> payload{};
   std::size_t size = 0;
-  std::optional<Uuid> pool_uuid;
+  std::optional<Uuid> pool_uuid{};
 
   // A fixed layout: the payload, the size (8 bytes, little-endian), a byte
   // saying whether a UUID follows, the UUID (zeros when none).
@@ -144,8 +144,8 @@ inline constexpr std::size_t kMaxFds = 253;
 void send_fds(int socket, std::span<const int> fds, std::span<const std::byte> data = {});
 
 struct Received {
-  std::vector<FileDescriptor> fds;
-  std::vector<std::byte> data;
+  std::vector<FileDescriptor> fds{};
+  std::vector<std::byte> data{};
 };
 // Receives one message of exactly `data_size` bytes (1 when 0: the zero byte
 // send_fds sends for no data) and at most `max_fds` descriptors, close-on-exec.

@@ -174,9 +174,9 @@ namespace detail {
 
 // What the variadic launch knows about each argument at compile time.
 struct ArgDesc {
-  std::size_t size;            // bytes passed
-  const std::type_info* type;  // for messages
-  bool is_buffer;
+  std::size_t size{};            // bytes passed
+  const std::type_info* type{};  // for messages
+  bool is_buffer{};
 };
 
 // A Buffer, or a class over one (ManagedBuffer): passed as its device pointer.
@@ -256,7 +256,7 @@ void launch_unchecked(CUstream stream, const LaunchConfig& config, const Kernel&
 // A cucore object a launch packed (a Buffer, a texture or surface object),
 // type-erased: `share` makes a share of it that keeps its resource alive.
 struct PackedObject {
-  const void* object;
+  const void* object{};
   std::shared_ptr<const void> (*share)(const void* object);
 };
 template <typename T>

@@ -218,8 +218,8 @@ struct ManagedMemoryResourceOptions {
 // A managed resource's preferred location: "device", "host" or "host_numa",
 // and the ordinal or node (none for "host").
 struct ManagedLocation {
-  std::string type;
-  std::optional<int> id;
+  std::string type{};
+  std::optional<int> id{};
   bool operator==(const ManagedLocation&) const = default;
 };
 

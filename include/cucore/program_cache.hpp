@@ -49,7 +49,7 @@ std::string make_program_cache_key(std::string_view code, std::string_view code_
 // is a digest (it stands for the files the key cannot see, and keys apart from
 // none), where the string_view form above takes empty for none.
 struct GivenExtraDigest {
-  std::string_view bytes;
+  std::string_view bytes{};
 };
 std::string make_program_cache_key(std::string_view code, std::string_view code_type, const ProgramOptions& options,
                                    CodeType target, std::span<const std::string> name_expressions,
@@ -120,16 +120,16 @@ class InMemoryProgramCache final : public ProgramCache {
 
 // One entry of a FileStreamProgramCache directory.
 struct FileCacheEntry {
-  std::filesystem::path file;         // the raw binary
-  std::optional<CodeType> code_type;  // empty when its record is missing or unreadable
+  std::filesystem::path file{};         // the raw binary
+  std::optional<CodeType> code_type{};  // empty when its record is missing or unreadable
   std::size_t size_bytes = 0;
-  std::filesystem::file_time_type last_read;
+  std::filesystem::file_time_type last_read{};
 };
 
 struct FileStreamProgramCacheOptions {
   // The directory's cap in bytes (every capped put evicts to it, whoever wrote
   // the entries); none: no cap.
-  std::optional<std::size_t> max_size_bytes;
+  std::optional<std::size_t> max_size_bytes{};
   // Create the directory now, as cuda.core's constructor does (else the first
   // put does); a failure is reported at first use, as any.
   bool create_directory = false;
@@ -138,7 +138,7 @@ struct FileStreamProgramCacheOptions {
   // so once per process); while that lock stays taken, later stores of this
   // cache try it once without waiting. Unset: CUCORE_PROGRAM_CACHE_LOCK_WAIT
   // (seconds, e.g. 0.5), else 5 s. std::invalid_argument when negative.
-  std::optional<std::chrono::milliseconds> lock_wait;
+  std::optional<std::chrono::milliseconds> lock_wait{};
 };
 
 // A directory shared by processes and runs. Each entry is one file, named by the

@@ -71,7 +71,7 @@ class PerGroup {
 // cucore (CUDA 13.0 headers) splits with cuDevSmResourceSplitByCount and
 // throws FeatureUnavailableError when one of them is set.
 struct SMResourceOptions {
-  PerGroup<int> count;                           // SMs per group; unset or 0: the smallest group the GPU makes
+  PerGroup<int> count{};                           // SMs per group; unset or 0: the smallest group the GPU makes
   PerGroup<int> coscheduled_sm_count;            // SMs guaranteed to be co-scheduled (CUDA 13.1)
   PerGroup<int> preferred_coscheduled_sm_count;  // preferred co-scheduled SMs (CUDA 13.1)
   PerGroup<bool> backfill;                       // relax co-scheduling to fill the count (CUDA 13.1)
@@ -118,8 +118,8 @@ enum class WorkqueueSharingScope {
 };
 
 struct WorkqueueResourceOptions {
-  std::optional<WorkqueueSharingScope> sharing_scope;  // unset: unchanged
-  std::optional<int> concurrency_limit;                // expected concurrent stream-ordered workloads, >= 1
+  std::optional<WorkqueueSharingScope> sharing_scope{};  // unset: unchanged
+  std::optional<int> concurrency_limit{};                // expected concurrent stream-ordered workloads, >= 1
 };
 
 // A workqueue configuration (CUDA 13.1 drivers): put in ContextOptions next to
@@ -170,7 +170,7 @@ using ContextResource = std::variant<SMResource, WorkqueueResource>;
 // Device::create_context's request: one or more SM groups of one split (or one
 // whole SMResource) and at most one workqueue configuration.
 struct ContextOptions {
-  std::vector<ContextResource> resources;
+  std::vector<ContextResource> resources{};
 };
 
 }  // namespace cucore

@@ -40,7 +40,7 @@ inline bool is_special_or_closed(CUstream s) noexcept { return reinterpret_cast<
 
 struct StreamOptions {
   bool nonblocking = true;      // no implicit synchronization with the legacy default stream
-  std::optional<int> priority;  // lower is higher priority; outside the device's range: std::invalid_argument
+  std::optional<int> priority{};  // lower is higher priority; outside the device's range: std::invalid_argument
 };
 
 class StreamRef {

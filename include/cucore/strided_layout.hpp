@@ -132,7 +132,7 @@ std::int64_t offset_in_bytes(std::int64_t slice_offset, std::int64_t itemsize);
 // takes a shape and strides (empty: C-contiguous; all 0 when an extent is 0)
 // and returns the new shape with its strides, always spelled out. Axes may be negative (from the end).
 struct Strided {
-  std::vector<std::int64_t> shape, strides;
+  std::vector<std::int64_t> shape, strides{};
   friend bool operator==(const Strided&, const Strided&) = default;
 };
 // The axes in the order of `axis_order`, a permutation of them.
@@ -180,7 +180,7 @@ bool is_unique(std::span<const std::int64_t> shape, std::span<const std::int64_t
 // A layout whose element at index 0, ..., 0 lies `offset` elements from the
 // memory's start (what slicing moves; a view of the memory starts there).
 struct OffsetStrided {
-  Strided layout;
+  Strided layout{};
   std::int64_t offset = 0;
   friend bool operator==(const OffsetStrided&, const OffsetStrided&) = default;
 };
@@ -226,7 +226,7 @@ OffsetStrided sliced(std::span<const std::int64_t> shape, std::span<const std::i
 // The same layout for the same itemsize. std::invalid_argument naming the
 // value that does not fit; std::overflow_error beyond 64 bits.
 struct Repacked {
-  OffsetStrided layout;
+  OffsetStrided layout{};
   std::int64_t itemsize = 0;
 };
 Repacked repacked(std::span<const std::int64_t> shape, std::span<const std::int64_t> strides, std::int64_t offset,

@@ -110,9 +110,9 @@ void check_dlpack(const dlpack::DLManagedTensor* tensor);
 struct ArrayInterface {
   std::uintptr_t data = 0;                               // "data"[0] (0: no memory, for an empty array)
   bool readonly = false;                                 // "data"[1]
-  std::string_view typestr;                              // "typestr": "<f4", "|u1", "|V16", ...
-  std::span<const std::int64_t> shape;                   // "shape"
-  std::optional<std::span<const std::int64_t>> strides;  // "strides", in bytes; none: C-contiguous
+  std::string_view typestr{};                              // "typestr": "<f4", "|u1", "|V16", ...
+  std::span<const std::int64_t> shape{};                   // "shape"
+  std::optional<std::span<const std::int64_t>> strides{};  // "strides", in bytes; none: C-contiguous
   dlpack::DLDevice device{dlpack::kDLCPU, 0};
 };
 
@@ -120,7 +120,7 @@ struct ArrayInterface {
 // one (none for structs, strings, datetimes, the other byte order, ...).
 struct TypeStr {
   std::size_t itemsize = 0;
-  std::optional<DataType> dtype;
+  std::optional<DataType> dtype{};
 };
 // Reads a typestr: a byte order ('<', '>', '|', '='), a kind letter and the
 // size in bytes (1 to 65535), and for datetimes a unit ("<M8[ns]"). Throws

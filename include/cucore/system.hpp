@@ -138,8 +138,8 @@ std::uint64_t system_event_type_bit(std::string_view name);
 // NVML's field ids (NVML_FI_*) by the names of cuda.core.system's FieldId
 // ("DEV_ECC_CURRENT" is 1), in FieldId's order; two names may share an id.
 struct FieldIdName {
-  unsigned int id;
-  const char* name;
+  unsigned int id{};
+  const char* name{};
 };
 std::span<const FieldIdName> field_id_names() noexcept;
 
@@ -161,7 +161,7 @@ struct ProcessInfo {
   unsigned int pid = 0;
   std::optional<std::uint64_t> used_gpu_memory;  // bytes; empty where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE)
   // The MIG instances it runs in; empty outside MIG (NVML reports 0xFFFFFFFF).
-  std::optional<unsigned int> gpu_instance_id, compute_instance_id;
+  std::optional<unsigned int> gpu_instance_id, compute_instance_id{};
 };
 
 // One value of Device::get_field_values (nvmlFieldValue_t). Each value carries
@@ -171,7 +171,7 @@ struct FieldValue {
   std::int64_t timestamp_us = 0;  // CPU time of the sample, microseconds since 1970
   std::int64_t latency_us = 0;    // how long NVML took to update it
   int status = 0;                 // nvmlReturn_t of this value
-  std::variant<std::int64_t, std::uint64_t, double> raw;  // by NVML's value type
+  std::variant<std::int64_t, std::uint64_t, double> raw{};  // by NVML's value type
   const std::variant<std::int64_t, std::uint64_t, double>& value() const;
 };
 
@@ -462,7 +462,7 @@ class Device {
 };
 
 struct EventData {
-  Device device;
+  Device device;  // no default: a Device is always some device (EventData is only ever given)
   std::uint64_t event_type = 0;  // one event_types bit
   std::uint64_t event_data = 0;  // the XID for xid_critical_error
   unsigned int gpu_instance_id = 0, compute_instance_id = 0;
@@ -504,26 +504,26 @@ GpuP2PStatus get_p2p_status(const Device& a, const Device& b, GpuP2PCapsIndex in
 // ---- one sample of everything `cucore smi` shows ----------------------------
 
 struct ProcessSample {
-  ProcessInfo info;
-  std::string name;  // empty when NVML cannot tell
+  ProcessInfo info{};
+  std::string name{};  // empty when NVML cannot tell
 };
 struct DeviceSample {
   unsigned int index = 0;
-  std::string name, uuid, pci_bus_id;
-  std::optional<unsigned int> temperature_c, fan_percent, power_usage_mw, power_limit_mw;
-  std::optional<int> performance_state;
-  std::optional<MemoryInfo> memory;
-  std::optional<Utilization> utilization;
-  std::optional<unsigned int> sm_clock_mhz, memory_clock_mhz, max_sm_clock_mhz, max_memory_clock_mhz;
-  std::optional<bool> mig_mode, mig_pending_mode;
-  std::optional<std::uint64_t> clock_event_reasons;
-  std::vector<ProcessSample> processes;
+  std::string name, uuid, pci_bus_id{};
+  std::optional<unsigned int> temperature_c, fan_percent, power_usage_mw, power_limit_mw{};
+  std::optional<int> performance_state{};
+  std::optional<MemoryInfo> memory{};
+  std::optional<Utilization> utilization{};
+  std::optional<unsigned int> sm_clock_mhz, memory_clock_mhz, max_sm_clock_mhz, max_memory_clock_mhz{};
+  std::optional<bool> mig_mode, mig_pending_mode{};
+  std::optional<std::uint64_t> clock_event_reasons{};
+  std::vector<ProcessSample> processes{};
   std::vector<std::string> errors;  // fields that failed (their values are empty)
 };
 struct Sample {
-  std::string driver_version, nvml_version;
+  std::string driver_version, nvml_version{};
   std::pair<int, int> cuda_version{0, 0};
-  std::vector<DeviceSample> devices;
+  std::vector<DeviceSample> devices{};
 };
 // Every field of every device; a field whose query fails is left empty and
 // the failure recorded in DeviceSample::errors. Throws only when NVML itself

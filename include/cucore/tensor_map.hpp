@@ -73,9 +73,9 @@ std::optional<TensorMapDataType> tensor_map_data_type(DataType type);
 
 // cuda.core's TensorMapDescriptorOptions.
 struct TensorMapOptions {
-  std::vector<std::uint32_t> box_dim;          // tile extents, one per dimension; required
-  std::vector<std::uint32_t> element_strides;  // empty: all 1
-  std::optional<TensorMapDataType> data_type;  // empty: from the view's element type
+  std::vector<std::uint32_t> box_dim{};          // tile extents, one per dimension; required
+  std::vector<std::uint32_t> element_strides{};  // empty: all 1
+  std::optional<TensorMapDataType> data_type{};  // empty: from the view's element type
   TensorMapInterleave interleave = TensorMapInterleave::none;
   TensorMapSwizzle swizzle = TensorMapSwizzle::none;
   TensorMapL2Promotion l2_promotion = TensorMapL2Promotion::none;

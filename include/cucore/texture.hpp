@@ -55,7 +55,7 @@ struct OpaqueArrayOptions {
 };
 
 struct MipmappedArrayOptions {
-  std::vector<std::size_t> shape;  // of level 0
+  std::vector<std::size_t> shape{};  // of level 0
   ArrayFormat format = ArrayFormat::float32;
   unsigned num_channels = 1;
   unsigned num_levels = 1;
@@ -192,7 +192,7 @@ struct TextureObjectOptions {
   float mipmap_level_bias = 0.0f;
   float min_mipmap_level_clamp = 0.0f;
   float max_mipmap_level_clamp = 0.0f;
-  std::optional<std::array<float, 4>> border_color;  // none: zero
+  std::optional<std::array<float, 4>> border_color{};  // none: zero
 };
 
 class TextureObject {

@@ -34,7 +34,7 @@ struct VirtualMemoryResourceOptions {
   bool gpu_direct_rdma = false;
   CUdeviceptr addr_hint = 0;     // where to try to reserve; 0: the driver chooses
   std::size_t addr_align = 0;    // 0: the granularity
-  std::vector<int> peers;        // other devices granted peer_access
+  std::vector<int> peers{};        // other devices granted peer_access
   VirtualMemoryAccess self_access = VirtualMemoryAccess::read_write;
   VirtualMemoryAccess peer_access = VirtualMemoryAccess::read_write;
 };
