@@ -31,7 +31,7 @@ struct FakeGl {
     std::vector<std::byte> data;    // buffer bytes, or level 0 of the image
     std::vector<std::byte> level1;  // the image's level 1
   };
-  static constexpr std::size_t kBufferBytes = 4096;
+  static inline std::size_t buffer_bytes = 4096;  // of each buffer registered from now on
   static constexpr std::size_t kWidth = 16, kHeight = 8, kTexel = 16;  // RGBA32F
 
   static inline std::mutex mutex;
@@ -94,7 +94,7 @@ struct FakeGl {
     r.target = target;
     r.flags = flags;
     r.ctx = current();
-    r.data = random_bytes(image ? kWidth * kHeight * kTexel : kBufferBytes, 1000u + name);
+    r.data = random_bytes(image ? kWidth * kHeight * kTexel : buffer_bytes, 1000u + name);
     if (image) r.level1 = random_bytes(kWidth / 2 * kHeight / 2 * kTexel, 2000u + name);
     live.emplace(h, std::move(r));
     log.push_back("register " + std::to_string(id(h)));

@@ -147,7 +147,7 @@ TEST_F(Graphics, TheMappedBufferIsTheMappedMemoryAndClosingItUnmapsOnItsStream) 
     std::lock_guard lock(FakeGl::mutex);
     expect = FakeGl::live.at(r.handle()).data;
   }
-  ASSERT_EQ(buf.size(), FakeGl::kBufferBytes);
+  ASSERT_EQ(buf.size(), FakeGl::buffer_bytes);
   EXPECT_EQ(buf.handle(), reinterpret_cast<CUdeviceptr>(FakeGl::live.at(r.handle()).data.data()));
   EXPECT_FALSE(buf.memory_resource());  // never freed by cucore: the unmap is its release
   EXPECT_EQ(buf.stream(), StreamRef(s));
