@@ -23,6 +23,7 @@
 
 namespace cucore {
 
+class GraphicsResource;
 struct IPCBufferDescriptor;
 namespace detail {
 struct BufferBox;
@@ -144,6 +145,7 @@ class Buffer {
 
  private:
   friend class VirtualMemoryResource;  // grows its buffers in place (modify_allocation)
+  friend class GraphicsResource;       // its mapped Buffer: closing it unmaps (graphics.hpp)
   explicit Buffer(std::shared_ptr<detail::BufferBox> box) noexcept;
   // A mapped IPC Buffer: never freed by itself; `mapping` (its share of the
   // mapping) unmaps it with the last import. `share_stream`: the Buffer keeps

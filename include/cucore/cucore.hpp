@@ -11,6 +11,7 @@
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
 #include <cucore/graph.hpp>
+#include <cucore/graphics.hpp>
 #include <cucore/ipc.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>

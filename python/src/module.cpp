@@ -364,6 +364,7 @@ void bind_graph(nb::module_& m);   // python/src/graph.cpp
 void bind_green(nb::module_& m);   // python/src/green.cpp
 void bind_ipc(nb::module_& m);     // python/src/ipc.cpp
 void bind_checkpoint(nb::module_& m);  // python/src/checkpoint.cpp
+void bind_graphics(nb::module_& m);    // python/src/graphics.cpp
 
 namespace {
 // A Python exception that reached libcucore reads as nanobind's what(): a
@@ -437,6 +438,7 @@ NB_MODULE(_core, m) {
   bind_memory(m);
   bind_memory_ops(m);
   bind_texture(m);
+  bind_graphics(m);  // after Buffer and OpaqueArray, which its maps give
   bind_ipc(m);  // after Stream, Event, Buffer and the resources: it adds their IPC members
   bind_checkpoint(m);
   bind_program(m);

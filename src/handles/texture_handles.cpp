@@ -29,7 +29,7 @@ MipmappedArrayBox::~MipmappedArrayBox() {
 }
 
 ArrayBox::~ArrayBox() {
-  if (array && !parent)
+  if (array && !parent && !keeps)
     if (const auto* t = loaded()) report_release(t->cuArrayDestroy(array), "cuArrayDestroy");
 }
 
@@ -66,6 +66,12 @@ void make_mipmap_level(ArrayBox& box, std::shared_ptr<const MipmappedArrayBox> m
   box.ctx = mipmap->ctx;
   box.parent = std::move(mipmap);  // first: a level's array is never destroyed by its box
   box.array = a;
+}
+
+void borrow_array(ArrayBox& box, CUarray array, ContextHandle ctx, Owner keeps) noexcept {
+  box.keeps = std::move(keeps);  // first: a borrowed array is never destroyed by its box
+  box.ctx = std::move(ctx);
+  box.array = array;
 }
 
 void make_texture_object(TexObjectBox& box, const CUDA_RESOURCE_DESC& resource, const CUDA_TEXTURE_DESC& texture,

@@ -1,6 +1,8 @@
 #pragma once
 // Boxes for textures and surfaces (handles.hpp's rules): an array box owns its
-// CUarray (or, for a mip level, holds the mipmapped array's box that owns it);
+// CUarray (or, for a mip level, holds the mipmapped array's box that owns it;
+// for an array it only borrows, such as a mapped graphics image's, holds what
+// keeps that array: the mapping);
 // a texture or surface object's box holds what it reads, so the array
 // outlives every object made over it.
 //
@@ -29,10 +31,11 @@ struct ArrayBox {
   CUarray array = nullptr;
   ContextHandle ctx;
   std::shared_ptr<const MipmappedArrayBox> parent;  // a mip level: the parent owns the array
+  Owner keeps;  // a borrowed array (a mapped graphics image): what keeps it valid owns it
   ArrayBox() = default;
   ArrayBox(const ArrayBox&) = delete;
   ArrayBox& operator=(const ArrayBox&) = delete;
-  ~ArrayBox();  // cuArrayDestroy unless a level
+  ~ArrayBox();  // cuArrayDestroy unless a level or borrowed
 };
 
 // The driver destroys a texture or surface object only in its context: the
@@ -63,6 +66,9 @@ void make_array(ArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, ContextHandl
 void make_mipmapped_array(MipmappedArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, unsigned levels,
                           ContextHandle ctx);
 void make_mipmap_level(ArrayBox& box, std::shared_ptr<const MipmappedArrayBox> mipmap, unsigned level);
+// An array cucore does not own (never destroyed by the box): `keeps` is held
+// as long as the box, and must keep `array` valid (a graphics mapping).
+void borrow_array(ArrayBox& box, CUarray array, ContextHandle ctx, Owner keeps) noexcept;
 void make_texture_object(TexObjectBox& box, const CUDA_RESOURCE_DESC& resource, const CUDA_TEXTURE_DESC& texture,
                          Owner reads, ContextHandle ctx);
 void make_surface_object(SurfObjectBox& box, const CUDA_RESOURCE_DESC& resource, Owner reads, ContextHandle ctx);

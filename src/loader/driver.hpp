@@ -10,6 +10,21 @@
 
 #include <atomic>
 
+// The OpenGL interop entry points, as cudaGL.h declares them and
+// cudaGLTypedefs.h types them, with GL's GLuint and GLenum spelled as what
+// they are (unsigned int): those headers need OpenGL's, which cucore does not
+// (it takes GL names and targets as integers). tools/gen_driver_functions.py
+// reads their ABI versions from cudaGLTypedefs.h.
+extern "C" {
+CUresult CUDAAPI cuGraphicsGLRegisterBuffer(CUgraphicsResource* pCudaResource, unsigned int buffer, unsigned int Flags);
+CUresult CUDAAPI cuGraphicsGLRegisterImage(CUgraphicsResource* pCudaResource, unsigned int image, unsigned int target,
+                                           unsigned int Flags);
+}
+typedef CUresult(CUDAAPI* PFN_cuGraphicsGLRegisterBuffer_v3000)(CUgraphicsResource* pCudaResource, unsigned int buffer,
+                                                                unsigned int Flags);
+typedef CUresult(CUDAAPI* PFN_cuGraphicsGLRegisterImage_v3000)(CUgraphicsResource* pCudaResource, unsigned int image,
+                                                               unsigned int target, unsigned int Flags);
+
 namespace cucore::detail {
 
 struct DriverTable {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "handles/texture_handles.hpp"
+#include "texture/borrowed_array.hpp"
 #include "loader/driver.hpp"
 #include "runtime/stream_context.hpp"
 
@@ -241,6 +242,29 @@ void OpaqueArray::copy_to(Buffer& dst, StreamRef stream) const {
 void OpaqueArray::copy_to(std::span<std::byte> host, StreamRef stream) const {
   const auto& a = require_array(box_, "copy_to");
   copy_array(a, false, CU_MEMORYTYPE_HOST, 0, host.data(), host.size(), stream, "OpaqueArray::copy_to");
+}
+
+OpaqueArray borrow_array(CUarray array, int device, detail::ContextHandle ctx, detail::Owner keeps,
+                         const char* operation) {
+  CUDA_ARRAY3D_DESCRIPTOR d{};
+  check(driver().cuArray3DGetDescriptor(&d, array), "cuArray3DGetDescriptor");
+  auto state = std::make_shared<ArrayState>();
+  const FormatInfo* format = nullptr;
+  for (const FormatInfo& f : kFormats)
+    if (f.driver == d.Format) format = &f;
+  if (!format)
+    throw std::invalid_argument(std::string(operation) + ": the array's format (CUarray_format " +
+                                std::to_string(static_cast<int>(d.Format)) +
+                                ") is none of uint8, uint16, uint32, int8, int16, int32, float16 or float32");
+  state->info.format = format->format;
+  state->info.num_channels = d.NumChannels;
+  state->info.surface_load_store = (d.Flags & CUDA_ARRAY3D_SURFACE_LDST) != 0;
+  state->info.device = device;
+  state->info.shape.push_back(d.Width);  // a height or depth of 0: the driver's 1-D or 2-D
+  if (d.Height || d.Depth) state->info.shape.push_back(std::max<std::size_t>(d.Height, 1));
+  if (d.Depth) state->info.shape.push_back(d.Depth);
+  detail::borrow_array(*state, array, std::move(ctx), std::move(keeps));
+  return OpaqueArray(std::move(state));
 }
 
 // ---- MipmappedArray ----
