@@ -27,6 +27,26 @@ MEMBER = re.compile(
     r"enum\b|struct\b|class\b|public:|private:|protected:)[\w:<>,\s\*&\[\]]+?\s+(\w+)(?:\[\w*\])?\s*;\s*(?://.*)?$")
 
 
+# A declarator list: the type (no top-level comma), then `a, b{}, c = 1`.
+LIST = re.compile(r"^\s+((?:[\w:]+(?:<[^;]*?>)?[\s\*&]+)+?)(\w+(?:\s*(?:\{[^}]*\}|=\s*[^,;]+))?(?:\s*,\s*\w+(?:\s*(?:\{[^}]*\}|=\s*[^,;]+))?)+)\s*;\s*(?://.*)?$")
+
+
+def split_top(decls):
+    """`a, b{}, c = f(1, 2)` -> its declarators (commas inside brackets kept)."""
+    out, depth, cur = [], 0, ""
+    for ch in decls:
+        if ch in "({<[":
+            depth += 1
+        elif ch in ")}>]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    return out + [cur]
+
+
 def missing(root):
     found = []
     for path in sorted((root / "include" / "cucore").rglob("*.hpp")):
@@ -50,6 +70,14 @@ def missing(root):
                 mm = MEMBER.match(l)
                 if mm and "(" not in l and "operator" not in l and "no default:" not in l:
                     found.append(f"{path.relative_to(root)}:{j + 1}: {name}::{mm.group(1)} has no default member initializer")
+                    continue
+                # `T a, b{}, c = 1;`: each declarator of a list needs its own.
+                ml = LIST.match(l)
+                if ml and "(" not in l and "no default:" not in l:
+                    for d in split_top(ml.group(2)):
+                        if not re.search(r"(\{.*\}|=)", d):
+                            found.append(f"{path.relative_to(root)}:{j + 1}: {name}::{d.strip()} has no default member "
+                                         "initializer")
     return found
 
 

@@ -44,7 +44,7 @@ std::optional<std::string> cccl_include_dir();
 
 struct DoctorDevice {  // a CUDA device, as the driver reports it
   int ordinal = 0;
-  std::string name, arch, uuid, pci_bus_id{};  // arch "sm_90", uuid "GPU-..."
+  std::string name{}, arch{}, uuid{}, pci_bus_id{};  // arch "sm_90", uuid "GPU-..."
   int multiprocessor_count = 0, max_threads_per_block = 0, warp_size = 0, max_shared_memory_per_block = 0,
       max_shared_memory_per_block_optin = 0, l2_cache_size = 0, memory_clock_rate_khz = 0,
       global_memory_bus_width = 0;
@@ -54,7 +54,7 @@ struct DoctorDevice {  // a CUDA device, as the driver reports it
 
 struct DoctorNvml {  // system monitoring (cucore::system)
   bool available = false;
-  std::string version, driver_version{};  // "13.580.159.04", "580.159.04"
+  std::string version{}, driver_version{};  // "13.580.159.04", "580.159.04"
   int device_count = 0;
   std::string error{};  // why NVML is unusable, when it is
 };

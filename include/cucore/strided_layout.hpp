@@ -132,7 +132,7 @@ std::int64_t offset_in_bytes(std::int64_t slice_offset, std::int64_t itemsize);
 // takes a shape and strides (empty: C-contiguous; all 0 when an extent is 0)
 // and returns the new shape with its strides, always spelled out. Axes may be negative (from the end).
 struct Strided {
-  std::vector<std::int64_t> shape, strides{};
+  std::vector<std::int64_t> shape{}, strides{};
   friend bool operator==(const Strided&, const Strided&) = default;
 };
 // The axes in the order of `axis_order`, a permutation of them.

@@ -161,7 +161,7 @@ struct ProcessInfo {
   unsigned int pid = 0;
   std::optional<std::uint64_t> used_gpu_memory;  // bytes; empty where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE)
   // The MIG instances it runs in; empty outside MIG (NVML reports 0xFFFFFFFF).
-  std::optional<unsigned int> gpu_instance_id, compute_instance_id{};
+  std::optional<unsigned int> gpu_instance_id{}, compute_instance_id{};
 };
 
 // One value of Device::get_field_values (nvmlFieldValue_t). Each value carries
@@ -421,6 +421,15 @@ class Device {
   Temperature temperature() const { return Temperature(handle_); }
   std::optional<unsigned int> num_fans() const;
   std::optional<unsigned int> fan_speed(unsigned int fan = 0) const;  // percent of the maximum
+  std::optional<unsigned int> fan_speed_rpm(unsigned int fan = 0) const;
+  std::optional<unsigned int> target_fan_speed(unsigned int fan = 0) const;  // percent, what the driver aims at
+  std::optional<std::pair<unsigned int, unsigned int>> min_max_fan_speed() const;  // percent, every fan's
+  // NVML_FAN_POLICY_TEMPERATURE_CONTINOUS_SW (0) or NVML_FAN_POLICY_MANUAL (1).
+  std::optional<unsigned int> fan_control_policy(unsigned int fan = 0) const;
+  // Set the fan's intended speed (percent; the policy becomes manual), or back
+  // to the driver's default. Need root; NotSupported where the GPU has no fan.
+  void set_fan_speed(unsigned int fan, unsigned int percent) const;
+  void set_default_fan_speed(unsigned int fan = 0) const;
 
   // Power (milliwatts) and energy (millijoules since the driver loaded).
   std::optional<unsigned int> power_usage_mw() const;
@@ -509,19 +518,19 @@ struct ProcessSample {
 };
 struct DeviceSample {
   unsigned int index = 0;
-  std::string name, uuid, pci_bus_id{};
-  std::optional<unsigned int> temperature_c, fan_percent, power_usage_mw, power_limit_mw{};
+  std::string name{}, uuid{}, pci_bus_id{};
+  std::optional<unsigned int> temperature_c{}, fan_percent{}, power_usage_mw{}, power_limit_mw{};
   std::optional<int> performance_state{};
   std::optional<MemoryInfo> memory{};
   std::optional<Utilization> utilization{};
-  std::optional<unsigned int> sm_clock_mhz, memory_clock_mhz, max_sm_clock_mhz, max_memory_clock_mhz{};
-  std::optional<bool> mig_mode, mig_pending_mode{};
+  std::optional<unsigned int> sm_clock_mhz{}, memory_clock_mhz{}, max_sm_clock_mhz{}, max_memory_clock_mhz{};
+  std::optional<bool> mig_mode{}, mig_pending_mode{};
   std::optional<std::uint64_t> clock_event_reasons{};
   std::vector<ProcessSample> processes{};
   std::vector<std::string> errors;  // fields that failed (their values are empty)
 };
 struct Sample {
-  std::string driver_version, nvml_version{};
+  std::string driver_version{}, nvml_version{};
   std::pair<int, int> cuda_version{0, 0};
   std::vector<DeviceSample> devices{};
 };

@@ -246,7 +246,11 @@ void bind_values(nb::module_& s) {
                                   nb::is_weak_referenceable())
       .def_ro("free", &sys::BAR1MemoryInfo::free)
       .def_ro("total", &sys::BAR1MemoryInfo::total)
-      .def_ro("used", &sys::BAR1MemoryInfo::used);
+      .def_ro("used", &sys::BAR1MemoryInfo::used)
+      // cuda.core's BAR1MemoryInfo is a MemoryInfo; NVML reports no reserved part of BAR1.
+      .def_prop_ro("reserved", [](const sys::BAR1MemoryInfo& m) { return m.total - m.free - m.used; },
+                   "BAR1 memory neither free nor used (bytes): what total leaves over free and used, 0 as NVML "
+                   "reports BAR1.");
   nb::class_<sys::Utilization>(s, "Utilization", "Utilization rates (percent of the last sample period).",
                                nb::is_weak_referenceable())
       .def_ro("gpu", &sys::Utilization::gpu, "Percent of time one or more kernels ran on the GPU.")
@@ -374,8 +378,28 @@ void bind_values(nb::module_& s) {
   nb::handle(s.attr("NvlinkInfo")).attr("max_links") = 18;  // NVML_NVLINK_MAX_LINKS
 
   nb::class_<FanInfo>(s, "FanInfo", "One fan of a device.", nb::is_weak_referenceable())
-      .def_prop_ro("speed", [](const FanInfo& f) { return f.device.fan_speed(f.fan); }, release(),
-                   "Intended fan speed, percent of the maximum.");
+      .def_prop_rw("speed", [](const FanInfo& f) { return f.device.fan_speed(f.fan); },
+                   [](const FanInfo& f, unsigned int percent) { f.device.set_fan_speed(f.fan, percent); }, release(),
+                   "Intended fan speed, percent of the maximum (set: the policy becomes manual; needs root).")
+      .def_prop_ro("speed_rpm", [](const FanInfo& f) { return f.device.fan_speed_rpm(f.fan); }, release(),
+                   "Intended fan speed in rotations per minute.")
+      .def_prop_ro("target_speed", [](const FanInfo& f) { return f.device.target_fan_speed(f.fan); }, release(),
+                   "The speed (percent) the driver aims the fan at.")
+      .def_prop_ro("min_max_speed", [](const FanInfo& f) { return f.device.min_max_fan_speed(); }, release(),
+                   "(min, max) fan speed in percent, for all of the device's fans.")
+      .def_prop_ro("control_policy", [](const FanInfo& f) -> nb::object {
+        std::optional<unsigned int> p;
+        {
+          sys::UnsupportedAsError scope;
+          nb::gil_scoped_release nogil;
+          p = f.device.fan_control_policy(f.fan);
+        }
+        if (!p) return nb::none();
+        if (*p == 1) return typing_enum("FanControlPolicy", nb::str("manual"));
+        return typing_enum("FanControlPolicy", nb::str("temperature_controlled"));
+      }, "The fan control policy: a FanControlPolicy.")
+      .def("set_default_speed", [](const FanInfo& f) { f.device.set_default_fan_speed(f.fan); }, release(),
+           "Gives the fan back to the driver's default control (needs root).");
 
   nb::class_<sys::FieldValue>(s, "FieldValue", "One field value (NVML_FI_*) of Device.get_field_values.",
                               nb::is_weak_referenceable())

@@ -43,7 +43,7 @@ unsigned parse_flag(const FlagName (&table)[N], std::string_view name, const cha
     if (name == f.name) return f.value;
   std::string valid;
   for (const FlagName& f : table) valid += (valid.empty() ? "" : ", ") + std::string(f.name);
-  throw std::invalid_argument(std::string("Unknown ") + kind + " flag '" + std::string(name) +
+  throw InvalidArgumentError(std::string("Unknown ") + kind + " flag '" + std::string(name) +
                               "'. Valid flags: " + valid);
 }
 
@@ -89,7 +89,7 @@ struct GraphicsResource::State {
   void before_map(Kind want, StreamRef stream, const char* operation) const {
     open(operation);
     if (kind != want)
-      throw std::invalid_argument(
+      throw InvalidArgumentError(
           kind == Kind::image
               ? std::string("GraphicsResource::") + operation +
                     ": an image resource (from_gl_image) has no device pointer; map_array() maps it as a CUDA array"
@@ -214,7 +214,7 @@ texture::OpaqueArray GraphicsResource::mapped_array(unsigned array_index, unsign
   const State& s = *state_;
   s.open("mapped_array");
   if (s.kind != Kind::image)
-    throw std::invalid_argument(
+    throw InvalidArgumentError(
         "GraphicsResource::mapped_array: a buffer resource (from_gl_buffer) has no CUDA array; map() gives its "
         "Buffer");
   auto m = s.mapping.lock();

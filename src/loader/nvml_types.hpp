@@ -130,6 +130,13 @@ struct ClockOffset_v1 {  // nvmlClockOffset_v1_t
 };
 constexpr unsigned kClockOffset_v1 = struct_version(sizeof(ClockOffset_v1), 1);
 
+struct FanSpeedInfo_v1 {  // nvmlFanSpeedInfo_v1_t
+  unsigned int version;
+  unsigned int fan;    // in
+  unsigned int speed;  // out: RPM
+};
+constexpr unsigned kFanSpeedInfo_v1 = struct_version(sizeof(FanSpeedInfo_v1), 1);
+
 union Value {  // nvmlValue_t
   double dVal;
   int siVal;
@@ -286,6 +293,12 @@ constexpr int kMaxPstates = 16;             // NVML_MAX_GPU_PERF_PSTATES
   X(nvmlDeviceGetMarginTemperature, false, (nvml::Device, nvml::MarginTemperature_v1*))                           \
   X(nvmlDeviceGetNumFans, false, (nvml::Device, unsigned int*))                                                   \
   X(nvmlDeviceGetFanSpeed_v2, false, (nvml::Device, unsigned int, unsigned int*))                                 \
+  X(nvmlDeviceGetFanSpeedRPM, false, (nvml::Device, nvml::FanSpeedInfo_v1*))                                      \
+  X(nvmlDeviceGetTargetFanSpeed, false, (nvml::Device, unsigned int, unsigned int*))                              \
+  X(nvmlDeviceGetMinMaxFanSpeed, false, (nvml::Device, unsigned int*, unsigned int*))                             \
+  X(nvmlDeviceGetFanControlPolicy_v2, false, (nvml::Device, unsigned int, unsigned int*))                         \
+  X(nvmlDeviceSetFanSpeed_v2, false, (nvml::Device, unsigned int, unsigned int))                                  \
+  X(nvmlDeviceSetDefaultFanSpeed_v2, false, (nvml::Device, unsigned int))                                         \
   X(nvmlDeviceGetPowerUsage, false, (nvml::Device, unsigned int*))                                                \
   X(nvmlDeviceGetPowerManagementLimit, false, (nvml::Device, unsigned int*))                                      \
   X(nvmlDeviceGetPowerManagementDefaultLimit, false, (nvml::Device, unsigned int*))                               \

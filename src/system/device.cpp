@@ -395,6 +395,54 @@ std::optional<unsigned int> Device::fan_speed(unsigned int fan) const {
   return optional_uint(r, v, "nvmlDeviceGetFanSpeed_v2");
 }
 
+namespace {
+// A fan index NVML refuses (INVALID_ARGUMENT) is the caller's bad index.
+void check_fan(nvml::Return r, unsigned int fan, const char* what) {
+  if (r == nvml::ERROR_INVALID_ARGUMENT)
+    throw OutOfRangeError(std::string("system::Device::") + what + ": fan " + std::to_string(fan) +
+                          " is not a fan of this device");
+}
+}  // namespace
+
+std::optional<unsigned int> Device::fan_speed_rpm(unsigned int fan) const {
+  nvml::FanSpeedInfo_v1 info{nvml::kFanSpeedInfo_v1, fan, 0};
+  nvml::Return r = CUCORE_NVML(nvmlDeviceGetFanSpeedRPM)(nvml_handle(handle_), &info);
+  check_fan(r, fan, "fan_speed_rpm");
+  return optional_uint(r, info.speed, "nvmlDeviceGetFanSpeedRPM");
+}
+
+std::optional<unsigned int> Device::target_fan_speed(unsigned int fan) const {
+  unsigned int v = 0;
+  nvml::Return r = CUCORE_NVML(nvmlDeviceGetTargetFanSpeed)(nvml_handle(handle_), fan, &v);
+  check_fan(r, fan, "target_fan_speed");
+  return optional_uint(r, v, "nvmlDeviceGetTargetFanSpeed");
+}
+
+std::optional<std::pair<unsigned int, unsigned int>> Device::min_max_fan_speed() const {
+  unsigned int lo = 0, hi = 0;
+  if (!CUCORE_NVML_OK(nvmlDeviceGetMinMaxFanSpeed, nvml_handle(handle_), &lo, &hi)) return std::nullopt;
+  return std::pair(lo, hi);
+}
+
+std::optional<unsigned int> Device::fan_control_policy(unsigned int fan) const {
+  unsigned int v = 0;
+  nvml::Return r = CUCORE_NVML(nvmlDeviceGetFanControlPolicy_v2)(nvml_handle(handle_), fan, &v);
+  check_fan(r, fan, "fan_control_policy");
+  return optional_uint(r, v, "nvmlDeviceGetFanControlPolicy_v2");
+}
+
+void Device::set_fan_speed(unsigned int fan, unsigned int percent) const {
+  nvml::Return r = CUCORE_NVML(nvmlDeviceSetFanSpeed_v2)(nvml_handle(handle_), fan, percent);
+  check_fan(r, fan, "set_fan_speed");
+  detail::nvml_check(r, "nvmlDeviceSetFanSpeed_v2");
+}
+
+void Device::set_default_fan_speed(unsigned int fan) const {
+  nvml::Return r = CUCORE_NVML(nvmlDeviceSetDefaultFanSpeed_v2)(nvml_handle(handle_), fan);
+  check_fan(r, fan, "set_default_fan_speed");
+  detail::nvml_check(r, "nvmlDeviceSetDefaultFanSpeed_v2");
+}
+
 // ---- power ----------------------------------------------------------------------------
 
 #define CUCORE_UINT_QUERY(method, fn)                                                           \

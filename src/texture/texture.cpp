@@ -253,7 +253,7 @@ OpaqueArray borrow_array(CUarray array, int device, detail::ContextHandle ctx, d
   for (const FormatInfo& f : kFormats)
     if (f.driver == d.Format) format = &f;
   if (!format)
-    throw std::invalid_argument(std::string(operation) + ": the array's format (CUarray_format " +
+    throw InvalidArgumentError(std::string(operation) + ": the array's format (CUarray_format " +
                                 std::to_string(static_cast<int>(d.Format)) +
                                 ") is none of uint8, uint16, uint32, int8, int16, int32, float16 or float32");
   state->info.format = format->format;

@@ -46,7 +46,9 @@ struct FakeGpu {
   unsigned long long reasons = 0, supported_reasons = 0, event_types = 0;
   int temp = 0, margin = 0;
   unsigned thresholds[8] = {};
-  std::vector<unsigned> fans;
+  std::vector<unsigned> fans, fan_rpm, fan_target, fan_policy;
+  unsigned fan_min = 0, fan_max = 0;
+  std::vector<std::pair<unsigned, unsigned>> fan_sets;  // (fan, percent) set; percent ~0u: back to the default
   int ecc_current = 0, ecc_pending = 0;
   unsigned long long ecc[2][2] = {};
   unsigned link_gen = 0, gpu_max_gen = 0, max_width = 0, cur_gen = 0, cur_width = 0, tx = 0, rx = 0, replay = 0;
@@ -222,6 +224,32 @@ class FakeNvml {
     t.nvmlDeviceGetFanSpeed_v2 = [](nvml::Device h, unsigned fan, unsigned* v) {
       if (fan >= gpu(h).fans.size()) return nvml::ERROR_INVALID_ARGUMENT;
       return *v = gpu(h).fans[fan], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetFanSpeedRPM = [](nvml::Device h, nvml::FanSpeedInfo_v1* info) {
+      if (info->version != nvml::kFanSpeedInfo_v1) return nvml::ERROR_ARGUMENT_VERSION_MISMATCH;
+      if (info->fan >= gpu(h).fans.size()) return nvml::ERROR_INVALID_ARGUMENT;
+      return info->speed = gpu(h).fan_rpm[info->fan], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetTargetFanSpeed = [](nvml::Device h, unsigned fan, unsigned* v) {
+      if (fan >= gpu(h).fans.size()) return nvml::ERROR_INVALID_ARGUMENT;
+      return *v = gpu(h).fan_target[fan], nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetMinMaxFanSpeed = [](nvml::Device h, unsigned* lo, unsigned* hi) {
+      return *lo = gpu(h).fan_min, *hi = gpu(h).fan_max, nvml::SUCCESS;
+    };
+    t.nvmlDeviceGetFanControlPolicy_v2 = [](nvml::Device h, unsigned fan, unsigned* v) {
+      if (fan >= gpu(h).fans.size()) return nvml::ERROR_INVALID_ARGUMENT;
+      return *v = gpu(h).fan_policy[fan], nvml::SUCCESS;
+    };
+    t.nvmlDeviceSetFanSpeed_v2 = [](nvml::Device h, unsigned fan, unsigned percent) {
+      if (fan >= gpu(h).fans.size()) return nvml::ERROR_INVALID_ARGUMENT;
+      gpu(h).fan_sets.emplace_back(fan, percent);
+      return nvml::SUCCESS;
+    };
+    t.nvmlDeviceSetDefaultFanSpeed_v2 = [](nvml::Device h, unsigned fan) {
+      if (fan >= gpu(h).fans.size()) return nvml::ERROR_INVALID_ARGUMENT;
+      gpu(h).fan_sets.emplace_back(fan, ~0u);
+      return nvml::SUCCESS;
     };
     t.nvmlDeviceGetPowerManagementLimitConstraints = [](nvml::Device h, unsigned* lo, unsigned* hi) {
       return *lo = gpu(h).min_limit, *hi = gpu(h).max_limit, nvml::SUCCESS;
@@ -524,7 +552,13 @@ std::vector<FakeGpu> random_gpus(std::mt19937& rng, int n) {
     g.reasons = r(1, 0x1ff), g.supported_reasons = 0x1ff, g.event_types = r(1, 0xffff) | sys::event_types::xid_critical_error;
     g.temp = static_cast<int>(r(20, 95)), g.margin = static_cast<int>(r(1, 60)) - 10;
     for (auto& th : g.thresholds) th = r(80, 110);
-    for (unsigned k = 0, n_fans = r(1, 3); k < n_fans; ++k) g.fans.push_back(r(1, 100));
+    for (unsigned k = 0, n_fans = r(1, 3); k < n_fans; ++k) {
+      g.fans.push_back(r(1, 100));
+      g.fan_rpm.push_back(r(500, 9000));
+      g.fan_target.push_back(r(1, 100));
+      g.fan_policy.push_back(r(0, 1));
+    }
+    g.fan_min = r(0, 30), g.fan_max = r(60, 100);
     g.ecc_current = 1, g.ecc_pending = 0;
     for (auto& row : g.ecc)
       for (auto& v : row) v = r(1, 1u << 30);
@@ -678,8 +712,24 @@ TEST_F(SystemFake, DeviceQueriesPassNvmlValuesThrough) {
       EXPECT_EQ(d.temperature().get_threshold(static_cast<sys::TemperatureThresholds>(k)), g.thresholds[k]);
     EXPECT_EQ(d.temperature().margin(), g.margin);
     EXPECT_EQ(d.num_fans(), g.fans.size());
-    for (unsigned f = 0; f < g.fans.size(); ++f) EXPECT_EQ(d.fan_speed(f), g.fans[f]);
-    EXPECT_THROW(d.fan_speed(static_cast<unsigned>(g.fans.size())), std::out_of_range);
+    for (unsigned f = 0; f < g.fans.size(); ++f) {
+      EXPECT_EQ(d.fan_speed(f), g.fans[f]);
+      EXPECT_EQ(d.fan_speed_rpm(f), g.fan_rpm[f]);
+      EXPECT_EQ(d.target_fan_speed(f), g.fan_target[f]);
+      EXPECT_EQ(d.fan_control_policy(f), g.fan_policy[f]);
+    }
+    EXPECT_EQ(d.min_max_fan_speed(), std::pair(g.fan_min, g.fan_max));
+    const auto past = static_cast<unsigned>(g.fans.size());
+    EXPECT_THROW(d.fan_speed(past), std::out_of_range);
+    EXPECT_THROW(d.fan_speed_rpm(past), std::out_of_range);
+    EXPECT_THROW(d.target_fan_speed(past), std::out_of_range);
+    EXPECT_THROW(d.fan_control_policy(past), std::out_of_range);
+    EXPECT_THROW(d.set_fan_speed(past, 50), std::out_of_range);
+    g.fan_sets.clear();
+    const unsigned last = past - 1, percent = g.fan_target[0];
+    d.set_fan_speed(last, percent);
+    d.set_default_fan_speed(0);
+    EXPECT_EQ(g.fan_sets, (std::vector<std::pair<unsigned, unsigned>>{{last, percent}, {0u, ~0u}}));
 
     EXPECT_EQ(d.power_usage_mw(), g.power);
     EXPECT_EQ(d.power_management_limit_mw(), g.limit);
@@ -890,6 +940,11 @@ TEST_F(SystemFake, UnsupportedAsErrorThrowsWhatNvmlDeclinesInItsScope) {
       {"memory_info", [&] { (void)d.memory_info(); }, unsupported, "nvmlDeviceGetMemoryInfo_v2"},
       {"num_fans", [&] { (void)d.num_fans(); }, unsupported, "nvmlDeviceGetNumFans"},
       {"fan_speed", [&] { (void)d.fan_speed(0); }, unsupported, "nvmlDeviceGetFanSpeed_v2"},
+      {"fan_speed_rpm", [&] { (void)d.fan_speed_rpm(0); }, unsupported, "nvmlDeviceGetFanSpeedRPM"},
+      {"target_fan_speed", [&] { (void)d.target_fan_speed(0); }, unsupported, "nvmlDeviceGetTargetFanSpeed"},
+      {"min_max_fan_speed", [&] { (void)d.min_max_fan_speed(); }, unsupported, "nvmlDeviceGetMinMaxFanSpeed"},
+      {"fan_control_policy", [&] { (void)d.fan_control_policy(0); }, unsupported,
+       "nvmlDeviceGetFanControlPolicy_v2"},
       {"temperature", [&] { (void)d.temperature().get_sensor(); }, unsupported, "nvmlDeviceGetTemperatureV"},
       {"power_usage", [&] { (void)d.power_usage_mw(); }, unsupported, "nvmlDeviceGetPowerUsage"},
       {"sm clock", [&] { (void)d.get_clock(sys::ClockType::sm).get_current_mhz(); }, unsupported,

@@ -280,6 +280,60 @@ def test_nvidias_unsupported_before_pattern_sees_the_exception(fake_nvml):
     assert outcomes == ["skipped", "raised"]
 
 
+def test_fan_info_reads_and_sets_what_nvml_answers(fake_nvml):
+    """FanInfo's queries and setters as cuda.core 1.2's (speed_rpm, target_speed,
+    min_max_speed, control_policy, the speed setter, set_default_speed), each
+    reaching its NVML entry point for its fan; random values, every one checked."""
+    import ctypes
+    import random
+
+    rng = random.Random(7)
+    fans = 3
+    rpm = [rng.randint(500, 9000) for _ in range(fans)]
+    target = [rng.randint(1, 100) for _ in range(fans)]
+    policy = [rng.randint(0, 1) for _ in range(fans)]
+    lo, hi = rng.randint(0, 30), rng.randint(60, 100)
+    sets = []
+    P, U = ctypes.c_void_p, ctypes.c_uint
+
+    def uint_at(ptr, value, offset=0):
+        ctypes.c_uint.from_address(ptr + offset).value = value
+        return NVML_SUCCESS
+
+    def rpm_body(h, info):  # nvmlFanSpeedInfo_v1_t {version, fan, speed}
+        fan = ctypes.c_uint.from_address(info + 4).value
+        return uint_at(info, rpm[fan], 8) if fan < fans else NVML_INVALID_ARGUMENT
+
+    answers = {
+        "nvmlDeviceGetNumFans": FakeNvml.function([P, P], lambda h, out: uint_at(out, fans)),
+        "nvmlDeviceGetFanSpeedRPM": FakeNvml.function([P, P], rpm_body),
+        "nvmlDeviceGetTargetFanSpeed": FakeNvml.function(
+            [P, U, P], lambda h, f, out: uint_at(out, target[f]) if f < fans else NVML_INVALID_ARGUMENT),
+        "nvmlDeviceGetMinMaxFanSpeed": FakeNvml.function(
+            [P, P, P], lambda h, a, b: uint_at(a, lo) or uint_at(b, hi)),
+        "nvmlDeviceGetFanControlPolicy_v2": FakeNvml.function(
+            [P, U, P], lambda h, f, out: uint_at(out, policy[f]) if f < fans else NVML_INVALID_ARGUMENT),
+        "nvmlDeviceSetFanSpeed_v2": FakeNvml.function([P, U, U], lambda h, f, v: sets.append((f, v)) or NVML_SUCCESS),
+        "nvmlDeviceSetDefaultFanSpeed_v2": FakeNvml.function([P, U], lambda h, f: sets.append((f, None)) or NVML_SUCCESS),
+        "nvmlDeviceGetBAR1MemoryInfo": FakeNvml.function(
+            [P, P], lambda h, m: [ctypes.c_ulonglong.from_address(m + 8 * i).__setattr__("value", v)
+                                  for i, v in enumerate((1 << 34, 1 << 33, 1 << 32))] and NVML_SUCCESS),
+    }
+    sd = fake_nvml(answers)
+    expected_policy = {0: st.FanControlPolicy.TEMPERATURE_CONTROLLED, 1: st.FanControlPolicy.MANUAL}
+    for f in range(fans):
+        fan = sd.get_fan(f)
+        assert fan.speed_rpm == rpm[f]
+        assert fan.target_speed == target[f]
+        assert fan.min_max_speed == (lo, hi)
+        assert fan.control_policy is expected_policy[policy[f]]
+    sd.get_fan(2).speed = target[0]
+    sd.get_fan(1).set_default_speed()
+    assert sets == [(2, target[0]), (1, None)]
+    bar1 = sd.bar1_memory_info
+    assert (bar1.total, bar1.free, bar1.used, bar1.reserved) == (1 << 34, 1 << 33, 1 << 32, (1 << 34) - (3 << 32))
+
+
 def test_nvlink_count_field_nvml_declines_raises_as_cuda_core(fake_nvml):
     import ctypes
 
