@@ -67,13 +67,14 @@ def missing(root):
             if any(re.match(rf"^\s*(explicit\s+)?{name}\s*\(", l) or re.match(r"^\s*private:", l) for _, l in body):
                 continue  # not an aggregate
             for j, l in body:
+                code = l.split("//", 1)[0]  # a comment may hold parentheses; the code of a function does
                 mm = MEMBER.match(l)
-                if mm and "(" not in l and "operator" not in l and "no default:" not in l:
+                if mm and "(" not in code and "operator" not in code and "no default:" not in l:
                     found.append(f"{path.relative_to(root)}:{j + 1}: {name}::{mm.group(1)} has no default member initializer")
                     continue
                 # `T a, b{}, c = 1;`: each declarator of a list needs its own.
                 ml = LIST.match(l)
-                if ml and "(" not in l and "no default:" not in l:
+                if ml and "(" not in code and "no default:" not in l:
                     for d in split_top(ml.group(2)):
                         if not re.search(r"(\{.*\}|=)", d):
                             found.append(f"{path.relative_to(root)}:{j + 1}: {name}::{d.strip()} has no default member "

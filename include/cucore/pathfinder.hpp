@@ -14,8 +14,8 @@ namespace cucore::pathfinder {
 struct ComponentInfo {
   std::string name{};                   // "driver", "nvrtc", "nvjitlink", "nvvm", "nvml", "cuda_headers", "cccl_headers"
   bool found = false;
-  std::string path;                   // the file (or directory, for headers) in use
-  std::string version;                // "13.0", driver "13.0 (13000)"; empty when unknown
+  std::string path{};                   // the file (or directory, for headers) in use
+  std::string version{};                // "13.0", driver "13.0 (13000)"; empty when unknown
   std::string found_by{};               // the search step that found it, e.g. "already loaded", "OS loader"
   std::vector<std::string> searched{};  // every step tried, in order, with its outcome
   std::string hint{};                   // what to do when it was not found
@@ -60,9 +60,9 @@ struct DoctorNvml {  // system monitoring (cucore::system)
 };
 
 struct DoctorReport {
-  std::vector<ComponentInfo> components;  // report()
+  std::vector<ComponentInfo> components{};  // report()
   int device_count = 0;
-  std::string device_error;  // why there are no devices (no driver, ...), when there are none
+  std::string device_error{};  // why there are no devices (no driver, ...), when there are none
   std::vector<DoctorDevice> devices{};
   DoctorNvml nvml{};
   bool can_compile = false, can_link = false;

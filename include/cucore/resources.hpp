@@ -72,9 +72,9 @@ class PerGroup {
 // throws FeatureUnavailableError when one of them is set.
 struct SMResourceOptions {
   PerGroup<int> count{};                           // SMs per group; unset or 0: the smallest group the GPU makes
-  PerGroup<int> coscheduled_sm_count;            // SMs guaranteed to be co-scheduled (CUDA 13.1)
-  PerGroup<int> preferred_coscheduled_sm_count;  // preferred co-scheduled SMs (CUDA 13.1)
-  PerGroup<bool> backfill;                       // relax co-scheduling to fill the count (CUDA 13.1)
+  PerGroup<int> coscheduled_sm_count{};            // SMs guaranteed to be co-scheduled (CUDA 13.1)
+  PerGroup<int> preferred_coscheduled_sm_count{};  // preferred co-scheduled SMs (CUDA 13.1)
+  PerGroup<bool> backfill{};                       // relax co-scheduling to fill the count (CUDA 13.1)
 };
 
 // A set of SMs: a whole device's, a green context's, or a group (or the

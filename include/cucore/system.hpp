@@ -159,7 +159,7 @@ struct EngineUtilization {  // encoder / decoder
 };
 struct ProcessInfo {
   unsigned int pid = 0;
-  std::optional<std::uint64_t> used_gpu_memory;  // bytes; empty where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE)
+  std::optional<std::uint64_t> used_gpu_memory{};  // bytes; empty where NVML cannot tell (NVML_VALUE_NOT_AVAILABLE)
   // The MIG instances it runs in; empty outside MIG (NVML reports 0xFFFFFFFF).
   std::optional<unsigned int> gpu_instance_id{}, compute_instance_id{};
 };
@@ -527,7 +527,7 @@ struct DeviceSample {
   std::optional<bool> mig_mode{}, mig_pending_mode{};
   std::optional<std::uint64_t> clock_event_reasons{};
   std::vector<ProcessSample> processes{};
-  std::vector<std::string> errors;  // fields that failed (their values are empty)
+  std::vector<std::string> errors{};  // fields that failed (their values are empty)
 };
 struct Sample {
   std::string driver_version{}, nvml_version{};

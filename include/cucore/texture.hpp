@@ -48,7 +48,7 @@ ArrayFormat parse_array_format(std::string_view name);
 std::size_t format_bytes(ArrayFormat format) noexcept;  // 1, 2 or 4
 
 struct OpaqueArrayOptions {
-  std::vector<std::size_t> shape;  // (width), (width, height) or (width, height, depth), in elements
+  std::vector<std::size_t> shape{};  // (width), (width, height) or (width, height, depth), in elements
   ArrayFormat format = ArrayFormat::float32;
   unsigned num_channels = 1;  // 1, 2 or 4
   bool is_surface_load_store = false;  // CUDA_ARRAY3D_SURFACE_LDST: can back a SurfaceObject

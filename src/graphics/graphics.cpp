@@ -95,9 +95,9 @@ struct GraphicsResource::State {
                     ": an image resource (from_gl_image) has no device pointer; map_array() maps it as a CUDA array"
               : std::string("GraphicsResource::") + operation +
                     ": a buffer resource (from_gl_buffer) is mapped as a Buffer; map() maps it");
-    if (is_mapped()) throw Error("GraphicsResource is already mapped");
+    if (is_mapped()) throw RuntimeError("GraphicsResource is already mapped");
     if (!mapping.expired())
-      throw Error("GraphicsResource is already mapped: what its last mapping gave (the mapped Buffer's box, an "
+      throw RuntimeError("GraphicsResource is already mapped: what its last mapping gave (the mapped Buffer's box, an "
                   "OpaqueArray over it) is still held elsewhere, and the unmap waits for the last of it");
     if (stream.is_closed()) detail::throw_closed("Stream", operation);
   }
@@ -218,7 +218,7 @@ texture::OpaqueArray GraphicsResource::mapped_array(unsigned array_index, unsign
         "GraphicsResource::mapped_array: a buffer resource (from_gl_buffer) has no CUDA array; map() gives its "
         "Buffer");
   auto m = s.mapping.lock();
-  if (!s.is_mapped() || !m) throw Error("GraphicsResource is not mapped");
+  if (!s.is_mapped() || !m) throw RuntimeError("GraphicsResource is not mapped");
   ScopedContext scope(s.context());
   texture::OpaqueArray a =
       subresource_array(*s.box, s.device, std::move(m), array_index, mip_level, "GraphicsResource::mapped_array");
@@ -256,7 +256,7 @@ void GraphicsResource::unmap() {
   if (!state_) throw_closed_resource("unmap");
   State& s = *state_;
   s.open("unmap");
-  if (!s.is_mapped()) throw Error("GraphicsResource is not mapped");
+  if (!s.is_mapped()) throw RuntimeError("GraphicsResource is not mapped");
   close_mapped(s.kind, s.buffer, s.array, s.mapping, std::nullopt);
 }
 
@@ -264,7 +264,7 @@ void GraphicsResource::unmap(StreamRef stream) {
   if (!state_) throw_closed_resource("unmap");
   State& s = *state_;
   s.open("unmap");
-  if (!s.is_mapped()) throw Error("GraphicsResource is not mapped");
+  if (!s.is_mapped()) throw RuntimeError("GraphicsResource is not mapped");
   if (stream.is_closed()) detail::throw_closed("Stream", "GraphicsResource::unmap");
   close_mapped(s.kind, s.buffer, s.array, s.mapping, stream);
 }

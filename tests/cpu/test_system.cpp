@@ -725,11 +725,12 @@ TEST_F(SystemFake, DeviceQueriesPassNvmlValuesThrough) {
     EXPECT_THROW(d.target_fan_speed(past), std::out_of_range);
     EXPECT_THROW(d.fan_control_policy(past), std::out_of_range);
     EXPECT_THROW(d.set_fan_speed(past, 50), std::out_of_range);
-    g.fan_sets.clear();
+    auto& sets = const_cast<FakeGpu&>(g).fan_sets;  // what the fake's setters recorded
+    sets.clear();
     const unsigned last = past - 1, percent = g.fan_target[0];
     d.set_fan_speed(last, percent);
     d.set_default_fan_speed(0);
-    EXPECT_EQ(g.fan_sets, (std::vector<std::pair<unsigned, unsigned>>{{last, percent}, {0u, ~0u}}));
+    EXPECT_EQ(sets, (std::vector<std::pair<unsigned, unsigned>>{{last, percent}, {0u, ~0u}}));
 
     EXPECT_EQ(d.power_usage_mw(), g.power);
     EXPECT_EQ(d.power_management_limit_mw(), g.limit);

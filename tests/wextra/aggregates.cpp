@@ -24,7 +24,7 @@ namespace {
   cucore::LaunchConfig lc{.grid = 4, .block = 128};
   cucore::EventOptions eo{.timing_enabled = true};
   cucore::ProgramOptions po{.arch = "sm_90"};
-  cucore::GraphCompleteOptions gco{.upload_stream = s};
+  cucore::graph::GraphCompleteOptions gco{.upload_stream = s};
   cucore::CopyOptions co{.src_location_hint = std::nullopt};
   cucore::WorkqueueResourceOptions wo{.concurrency_limit = 2};
   cucore::VirtualMemoryResourceOptions vo{.peers = {}};
