@@ -530,8 +530,6 @@ KNOWN_LACKING_CLASSES = {
 }
 KNOWN_LACKING_NAMES = {
     "Buffer.set_deallocation_stream", "ManagedBuffer.set_deallocation_stream",
-    "ManagedMemoryResource.attributes", "ManagedMemoryResource.is_closed", "ManagedMemoryResource.close",
-    "ObjectCode.get_module",
     "graph.ChildGraphNode.update", "graph.EventRecordNode.update", "graph.EventWaitNode.update",
     "graph.HostCallbackNode.update", "graph.KernelNode.update", "graph.MemcpyNode.update", "graph.MemsetNode.update",
     "system.BAR1MemoryInfo.reserved",
