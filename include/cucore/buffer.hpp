@@ -164,8 +164,6 @@ class Buffer {
   void fill(std::uint16_t value, StreamRef stream);
   void fill(std::uint32_t value, StreamRef stream);
   template <typename T>
-    requires(!std::is_same_v<T, std::uint8_t> && !std::is_same_v<T, std::uint16_t> &&
-             !std::is_same_v<T, std::uint32_t>)
   void fill(const T& value, StreamRef stream) {
     if constexpr (detail::check_fill_type<T>()) {
       if constexpr (sizeof(T) == 1)
