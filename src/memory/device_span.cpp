@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "errors/demangle.hpp"
 #include "loader/driver.hpp"
@@ -60,12 +61,15 @@ void copy_host(CUdeviceptr device, std::size_t device_bytes, const void* host, s
                                 std::to_string(host_bytes) + " (" + elements(host_count) + " of " +
                                 demangle(type.name()) + ")");
   }
+  // The operation's name for a closed stream's error, without building a string per copy.
+  const bool span = caller == "DeviceSpan";
+  const char* full = to_device ? (span ? "DeviceSpan::copy_from" : "Buffer::copy_from")
+                               : (span ? "DeviceSpan::copy_to" : "Buffer::copy_to");
   const auto host_ptr = reinterpret_cast<CUdeviceptr>(host);
-  const std::string full = std::string(who) + "::" + operation;
   if (to_device)
-    copy_bytes(device, host_ptr, device_bytes, stream, wait, full.c_str());
+    copy_bytes(device, host_ptr, device_bytes, stream, wait, full);
   else
-    copy_bytes(host_ptr, device, device_bytes, stream, wait, full.c_str());
+    copy_bytes(host_ptr, device, device_bytes, stream, wait, full);
 }
 
 void copy_spans(CUdeviceptr dst, CUdeviceptr src, std::size_t dst_count, std::size_t src_count,
