@@ -13,11 +13,15 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
+#include <ranges>
 #include <span>
 #include <type_traits>
+#include <typeinfo>
 #include <utility>
 
+#include <cucore/device_span.hpp>
 #include <cucore/memory.hpp>
 #include <cucore/stream.hpp>
 
@@ -27,6 +31,10 @@ class GraphicsResource;
 struct IPCBufferDescriptor;
 namespace detail {
 struct BufferBox;
+// Buffer::as<T>'s refusal (its size not a multiple of sizeof(T), or its
+// address not aligned for T): std::invalid_argument naming both.
+[[noreturn]] void throw_bad_typed_view(std::size_t size, CUdeviceptr ptr, std::size_t element_size,
+                                       std::size_t alignment, const std::type_info& type);
 }
 
 class Buffer {
@@ -89,33 +97,84 @@ class Buffer {
   void set_deallocation_stream(const Stream& stream);
   void set_deallocation_stream(StreamRef stream);
 
-  // Asynchronous copies on `stream`; sizes must match (std::invalid_argument).
+  // ---- typed views (device_span.hpp) ----
+  // The Buffer's memory as size() / sizeof(T) elements of T: a DeviceSpan<T>,
+  // or a DeviceSpan<const T> from a const Buffer, valid while the memory is.
+  // A closed Buffer is ClosedError; a size that is not a multiple of
+  // sizeof(T), or an address not aligned for T, std::invalid_argument naming
+  // both.
+  template <typename T>
+  DeviceSpan<T> as() {
+    check_typed_view<T>();
+    return DeviceSpan<T>::from_handle(ptr_, size_ / sizeof(T));
+  }
+  template <typename T>
+  DeviceSpan<const T> as() const {
+    check_typed_view<T>();
+    return DeviceSpan<const T>::from_handle(ptr_, size_ / sizeof(T));
+  }
+
+  // ---- copies on `stream` ----
+  // One meaning per name: copy_to(x) copies this buffer's bytes into x,
+  // copy_from(x) copies x's bytes into this buffer; the sizes in bytes must be
+  // equal (std::invalid_argument naming both). Asynchronous: what a copy reads
+  // or writes must stay valid until the stream has reached it, except a host
+  // range that is a temporary (an initializer list, an rvalue container),
+  // whose copy waits for the stream before returning (device_span.hpp).
   void copy_to(Buffer& dst, StreamRef stream) const;
   Buffer copy_to(StreamRef stream) const;      // into a new buffer from the same resource
   Buffer copy_to(const Stream& stream) const;  // the same, the new buffer sharing `stream`
   void copy_from(const Buffer& src, StreamRef stream);
   void copy_to(std::span<std::byte> host, StreamRef stream) const;
   void copy_from(std::span<const std::byte> host, StreamRef stream);
-  template <typename T>
-    requires std::is_trivially_copyable_v<T> && (!std::is_const_v<T>)
-  void copy_to(std::span<T> host, StreamRef stream) const {
-    copy_to(std::as_writable_bytes(host), stream);
+  // Any contiguous, sized host range of trivially copyable elements (a
+  // std::vector, std::array, std::span, C array, ...): its size in bytes is
+  // compared. Other ranges (std::list) are a compile error that says so, as is
+  // copying into const elements or into a temporary container.
+  template <std::ranges::range R>
+  void copy_to(R&& host, StreamRef stream) const {
+    if constexpr (detail::check_host_destination<R>()) {
+      require_open("copy_to");
+      using E = std::ranges::range_value_t<R>;
+      detail::copy_host(ptr_, size_, std::ranges::data(host), std::ranges::size(host), sizeof(E), typeid(E), false,
+                        false, stream, "Buffer");
+    }
   }
+  template <std::ranges::range R>
+  void copy_from(R&& host, StreamRef stream) {
+    if constexpr (detail::check_host_range<R>()) {
+      require_open("copy_from");
+      using E = std::ranges::range_value_t<R>;
+      detail::copy_host(ptr_, size_, std::ranges::data(host), std::ranges::size(host), sizeof(E), typeid(E), true,
+                        !detail::outlives_call_v<R>, stream, "Buffer");
+    }
+  }
+  // b.copy_from({1.f, 2.f, 3.f}, stream): waits for the stream (the list is a temporary).
   template <typename T>
     requires std::is_trivially_copyable_v<T>
-  void copy_from(std::span<const T> host, StreamRef stream) {
-    copy_from(std::as_bytes(host), stream);
-  }
-  template <typename T>
-    requires std::is_trivially_copyable_v<T>
-  void copy_from(std::span<T> host, StreamRef stream) {
-    copy_from(std::as_bytes(host), stream);
+  void copy_from(std::initializer_list<T> host, StreamRef stream) {
+    require_open("copy_from");
+    detail::copy_host(ptr_, size_, host.begin(), host.size(), sizeof(T), typeid(T), true, true, stream, "Buffer");
   }
 
-  // Fills with a 1-, 2- or 4-byte pattern; the size must be a multiple of it.
+  // Fills with a 1-, 2- or 4-byte pattern: the value's bytes, repeated (its
+  // type says the width: fill(0, s) writes 4-byte ints, fill<float>(1.f, s)
+  // floats, fill(std::uint8_t{7}, s) bytes); the size must be a multiple of it
+  // (std::invalid_argument). Other widths do not compile.
   void fill(std::uint8_t value, StreamRef stream);
   void fill(std::uint16_t value, StreamRef stream);
   void fill(std::uint32_t value, StreamRef stream);
+  template <typename T>
+  void fill(const T& value, StreamRef stream) {
+    if constexpr (detail::check_fill_type<T>()) {
+      if constexpr (sizeof(T) == 1)
+        fill(static_cast<std::uint8_t>(detail::fill_bits(value)), stream);
+      else if constexpr (sizeof(T) == 2)
+        fill(static_cast<std::uint16_t>(detail::fill_bits(value)), stream);
+      else
+        fill(detail::fill_bits(value), stream);
+    }
+  }
 
   // ---- sharing with other processes (ipc.hpp, docs/ipc.md) ----
   // Describes this Buffer of an IPC-enabled pool (IpcError otherwise; a
@@ -156,6 +215,15 @@ class Buffer {
     if (!box_) [[unlikely]]
       detail::throw_closed("Buffer", operation);
   }
+  template <typename T>
+  void check_typed_view() const {
+    static_assert(std::is_object_v<T> && std::is_trivially_copyable_v<T>,
+                  "Buffer::as<T>: T is a trivially copyable object type");
+    require_open("as");
+    using V = std::remove_cv_t<T>;
+    if (size_ % sizeof(V) != 0 || ptr_ % alignof(V) != 0) [[unlikely]]
+      detail::throw_bad_typed_view(size_, ptr_, sizeof(V), alignof(V), typeid(V));
+  }
   // Gives up the share (the box frees if it was the last, swallowing a free's
   // errors: destructors never throw).
   void forget() noexcept;
@@ -164,5 +232,23 @@ class Buffer {
   CUdeviceptr ptr_ = 0;
   std::size_t size_ = 0;
 };
+
+// MemoryResource::allocate<T> (memory.hpp): `count` elements of T.
+template <typename T>
+Buffer MemoryResource::allocate(std::size_t count, StreamRef stream) const {
+  static_assert(std::is_object_v<T> && std::is_trivially_copyable_v<T>,
+                "MemoryResource::allocate<T>: T is a trivially copyable object type");
+  if (count > static_cast<std::size_t>(-1) / sizeof(T)) [[unlikely]]
+    detail::throw_allocate_overflow(count, sizeof(T), typeid(T));
+  return allocate(count * sizeof(T), stream);
+}
+template <typename T>
+Buffer MemoryResource::allocate(std::size_t count, const Stream& stream) const {
+  static_assert(std::is_object_v<T> && std::is_trivially_copyable_v<T>,
+                "MemoryResource::allocate<T>: T is a trivially copyable object type");
+  if (count > static_cast<std::size_t>(-1) / sizeof(T)) [[unlikely]]
+    detail::throw_allocate_overflow(count, sizeof(T), typeid(T));
+  return allocate(count * sizeof(T), stream);
+}
 
 }  // namespace cucore

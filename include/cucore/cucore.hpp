@@ -7,6 +7,7 @@
 #include <cucore/context.hpp>
 #include <cucore/copy_batch.hpp>
 #include <cucore/device.hpp>
+#include <cucore/device_span.hpp>
 #include <cucore/dlpack.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>

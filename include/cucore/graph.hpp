@@ -586,7 +586,7 @@ void launch(const graph::GraphBuilder& builder, const LaunchConfig& config, cons
   launch(builder.launch_stream(kernel), config, kernel, std::forward<Args>(args)...);
 }
 template <typename... Params, typename... Args>
-  requires(sizeof...(Params) == sizeof...(Args) && (detail::typed_argument<Params, std::remove_cvref_t<Args>> && ...))
+  requires(sizeof...(Params) == sizeof...(Args))
 void launch(const graph::GraphBuilder& builder, const LaunchConfig& config, const TypedKernel<void(Params...)>& kernel,
             Args&&... args) {
   launch(builder.launch_stream(kernel.kernel()), config, kernel, std::forward<Args>(args)...);

@@ -161,8 +161,11 @@ class Kernel {
 //   TypedKernel<void(float, const float*, const float*, float*, int)> saxpy(kernel);
 // The constructor checks the signature against the kernel's parameter layout
 // once (std::invalid_argument on a mismatch); launch(stream, config, saxpy, ...)
-// then converts each argument to its parameter type (a Buffer to any pointer
-// type) and rejects at compile time what cannot convert, with no per-launch check.
+// then converts each argument to its parameter type and rejects at compile
+// time, with a static_assert naming the rule, what does not fit (launch.hpp):
+// a const Buffer or a DeviceSpan<const T> bound to a writable pointer, a
+// DeviceSpan of another element type, a narrowing conversion (double -> float,
+// size_t -> int). Nothing is checked per launch.
 template <typename Signature>
 class TypedKernel;
 

@@ -6,8 +6,20 @@
 //                  3.0f, x, y, out, n);   // x, y, out: Buffers
 //
 // Arguments are packed by type: scalars and trivially copyable structs by value
-// at their C++ width, a Buffer as its device pointer, raw pointers as they are,
-// texture and surface objects (texture.hpp) as their 64-bit handles.
+// at their C++ width, a Buffer (const or not: this form does not know the
+// kernel's types, so a const Buffer binds to any pointer parameter) and a
+// DeviceSpan (device_span.hpp) as their device pointers, raw pointers as they
+// are, texture and surface objects (texture.hpp) as their 64-bit handles.
+//
+// A TypedKernel (kernel.hpp) is strict, at compile time (a static_assert that
+// names the rule): a Buffer goes to a pointer parameter and a const Buffer
+// only to a pointer-to-const one; a DeviceSpan<T> to T* or const T* (or void*
+// / const void*), a DeviceSpan<const T> only to const T* (const void*); a
+// scalar only where the conversion does not narrow (C++'s list-initialization
+// rule, on the argument's type: exact types, float -> double, int -> long,
+// bool -> int are fine; double -> float, size_t -> int, int64_t -> int32_t,
+// float -> int, int -> float, int -> unsigned are compile errors, so a
+// literal is written with the parameter's type: 2.0f, 256u).
 // The kernel's parameter layout is read once (first launch) and every launch
 // checks the count and each size against it, throwing std::invalid_argument
 // that names the kernel and the parameter ("saxpy: parameter 4 is 4 bytes, got
@@ -36,6 +48,7 @@
 #include <vector>
 
 #include <cucore/buffer.hpp>
+#include <cucore/device_span.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/stream.hpp>
 
@@ -103,7 +116,8 @@ class KernelArgs {
 
   // A value at its C++ width (a scalar, a pointer, a trivially copyable struct).
   template <typename T>
-    requires std::is_trivially_copyable_v<T> && (!std::is_array_v<T>) && (!std::same_as<T, Buffer>)
+    requires std::is_trivially_copyable_v<T> && (!std::is_array_v<T>) && (!std::same_as<T, Buffer>) &&
+             (!is_device_span_v<T>)
   KernelArgs& push(const T& value) {
     constexpr std::size_t align = alignof(T) < 16 ? alignof(T) : 16;
     // Inline fast path: a fixed-size copy into the inline storage.
@@ -125,6 +139,11 @@ class KernelArgs {
     if (buffer.is_closed()) [[unlikely]]
       throw_closed(count_);
     return push(buffer.handle());
+  }
+  // A DeviceSpan as its device pointer.
+  template <typename T>
+  KernelArgs& push(const DeviceSpan<T>& span) {
+    return push(span.handle());
   }
   // An object kernels take by its 64-bit handle (a texture::TextureObject or
   // SurfaceObject); a closed one is ClosedError.
@@ -216,6 +235,8 @@ constexpr ArgDesc arg_desc() {
   using U = std::remove_cvref_t<T>;
   if constexpr (is_buffer_v<U>)
     return {sizeof(CUdeviceptr), &typeid(Buffer), true};
+  else if constexpr (is_device_span_v<U>)
+    return {sizeof(CUdeviceptr), &typeid(typename U::pointer), false};
   else if constexpr (is_handle_argument_v<U>)
     return {sizeof(unsigned long long), &typeid(U), false};
   else if constexpr (std::is_null_pointer_v<U>)
@@ -232,6 +253,11 @@ inline void* arg_address(const Kernel& kernel, std::size_t index, const T& value
   if constexpr (is_buffer_v<U>) {
     if (value.is_closed()) [[unlikely]]
       throw_closed_buffer(kernel, index);
+    slot = value.handle();
+    return &slot;
+  } else if constexpr (is_device_span_v<U>) {
+    (void)kernel;
+    (void)index;
     slot = value.handle();
     return &slot;
   } else if constexpr (is_handle_argument_v<U>) {
@@ -281,19 +307,89 @@ inline void note_packed(const T& value, PackedObject*& next) {
   if constexpr (is_packed_object_v<std::remove_cvref_t<T>>) *next++ = {std::addressof(value), &share_packed<std::remove_cvref_t<T>>};
 }
 
+// ---- TypedKernel's argument rules (the top of this header) ----
+// `Arg` is the argument's type as forwarded (const and reference kept: a const
+// Buffer is told from a Buffer by it).
+
+// A scalar (or any value) converts to Param without narrowing: Param{arg} is
+// well-formed (C++'s list-initialization rule), on the argument's type.
+template <typename Param, typename A>
+concept non_narrowing = requires(const A& a) { Param{a}; };
+
 template <typename Param, typename Arg>
-concept typed_argument =
-    (is_buffer_v<Arg> && std::is_pointer_v<Param>) ||
-    (is_handle_argument_v<Arg> && std::is_same_v<Param, unsigned long long>) ||
-    (!is_buffer_v<Arg> && !is_handle_argument_v<Arg> && std::is_convertible_v<Arg, Param>);
+inline constexpr bool buffer_binds_v =
+    std::is_pointer_v<Param> &&
+    (!std::is_const_v<std::remove_reference_t<Arg>> || std::is_const_v<std::remove_pointer_t<Param>>);
+
+template <typename Param, typename Span>
+inline constexpr bool span_pointee_matches_v = false;
+template <typename P, typename T>
+inline constexpr bool span_pointee_matches_v<P*, DeviceSpan<T>> =
+    std::is_same_v<std::remove_cv_t<P>, std::remove_cv_t<T>> || std::is_void_v<P>;
+template <typename Param, typename Span>
+inline constexpr bool span_keeps_const_v = false;
+template <typename P, typename T>
+inline constexpr bool span_keeps_const_v<P*, DeviceSpan<T>> = !std::is_const_v<T> || std::is_const_v<P>;
+
+template <typename Param, typename A>
+inline constexpr bool value_converts_v =
+    std::is_convertible_v<const A&, Param> && (!std::is_arithmetic_v<Param> || non_narrowing<Param, A>);
+
+template <typename Param, typename Arg>
+consteval bool typed_argument_ok() {
+  using A = std::remove_cvref_t<Arg>;
+  if constexpr (is_buffer_v<A>)
+    return buffer_binds_v<Param, Arg>;
+  else if constexpr (is_device_span_v<A>)
+    return std::is_pointer_v<Param> && span_pointee_matches_v<Param, A> && span_keeps_const_v<Param, A>;
+  else if constexpr (is_handle_argument_v<A>)
+    return std::is_same_v<Param, unsigned long long>;
+  else
+    return value_converts_v<Param, A>;
+}
+// Whether `Arg` may be given for a parameter `Param` of a TypedKernel.
+template <typename Param, typename Arg>
+concept typed_argument = typed_argument_ok<Param, Arg>();
+
+// The same rules, each refusal its own message (what a compile error shows).
+template <typename Param, typename Arg>
+consteval bool check_typed_argument() {
+  using A = std::remove_cvref_t<Arg>;
+  if constexpr (is_buffer_v<A>) {
+    static_assert(std::is_pointer_v<Param>, "cucore::launch(TypedKernel): a Buffer goes to a pointer parameter");
+    static_assert(!std::is_pointer_v<Param> || buffer_binds_v<Param, Arg>,
+                  "cucore::launch(TypedKernel): a const Buffer binds only to a pointer-to-const parameter (const T*)");
+  } else if constexpr (is_device_span_v<A>) {
+    static_assert(std::is_pointer_v<Param>, "cucore::launch(TypedKernel): a DeviceSpan goes to a pointer parameter");
+    static_assert(!std::is_pointer_v<Param> || span_pointee_matches_v<Param, A>,
+                  "cucore::launch(TypedKernel): the DeviceSpan's element type is not the parameter's pointee type");
+    static_assert(!std::is_pointer_v<Param> || span_keeps_const_v<Param, A>,
+                  "cucore::launch(TypedKernel): a DeviceSpan<const T> binds only to a const T* parameter");
+  } else if constexpr (is_handle_argument_v<A>) {
+    static_assert(std::is_same_v<Param, unsigned long long>,
+                  "cucore::launch(TypedKernel): a texture or surface object goes to an unsigned long long parameter");
+  } else {
+    static_assert(std::is_convertible_v<const A&, Param>,
+                  "cucore::launch(TypedKernel): the argument does not convert to the parameter's type");
+    static_assert(!std::is_convertible_v<const A&, Param> || !std::is_arithmetic_v<Param> || non_narrowing<Param, A>,
+                  "cucore::launch(TypedKernel): narrowing conversion (double -> float, size_t -> int, int -> float, "
+                  "...): pass the parameter's own type, or one that converts exactly (float -> double, int -> long)");
+  }
+  return typed_argument<Param, Arg>;
+}
 
 template <typename Param, typename Arg>
 inline Param convert_argument(const Kernel& kernel, std::size_t index, Arg&& arg) {
-  if constexpr (is_buffer_v<Arg>) {
+  using A = std::remove_cvref_t<Arg>;
+  if constexpr (is_buffer_v<A>) {
     if (arg.is_closed()) [[unlikely]]
       throw_closed_buffer(kernel, index);
     return reinterpret_cast<Param>(arg.handle());
-  } else if constexpr (is_handle_argument_v<Arg>) {
+  } else if constexpr (is_device_span_v<A>) {
+    (void)kernel;
+    (void)index;
+    return static_cast<Param>(arg.data());
+  } else if constexpr (is_handle_argument_v<A>) {
     (void)kernel;
     (void)index;
     return arg.kernel_argument();
@@ -350,12 +446,15 @@ void launch(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, 
 }
 
 // A TypedKernel: arguments convert to the declared parameter types at compile
-// time (a Buffer to any pointer parameter); nothing is checked per launch.
+// time, by the rules at the top of this header (a refusal is a static_assert
+// naming the rule); nothing is checked per launch.
 template <typename... Params, typename... Args>
-  requires(sizeof...(Params) == sizeof...(Args) && (detail::typed_argument<Params, std::remove_cvref_t<Args>> && ...))
+  requires(sizeof...(Params) == sizeof...(Args))
 void launch(StreamRef stream, const LaunchConfig& config, const TypedKernel<void(Params...)>& kernel, Args&&... args) {
-  detail::launch_typed<Params...>(stream, config, kernel.kernel(), std::index_sequence_for<Args...>{},
-                                  std::forward<Args>(args)...);
+  constexpr bool ok = (detail::check_typed_argument<Params, Args>() && ...);
+  if constexpr (ok)
+    detail::launch_typed<Params...>(stream, config, kernel.kernel(), std::index_sequence_for<Args...>{},
+                                    std::forward<Args>(args)...);
 }
 
 // Type-erased: a pack built at run time; count and sizes are checked.

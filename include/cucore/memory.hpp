@@ -65,6 +65,13 @@ class MemoryResource {
   // a StreamRef, the stream must outlive the Buffer (the default streams do).
   Buffer allocate(std::size_t size, StreamRef stream) const;
   Buffer allocate(std::size_t size, const Stream& stream) const;
+  // `count` elements of T (count * sizeof(T) bytes; a product beyond size_t
+  // is std::overflow_error): mr.allocate<float>(n, stream).as<float>() views
+  // them. Defined in buffer.hpp, which a caller includes to use the Buffer.
+  template <typename T>
+  Buffer allocate(std::size_t count, StreamRef stream) const;
+  template <typename T>
+  Buffer allocate(std::size_t count, const Stream& stream) const;
   void deallocate(CUdeviceptr ptr, std::size_t size, StreamRef stream) const;
 
   bool is_device_accessible() const;

@@ -8,9 +8,6 @@
 #include <cucore/launch.hpp>
 #include <cucore/stream.hpp>
 
-#include <cxxabi.h>
-
-#include <cstdlib>
 #include <stdexcept>
 #include <string>
 
@@ -20,15 +17,6 @@
 
 namespace cucore {
 namespace detail {
-
-std::string demangle(const char* name) {
-  if (!name) return {};
-  int status = 0;
-  char* out = abi::__cxa_demangle(name, nullptr, nullptr, &status);
-  std::string result = (status == 0 && out) ? out : name;
-  std::free(out);
-  return result;
-}
 
 std::string type_display_name(const std::type_info* type) {
   if (!type) return "?";

@@ -7,6 +7,8 @@
 
 #include <cucore/launch.hpp>
 
+#include "errors/demangle.hpp"
+
 namespace cucore::detail {
 
 // A CUlaunchConfig and the attributes it points at (so: filled in place, never copied).
@@ -36,7 +38,6 @@ KernelInfo& checked_kernel(const Kernel& kernel, const ArgDesc* descs, std::size
 // or reads. Not a LaunchConfig field: cuda.core 1.2's LaunchConfig has none.
 void launch_programmatic(StreamRef stream, const LaunchConfig& config, const Kernel& kernel, const KernelArgs& args);
 
-std::string demangle(const char* name);
 std::string type_display_name(const std::type_info* type);  // "double", "Buffer", "float const*"
 
 }  // namespace cucore::detail

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "errors/demangle.hpp"
 #include "handles/buffer_handles.hpp"
 #include "loader/driver.hpp"
 #include "runtime/call_in_context.hpp"
@@ -17,6 +18,16 @@ namespace cucore {
 
 using detail::check;
 using detail::driver;
+
+void detail::throw_bad_typed_view(std::size_t size, CUdeviceptr ptr, std::size_t element_size, std::size_t alignment,
+                                  const std::type_info& type) {
+  const std::string t = demangle(type.name());
+  if (size % element_size)
+    throw InvalidArgumentError("Buffer::as<" + t + ">: the buffer's " + std::to_string(size) +
+                                " bytes are not a multiple of sizeof(" + t + ") = " + std::to_string(element_size));
+  throw InvalidArgumentError("Buffer::as<" + t + ">: the buffer's address " + std::to_string(ptr) +
+                              " is not a multiple of alignof(" + t + ") = " + std::to_string(alignment));
+}
 
 namespace {
 // The context a Buffer's free runs in when the driver refuses it for want of
@@ -231,9 +242,7 @@ bool Buffer::is_host_accessible() const {
 
 namespace {
 void copy_bytes(CUdeviceptr dst, CUdeviceptr src, std::size_t n, StreamRef stream, const char* operation) {
-  detail::StreamContextGuard guard(stream, operation);
-  if (n == 0) return;
-  check(driver().cuMemcpyAsync(dst, src, n, stream.handle()), "cuMemcpyAsync");
+  detail::copy_bytes(dst, src, n, stream, false, operation);
 }
 
 void require_same_size(const char* what, std::size_t ours, std::size_t theirs, const char* their_name) {

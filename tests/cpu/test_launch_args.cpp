@@ -3,6 +3,7 @@
 // byte, and every refusal is checked to happen before any launch.
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
+#include <cucore/device_span.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/kernel.hpp>
 #include <cucore/launch.hpp>
@@ -825,7 +826,7 @@ TEST_F(LaunchArgsTest, TypedKernelConvertsAtCompileTime) {
   std::vector<float> xs(4);
   Buffer x = Buffer::from_handle(xs.data(), 16);
   float* out = xs.data() + 1;
-  launch(fake_stream(), {.grid = 1, .block = 1}, saxpy, 2.5, x, x, out, 7L);  // double -> float, long -> int
+  launch(fake_stream(), {.grid = 1, .block = 1}, saxpy, 2.5f, x, x, out, 7);  // a Buffer to const float*
   ASSERT_EQ(g_launches.size(), 1u);
   EXPECT_EQ(as<float>(g_launches[0].params[0]), 2.5f);
   EXPECT_EQ(as<CUdeviceptr>(g_launches[0].params[1]), x.handle());
@@ -837,6 +838,46 @@ TEST_F(LaunchArgsTest, TypedKernelConvertsAtCompileTime) {
             "saxpy: parameter 0 is 4 bytes, the TypedKernel signature says 8 (double)");
   using Short = TypedKernel<void(float)>;
   EXPECT_NE(message_of([&] { Short s(code.get_kernel("saxpy")); }).find("takes 5 parameters"), std::string::npos);
+}
+
+// A DeviceSpan goes to a kernel as its pointer, on every path: the untyped
+// launch (checked against the parameter's size), a TypedKernel (const kept),
+// a KernelArgs pack.
+TEST_F(LaunchArgsTest, DeviceSpansGoAsTheirPointers) {
+  std::vector<float> xs(8), ys(8), outs(8);
+  Buffer x = Buffer::from_handle(xs.data(), 32), y = Buffer::from_handle(ys.data(), 32);
+  Buffer out = Buffer::from_handle(outs.data(), 32);
+  const Buffer& cx = x;
+  DeviceSpan<const float> in = cx.as<float>();
+  DeviceSpan<const float> in2 = y.as<float>().subspan(2);  // a DeviceSpan<float> converts to const
+  DeviceSpan<float> o = out.as<float>().last(5);
+  Kernel saxpy = code.get_kernel("saxpy");
+  launch(fake_stream(), {.grid = 1, .block = 1}, saxpy, 1.5f, in, in2, o, 5);
+  ASSERT_EQ(g_launches.size(), 1u);
+  ASSERT_EQ(g_launches[0].params[1].size(), sizeof(CUdeviceptr));
+  EXPECT_EQ(as<const float*>(g_launches[0].params[1]), xs.data());
+  EXPECT_EQ(as<const float*>(g_launches[0].params[2]), ys.data() + 2);
+  EXPECT_EQ(as<float*>(g_launches[0].params[3]), outs.data() + 3);
+  // The untyped launch checks a span's size as any argument's: a span for the int.
+  EXPECT_EQ(message_of([&] { launch(fake_stream(), {.grid = 1, .block = 1}, saxpy, 1.5f, in, in2, o, o); }),
+            "saxpy: parameter 4 is 4 bytes, got 8 (float*)");
+
+  TypedKernel<void(float, const float*, const float*, float*, int)> typed(saxpy);
+  launch(fake_stream(), {.grid = 1, .block = 1}, typed, 2.5f, in, x.as<float>(), o.first(2), 2);
+  ASSERT_EQ(g_launches.size(), 2u);
+  EXPECT_EQ(as<float>(g_launches[1].params[0]), 2.5f);
+  EXPECT_EQ(as<const float*>(g_launches[1].params[1]), xs.data());
+  EXPECT_EQ(as<const float*>(g_launches[1].params[2]), xs.data());
+  EXPECT_EQ(as<float*>(g_launches[1].params[3]), outs.data() + 3);
+  EXPECT_EQ(as<int>(g_launches[1].params[4]), 2);
+
+  KernelArgs args;
+  args.push(1.0f).push(in).push(in2).push(o).push(3);
+  EXPECT_EQ(args.size_of(1), sizeof(CUdeviceptr));
+  launch(fake_stream(), {.grid = 1, .block = 1}, saxpy, args);
+  ASSERT_EQ(g_launches.size(), 3u);
+  EXPECT_EQ(as<const float*>(g_launches[2].params[2]), ys.data() + 2);
+  EXPECT_EQ(as<float*>(g_launches[2].params[3]), outs.data() + 3);
 }
 
 // What must not compile is checked here at compile time.
@@ -852,11 +893,38 @@ concept typed_launchable =
 static_assert(launchable<float, Buffer&, const Buffer&, int>);
 static_assert(launchable<KernelArgs&>);
 static_assert(launchable<std::span<void* const>>);
-static_assert(typed_launchable<double, Buffer&>);
+static_assert(typed_launchable<float, Buffer&>);
 static_assert(typed_launchable<float, float*>);
-static_assert(!typed_launchable<float, int*>, "a pointer of the wrong type does not convert");
 static_assert(!typed_launchable<float>, "too few arguments");
 static_assert(!typed_launchable<float, float*, int>, "too many arguments");
+// Each argument's rule (a refusal is a static_assert in launch, tests/compile_fail
+// checks the messages): detail::typed_argument<Param, Arg as forwarded>.
+using detail::typed_argument;
+static_assert(!typed_argument<float*, int*>, "a pointer of the wrong type does not convert");
+static_assert(typed_argument<float*, Buffer&> && typed_argument<double*, Buffer&> && typed_argument<void*, Buffer>,
+              "a Buffer has no element type: any pointer");
+static_assert(typed_argument<const float*, Buffer&> && typed_argument<const float*, const Buffer&>);
+static_assert(!typed_argument<float*, const Buffer&> && !typed_argument<void*, const Buffer&>,
+              "a const Buffer binds only to pointer-to-const");
+static_assert(!typed_argument<int, Buffer&>, "a Buffer goes to a pointer");
+static_assert(typed_argument<float*, DeviceSpan<float>> && typed_argument<const float*, DeviceSpan<float>&>);
+static_assert(typed_argument<const float*, const DeviceSpan<const float>&> && typed_argument<const void*, DeviceSpan<const float>>);
+static_assert(typed_argument<void*, DeviceSpan<float>>);
+static_assert(!typed_argument<float*, DeviceSpan<const float>> && !typed_argument<void*, DeviceSpan<const float>>,
+              "a DeviceSpan<const T> binds only to const T*");
+static_assert(!typed_argument<double*, DeviceSpan<float>> && !typed_argument<const int*, DeviceSpan<const float>>,
+              "a span's element type is the pointee's");
+static_assert(!typed_argument<unsigned long long, DeviceSpan<float>>, "a span goes to a pointer");
+static_assert(typed_argument<float, float> && typed_argument<double, float> && typed_argument<long, int> &&
+                  typed_argument<int, bool> && typed_argument<std::int64_t, std::uint32_t> &&
+                  typed_argument<int, short&> && typed_argument<float, const float&>,
+              "exact types and conversions that keep every value");
+static_assert(!typed_argument<float, double> && !typed_argument<int, std::size_t> &&
+                  !typed_argument<std::int32_t, std::int64_t> && !typed_argument<int, float> &&
+                  !typed_argument<float, int> && !typed_argument<double, int> && !typed_argument<unsigned, int> &&
+                  !typed_argument<bool, int> && !typed_argument<bool, float*>,
+              "narrowing (C++'s list-initialization rule) is refused");
+static_assert(typed_argument<const float*, float*> && !typed_argument<float*, const float*>);
 
 // ---- attributes and occupancy ----
 

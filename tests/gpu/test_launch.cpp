@@ -97,10 +97,11 @@ TEST(GpuLaunch, SaxpyOnRandomData) {
   launch(stream, {.grid = (n + 255) / 256, .block = 256}, saxpy, 3.0f, bx, by, out, n);
   expect_saxpy(3.0f, x, y, download<float>(out, stream));
 
-  // The same through a TypedKernel (a double converts to float, Buffers to pointers)...
+  // The same through a TypedKernel (Buffers to pointers; the scalars of the
+  // parameters' own types: a double for the float would not compile)...
   TypedKernel<void(float, const float*, const float*, float*, int)> typed(saxpy);
   out.fill(std::uint32_t(0), stream);
-  launch(stream, {.grid = (n + 255) / 256, .block = 256}, typed, -2.0, bx, by, out, n);
+  launch(stream, {.grid = (n + 255) / 256, .block = 256}, typed, -2.0f, bx, by, out, n);
   expect_saxpy(-2.0f, x, y, download<float>(out, stream));
 
   // ...and through a KernelArgs pack built at run time.

@@ -13,10 +13,12 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <cucore/compute/op.hpp>
 #include <cucore/compute/types.hpp>
+#include <cucore/device_span.hpp>
 
 namespace cucore {
 class Buffer;
@@ -36,6 +38,12 @@ class Iterator {
   template <typename T>
   static Iterator pointer(const T* ptr) {
     return pointer(Type::of<T>(), reinterpret_cast<CUdeviceptr>(ptr));
+  }
+  // A DeviceSpan's elements, of its element type (a built-in one: Type::of<T>);
+  // the algorithm's num_items is the caller's to give (span.size()).
+  template <typename T>
+  static Iterator pointer(DeviceSpan<T> span) {
+    return pointer(Type::of<std::remove_cv_t<T>>(), span.handle());
   }
   // start, start + 1, start + 2, ... (integral or floating value).
   static Iterator counting(const Value& start);

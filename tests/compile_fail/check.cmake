@@ -1,0 +1,37 @@
+# One compile-fail (or must-compile) snippet: compiles SOURCE with CXX and
+# checks the outcome against the snippet's first line:
+#   // EXPECT-ERROR: <text>   must not compile, and the diagnostics must hold <text>
+#                             (a static_assert message of cucore's, so that the
+#                             snippet fails for its reason, not an unrelated error)
+#   // EXPECT: compiles       must compile, warning-free under -Werror
+# cmake -DCXX=... -DSOURCE=... -DINCLUDES=a|b -DSYSTEM_INCLUDES=c|d -P check.cmake
+file(STRINGS "${SOURCE}" first LIMIT_COUNT 1)
+string(REPLACE "|" ";" includes "${INCLUDES}")
+string(REPLACE "|" ";" system_includes "${SYSTEM_INCLUDES}")
+set(flags -std=c++20 -fsyntax-only -Wall -Wextra -Wpedantic -Wno-missing-field-initializers -Werror)
+foreach(dir IN LISTS includes)
+  list(APPEND flags "-I${dir}")
+endforeach()
+foreach(dir IN LISTS system_includes)
+  list(APPEND flags -isystem "${dir}")
+endforeach()
+execute_process(COMMAND "${CXX}" ${flags} "${SOURCE}" RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+set(log "${out}${err}")
+if(first MATCHES "^// EXPECT: compiles")
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${SOURCE} must compile, and did not:\n${log}")
+  endif()
+  message(STATUS "compiles, as it must")
+elseif(first MATCHES "^// EXPECT-ERROR: (.+)$")
+  set(expected "${CMAKE_MATCH_1}")
+  if(rc EQUAL 0)
+    message(FATAL_ERROR "${SOURCE} compiled, and must not: expected the error \"${expected}\"")
+  endif()
+  string(FIND "${log}" "${expected}" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "${SOURCE} failed to compile, but not with \"${expected}\":\n${log}")
+  endif()
+  message(STATUS "refused, with \"${expected}\"")
+else()
+  message(FATAL_ERROR "${SOURCE}: the first line must be '// EXPECT-ERROR: <text>' or '// EXPECT: compiles'")
+endif()
