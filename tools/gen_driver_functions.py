@@ -37,7 +37,7 @@ cuDevicePrimaryCtxRelease cuCtxGetCurrent cuCtxSetCurrent cuCtxGetDevice cuCtxSy
 cuCtxGetStreamPriorityRange cuStreamCreate cuStreamCreateWithPriority cuStreamDestroy cuStreamSynchronize
 cuStreamQuery cuStreamWaitEvent cuStreamGetPriority cuStreamGetFlags cuStreamGetCtx cuEventCreate
 cuEventDestroy cuEventRecord cuEventSynchronize cuEventQuery cuEventElapsedTime cuMemGetInfo cuMemAlloc
-cuMemAllocHost cuMemFreeHost cuMemcpyAsync cuMemsetD8Async cuMemsetD16Async
+cuMemFree cuMemAllocHost cuMemFreeHost cuMemAllocManaged cuMemcpyAsync cuMemsetD8Async cuMemsetD16Async
 cuMemsetD32Async cuPointerGetAttribute
 """.split())
 

@@ -212,13 +212,14 @@ class LegacyPinnedMemoryResource : public MemoryResource {
 };
 
 struct ManagedMemoryResourceOptions {
-  // Where the pool's memory prefers to live (its location, CUmemPoolProps),
-  // as cuda.core reads the pair: with no type, a device ordinal, -1 for the
-  // host, or unset for no preference; with a type, "device" (an ordinal),
-  // "host" (no id) or "host_numa" (a NUMA node, or unset for the current
-  // device's host_numa_id).
+  // Where the memory prefers to live (cuMemAdvise SET_PREFERRED_LOCATION on
+  // each allocation), as cuda.core reads the pair: with no type, a device
+  // ordinal, -1 for the host, or unset for no preference; with a type,
+  // "device" (an ordinal), "host" (no id) or "host_numa" (a NUMA node, or
+  // unset for the current device's host_numa_id).
   std::optional<int> preferred_location{};
   std::string preferred_location_type{};
+  bool attach_global = true;  // CU_MEM_ATTACH_GLOBAL, else CU_MEM_ATTACH_HOST
 };
 
 // A managed resource's preferred location: "device", "host" or "host_numa",
@@ -229,31 +230,14 @@ struct ManagedLocation {
   bool operator==(const ManagedLocation&) const = default;
 };
 
-// Stream-ordered unified (managed) memory from a managed memory pool, as
-// cuda.core's: migrated on demand between host and device, device- and
-// host-accessible. Needs a CUDA 13 driver (managed pools); FeatureUnavailableError
-// otherwise. Not shareable with other processes (no IPC).
+// Unified (managed) memory, migrated on demand between host and device.
 class ManagedMemoryResource : public MemoryResource {
  public:
-  // The driver's current managed pool (cuMemGetMemPool with no preferred
-  // location: the default managed pool unless another was made current),
-  // not owned: close() has no effect on it. No preferred location.
-  ManagedMemoryResource();
-  // A new managed pool (cuMemPoolCreate, CU_MEM_ALLOCATION_TYPE_MANAGED) at
-  // the options' preferred location, owned: close() drops this resource's
-  // share and the pool is destroyed once its Buffers are freed. Throws
-  // std::invalid_argument for a preferred location cuda.core refuses.
-  explicit ManagedMemoryResource(const ManagedMemoryResourceOptions& options);
+  // Throws std::invalid_argument for a preferred location cuda.core refuses.
+  explicit ManagedMemoryResource(const ManagedMemoryResourceOptions& options = {});
+  explicit ManagedMemoryResource(const Device& device, const ManagedMemoryResourceOptions& options = {});
   // nullopt: no preference (the driver decides).
   std::optional<ManagedLocation> preferred_location() const;
-
-  CUmemoryPool handle() const noexcept;  // null once closed
-  MemoryPoolAttributes attributes() const;
-  bool owns_pool() const noexcept;  // false for the driver's current pool
-  // Drops this resource's share of a pool it owns (see
-  // DeviceMemoryResource::close); no effect on one it does not own. Idempotent.
-  void close() noexcept;
-  bool is_closed() const noexcept;
 };
 
 }  // namespace cucore

@@ -78,14 +78,14 @@ class PinnedMemoryResourceOptions:
 
 @dataclass
 class ManagedMemoryResourceOptions:
-    """Options for a ManagedMemoryResource with a managed pool of its own: where
-    its memory prefers to live (the pool's location). preferred_location_type None
-    reads preferred_location as a device ordinal, -1 for the host, or None for no
-    preference; "device" takes an ordinal, "host" None, "host_numa" a NUMA node
-    (or None: the current device's)."""
+    """Options for a ManagedMemoryResource: where its memory prefers to live.
+    preferred_location_type None reads preferred_location as a device ordinal, -1
+    for the host, or None for no preference; "device" takes an ordinal, "host"
+    None, "host_numa" a NUMA node (or None: the current device's)."""
 
     preferred_location: Optional[int] = None
     preferred_location_type: Optional[str] = None
+    attach_global: bool = True  # cucore extra: CU_MEM_ATTACH_GLOBAL, else CU_MEM_ATTACH_HOST
 
 
 _StrList = Union[str, Sequence[str], None]

@@ -188,42 +188,27 @@ int buffer_exchange_export(void* py_object, dlpack::DLManagedTensorVersioned** o
   }
 }
 
-// cuda.core's pools refuse a capturing stream (graph allocations are GraphMemoryResource's), though the
-// driver would record an allocation node.
-void refuse_capturing(const cucore::Stream& s) {
-  if (!s.is_closed() && s.capture_status() != CU_STREAM_CAPTURE_STATUS_NONE) {
+nb::object allocate_from(nb::handle self, std::size_t size, nb::handle stream) {
+  auto* r = nb::inst_ptr<MemoryResource>(self);
+  if (!*r) throw nb::type_error("this MemoryResource has no implementation: a subclass must override allocate()");
+  const StreamArg s(stream);
+  // cuda.core's pools refuse a capturing stream (graph allocations are GraphMemoryResource's), though the
+  // driver would record an allocation node.
+  if ((nb::isinstance<cucore::DeviceMemoryResource>(self) || nb::isinstance<cucore::PinnedMemoryResource>(self)) &&
+      !s.get().is_closed() && s.get().capture_status() != CU_STREAM_CAPTURE_STATUS_NONE) {
     PyErr_SetString(PyExc_RuntimeError, "_MemPool cannot perform memory operations on a capturing stream "
                                          "(consider using GraphMemoryResource).");
     throw nb::python_error();
   }
-}
-
-// cucore's pool resources, by the name cuda.core's error gives them; null for another resource.
-const char* pool_type_name(nb::handle self) {
-  if (nb::isinstance<cucore::DeviceMemoryResource>(self)) return "DeviceMemoryResource";
-  if (nb::isinstance<cucore::PinnedMemoryResource>(self)) return "PinnedMemoryResource";
-  if (nb::isinstance<cucore::ManagedMemoryResource>(self)) return "ManagedMemoryResource";
-  return nullptr;
-}
-
-nb::object allocate_from(nb::handle self, std::size_t size, nb::handle stream) {
-  auto* r = nb::inst_ptr<MemoryResource>(self);
-  const char* pool = pool_type_name(self);
-  if (!*r) {
-    if (pool) cucore::detail::throw_closed(pool, "allocate");  // close() dropped its pool
-    throw nb::type_error("this MemoryResource has no implementation: a subclass must override allocate()");
-  }
-  const StreamArg s(stream);
-  if (pool) refuse_capturing(s.get());
   return nb::cast(r->allocate(size, s.get()));
 }
 
-// The pools' attributes (DeviceMemoryResource's, PinnedMemoryResource's, ManagedMemoryResource's): a view
+// DeviceMemoryResource.attributes / PinnedMemoryResource.attributes: a view
 // whose properties read the driver at each access, as cuda.core's
 // _MemPoolAttributes does; it holds a share of the pool, so it keeps reading
 // after the resource it came from is closed.
 struct PoolAttributesView {
-  std::variant<cucore::DeviceMemoryResource, cucore::PinnedMemoryResource, cucore::ManagedMemoryResource> mr;
+  std::variant<cucore::DeviceMemoryResource, cucore::PinnedMemoryResource> mr;
   cucore::MemoryPoolAttributes read() const {
     return std::visit([](const auto& r) { return r.attributes(); }, mr);
   }
@@ -468,20 +453,16 @@ void bind_memory(nb::module_& m) {
       .def("close", &cucore::PinnedMemoryResource::close);
 
   resource_class<cucore::ManagedMemoryResource>(m, "ManagedMemoryResource",
-      "Stream-ordered unified (managed) memory from a managed memory pool, migrated on demand between host and "
-      "device: the driver's current managed pool when options is None (not owned: close() has no effect), else a new "
-      "pool made with ManagedMemoryResourceOptions (owned). IPC is not supported for managed pools.")
+      "Unified (managed) memory, migrated on demand between host and device.")
       .def("__init__", [](cucore::ManagedMemoryResource* self, nb::handle options) {
-        if (options.is_none()) {
-          new (self) cucore::ManagedMemoryResource();
-        } else {
+        cucore::ManagedMemoryResourceOptions opts;
+        if (!options.is_none()) {
           nb::object o = options_arg(options, "ManagedMemoryResourceOptions");
-          cucore::ManagedMemoryResourceOptions opts;
 #define X(py, cpp) read_option(opts.cpp, o, #py);
           CUCORE_MANAGED_MEMORY_RESOURCE_OPTION_FIELDS(X)
 #undef X
-          new (self) cucore::ManagedMemoryResource(opts);
         }
+        new (self) cucore::ManagedMemoryResource(opts);
         register_self(self);
       }, nb::arg("options") = nb::none())
       .def_prop_ro("preferred_location", [](const cucore::ManagedMemoryResource& r) -> nb::object {
@@ -490,28 +471,16 @@ void bind_memory(nb::module_& m) {
         nb::object type = nb::module_::import_("cucore.typing").attr("ManagedMemoryLocationType")(loc->type);
         return nb::make_tuple(type, loc->id ? nb::object(nb::int_(*loc->id)) : nb::none());
       }, "None (the driver decides), or (type, id): (\"device\", ordinal), (\"host\", None), (\"host_numa\", node).")
-      .def_prop_ro("handle", [](const cucore::ManagedMemoryResource& r) {
-        return bindings_handle(HandleKind::memory_pool, r.handle());
-      }, "The CUmemoryPool as cuda.core gives it (a cuda.bindings.driver.CUmemoryPool, else an int).")
-      .def_prop_ro("attributes", [](const cucore::ManagedMemoryResource& r) {
-        return pool_attributes(r, "ManagedMemoryResource");
-      })
       .def_prop_ro("is_ipc_enabled", [](const cucore::ManagedMemoryResource&) { return false; })
-      .def_prop_ro("is_handle_owned", &cucore::ManagedMemoryResource::owns_pool,
-                   "Whether the pool is this resource's own (else close() has no effect).")
+      .def_prop_ro("is_handle_owned", [](const cucore::ManagedMemoryResource&) { return false; },
+                   "False: cucore's managed memory comes from cuMemAllocManaged, not a pool of its own.")
       .def_prop_ro("is_mapped", [](const cucore::ManagedMemoryResource&) { return false; })
+      .def_prop_ro("handle", [](const cucore::ManagedMemoryResource&) { return nb::none(); })
       .def_prop_ro("uuid", [](const cucore::ManagedMemoryResource&) { return nb::none(); })
-      .def_prop_ro("is_closed", &cucore::ManagedMemoryResource::is_closed)
-      .def("close", &cucore::ManagedMemoryResource::close,
-           "Drops this resource's share of a pool it owns (the pool goes once its Buffers are freed); no effect on "
-           "the driver's pool.")
       .def("allocate", [](const cucore::ManagedMemoryResource& r, std::size_t size, nb::handle stream) {
-        if (r.is_closed()) cucore::detail::throw_closed("ManagedMemoryResource", "allocate");
-        const StreamArg s(stream);
-        refuse_capturing(s.get());
-        return cucore::ManagedBuffer(r.allocate(size, s.get()));
+        return cucore::ManagedBuffer(r.allocate(size, StreamArg(stream).get()));
       }, nb::arg("size"), nb::kw_only(), nb::arg("stream") = nb::none(),
-         "Allocates a ManagedBuffer of `size` bytes from the pool, ordered on `stream`.");
+         "Allocates a ManagedBuffer of `size` bytes.");
 
   resource_class<cucore::LegacyPinnedMemoryResource>(m, "LegacyPinnedMemoryResource",
       "Page-locked host memory from cuMemAllocHost (synchronous).")

@@ -66,6 +66,8 @@ MappingHandle map_pointer(const PoolImpl& pool, const IPCBufferDescriptor& d, co
   });
 }
 
+const char* kind_name(const PoolImpl& p) noexcept { return p.host_ ? "PinnedMemoryResource" : "DeviceMemoryResource"; }
+
 }  // namespace
 }  // namespace detail
 
@@ -77,7 +79,7 @@ const std::shared_ptr<const IPCBufferDescriptor>& Buffer::shared_ipc_descriptor(
   if (box.ipc_ready.load(std::memory_order_acquire)) [[likely]] {
     if (!box.mapped) {  // only a pool Buffer has one: its pool's state is the resource
       const auto& pool = static_cast<const detail::PoolImpl&>(*resource_impl());
-      pool.require_open(pool.type_name(), "Buffer::ipc_descriptor");
+      pool.require_open(detail::kind_name(pool), "Buffer::ipc_descriptor");
     }
     return box.ipc_descriptor;
   }
@@ -85,7 +87,7 @@ const std::shared_ptr<const IPCBufferDescriptor>& Buffer::shared_ipc_descriptor(
   if (!box.mapped) {
     pool = detail::pool_impl(memory_resource());
     if (!pool || !pool->ipc_) throw IpcError("Memory resource is not IPC-enabled");
-    pool->require_open(pool->type_name(), "Buffer::ipc_descriptor");
+    pool->require_open(detail::kind_name(*pool), "Buffer::ipc_descriptor");
     detail::require(reinterpret_cast<const void*>(detail::driver().cuMemPoolExportPointer), 11020,
                     "sharing memory pools (IPC)");
   }
@@ -121,11 +123,11 @@ Buffer Buffer::from_ipc_descriptor(const MemoryResource& mr, const IPCBufferDesc
                                    const Stream& stream) {
   if (!mr) detail::throw_closed("MemoryResource", "Buffer::from_ipc_descriptor");
   detail::PoolImpl* pool = detail::pool_impl(mr);
-  if (!pool || pool->is_managed())  // a managed pool is never shared
+  if (!pool)
     throw InvalidArgumentError(
         "Buffer::from_ipc_descriptor: the memory resource must be the DeviceMemoryResource or PinnedMemoryResource "
         "of the pool the Buffer came from (from_allocation_handle)");
-  pool->require_open(pool->type_name(), "Buffer::from_ipc_descriptor");
+  pool->require_open(detail::kind_name(*pool), "Buffer::from_ipc_descriptor");
   if (!pool->ipc_) throw IpcError("Memory resource is not IPC-enabled");
   if (stream.is_closed()) detail::throw_closed("Stream", "Buffer::from_ipc_descriptor");
   if (auto ours = pool->uuid(); ours && descriptor.pool_uuid && *ours != *descriptor.pool_uuid)

@@ -19,6 +19,7 @@ namespace cucore {
 namespace detail {
 namespace {
 
+const char* kind_name(const PoolImpl& p) noexcept { return p.host_ ? "PinnedMemoryResource" : "DeviceMemoryResource"; }
 
 PoolImpl& pool_of(const MemoryResource& mr) { return static_cast<PoolImpl&>(*mr.impl()); }
 
@@ -48,7 +49,7 @@ std::shared_ptr<PoolImpl> find_locked(Registry& r, const Uuid& uuid) {
 void require_kind(const PoolImpl& found, bool host, const Uuid& uuid) {
   if (found.host_ != host)
     throw InvalidArgumentError("the memory resource registered under " + uuid_to_string(uuid) + " is a " +
-                                found.type_name() + ", not a " +
+                                kind_name(found) + ", not a " +
                                 (host ? "PinnedMemoryResource" : "DeviceMemoryResource"));
 }
 
@@ -62,7 +63,7 @@ std::shared_ptr<PoolImpl> find_registered(const Uuid& uuid, bool host) {
 
 // Registers `p` under `uuid`, or gives the resource registered there already.
 std::shared_ptr<PoolImpl> register_pool(std::shared_ptr<PoolImpl> p, const Uuid& uuid) {
-  p->require_open(p->type_name(), "register");
+  p->require_open(kind_name(*p), "register");
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
   if (auto existing = find_locked(r, uuid)) {
@@ -71,7 +72,7 @@ std::shared_ptr<PoolImpl> register_pool(std::shared_ptr<PoolImpl> p, const Uuid&
   }
   if (!p->ipc_) throw IpcError("Memory resource is not IPC-enabled");
   if (auto own = p->uuid(); own && *own != uuid)
-    throw InvalidArgumentError(std::string(p->type_name()) + " " + uuid_to_string(*own) +
+    throw InvalidArgumentError(std::string(kind_name(*p)) + " " + uuid_to_string(*own) +
                                 " cannot be registered under another UUID (" + uuid_to_string(uuid) + ")");
   p->set_uuid(uuid);
   r.entries[uuid] = p;
@@ -85,7 +86,7 @@ std::shared_ptr<PoolImpl> from_registry(const Uuid& uuid, bool host) {
 }
 
 AllocationHandle export_pool(const PoolImpl& p) {
-  p.require_open(p.type_name(), "allocation_handle");
+  p.require_open(kind_name(p), "allocation_handle");
   if (!p.ipc_) throw IpcError("Memory resource is not IPC-enabled");
   // A mapped pool passes on the descriptor it was mapped from.
   if (p.mapped()) return AllocationHandle(FileDescriptor::duplicate(p.mapped_from_.get()), p.uuid());
@@ -99,7 +100,7 @@ AllocationHandle export_pool(const PoolImpl& p) {
 }
 
 std::shared_ptr<AllocationHandle> pool_handle(const PoolImpl& p) {
-  p.require_open(p.type_name(), "get_allocation_handle");
+  p.require_open(kind_name(p), "get_allocation_handle");
   std::lock_guard lock(p.handle_mutex_);
   if (!p.handle_ || p.handle_->is_closed()) p.handle_ = std::make_shared<AllocationHandle>(export_pool(p));
   return p.handle_;

@@ -3,7 +3,6 @@
 #include <cucore/buffer.hpp>
 #include <cucore/device.hpp>
 #include <cucore/errors.hpp>
-#include <cucore/log.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -77,7 +76,7 @@ namespace detail {
 
 void PoolImpl::refuse_allocation() const {
   if (mapped()) throw MappedResourceError("Cannot allocate from a mapped IPC-enabled memory resource");
-  throw_closed(type_name(), "allocate");
+  throw_closed(host_ ? "PinnedMemoryResource" : "DeviceMemoryResource", "allocate");
 }
 
 namespace {
@@ -338,6 +337,46 @@ class LegacyPinnedImpl final : public MemoryResource::Impl {
   int device_id() const noexcept override { return -1; }
 };
 
+class ManagedImpl final : public MemoryResource::Impl {
+ public:
+  ManagedImpl(int device, unsigned flags, std::optional<ManagedLocation> preferred)
+      : device_(device), flags_(flags), preferred_(std::move(preferred)) {}
+  CUdeviceptr allocate(std::size_t size, StreamRef) override {
+    ScopedContext scope(device_ >= 0 ? Device(device_).context().handle() : current_context_or_device0().handle());
+    CUdeviceptr p = 0;
+    check(driver().cuMemAllocManaged(&p, size, flags_), "cuMemAllocManaged");
+    if (preferred_ && size > 0) {
+      CUmemLocation loc{};
+      loc.type = preferred_->type == "device"      ? CU_MEM_LOCATION_TYPE_DEVICE
+                 : preferred_->type == "host_numa" ? CU_MEM_LOCATION_TYPE_HOST_NUMA
+                                                   : CU_MEM_LOCATION_TYPE_HOST;
+      loc.id = preferred_->id.value_or(0);
+      if (CUresult r = driver().cuMemAdvise(p, size, CU_MEM_ADVISE_SET_PREFERRED_LOCATION, loc); r != CUDA_SUCCESS) {
+        (void)driver().cuMemFree(p);
+        check(r, "cuMemAdvise(SET_PREFERRED_LOCATION)");
+      }
+    }
+    return p;
+  }
+  const std::optional<ManagedLocation>& preferred() const noexcept { return preferred_; }
+  void deallocate(CUdeviceptr ptr, std::size_t, StreamRef stream) override {
+    stream.sync();
+    check(driver().cuMemFree(ptr), "cuMemFree");
+  }
+  bool is_device_accessible() const noexcept override { return true; }
+  bool is_host_accessible() const noexcept override { return true; }
+  int device_id() const noexcept override {
+    if (preferred_ && preferred_->type == "device") return *preferred_->id;
+    return device_;
+  }
+  bool is_managed() const noexcept override { return true; }
+
+ private:
+  int device_;
+  unsigned flags_;
+  std::optional<ManagedLocation> preferred_;
+};
+
 // The preferred location the options name (cuda.core's reading), checked.
 std::optional<ManagedLocation> managed_location(const ManagedMemoryResourceOptions& o) {
   const auto& loc = o.preferred_location;
@@ -379,120 +418,20 @@ LegacyPinnedMemoryResource::LegacyPinnedMemoryResource() {
   impl_ = std::make_shared<detail::LegacyPinnedImpl>();
 }
 
-// ---- Managed memory pools ---------------------------------------------------
-
-namespace detail {
-namespace {
-
-// Managed pools are CUDA 13's (cuMemGetMemPool, and cuMemPoolCreate taking
-// CU_MEM_ALLOCATION_TYPE_MANAGED): an older driver gets a typed error, not
-// cuMemAllocManaged in their place.
-void require_managed_pools(const DriverTable& d) {
-  require_pools(d);
-  require(reinterpret_cast<const void*>(d.cuMemGetMemPool), 13000, "ManagedMemoryResource (managed memory pools)");
-}
-
-// The pool location a preferred location is, as cuda.core passes it: none,
-// a device, the host or a host NUMA node (the id -1 where there is none).
-CUmemLocation pool_location(const std::optional<ManagedLocation>& preferred) {
-  CUmemLocation loc{};
-  loc.type = CU_MEM_LOCATION_TYPE_NONE;
-  loc.id = -1;
-  if (!preferred) return loc;
-  if (preferred->type == "device") {
-    loc.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    loc.id = *preferred->id;
-  } else if (preferred->type == "host_numa") {
-    loc.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
-    loc.id = *preferred->id;
-  } else {
-    loc.type = CU_MEM_LOCATION_TYPE_HOST;
-  }
-  return loc;
-}
-
-std::atomic<bool> g_concurrent_access_checked{false};
-
-// cuda.core warns once per process where the platform lacks concurrent
-// managed access (host access while any kernel runs then faults); the
-// attribute is the system's for sm_60 and later, so device 0 answers.
-void warn_without_concurrent_managed_access() {
-  if (g_concurrent_access_checked.load(std::memory_order_acquire)) return;
-  int concurrent = 1;  // unread (a driver error): no warning
-  (void)driver().cuDeviceGetAttribute(&concurrent, CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, Device(0).handle());
-  if (g_concurrent_access_checked.exchange(true, std::memory_order_acq_rel)) return;
-  if (!concurrent)
-    detail::log(LogLevel::warning,
-        "This platform does not support concurrent managed memory access (Device.properties."
-        "concurrent_managed_access is False). Host access to any managed allocation is forbidden while any GPU "
-        "kernel is in flight, even if the kernel does not touch that allocation. Failing to synchronize before "
-        "host access will cause a segfault. See: https://docs.nvidia.com/cuda/cuda-c-programming-guide/"
-        "index.html#gpu-exclusive-access-to-managed-memory");
-}
-
-}  // namespace
-
-void reset_concurrent_access_warning_for_testing() noexcept {
-  g_concurrent_access_checked.store(false, std::memory_order_release);
-}
-
-namespace {
-
-std::shared_ptr<PoolImpl> managed_pool(PoolHandle box, std::optional<ManagedLocation> preferred) {
-  const int device = preferred && preferred->type == "device" ? *preferred->id : -1;
-  auto impl = std::make_shared<PoolImpl>(std::move(box), device, PoolImpl::Memory::managed);
-  impl->preferred_ = std::move(preferred);
-  return impl;
-}
-
-}  // namespace
-}  // namespace detail
-
-ManagedMemoryResource::ManagedMemoryResource() {
-  const auto& d = driver();
-  detail::require_managed_pools(d);
-  CUmemLocation where = detail::pool_location(std::nullopt);
-  CUmemoryPool pool = nullptr;
-  if (CUresult r = d.cuMemGetMemPool(&pool, &where, CU_MEM_ALLOCATION_TYPE_MANAGED); r != CUDA_SUCCESS) {
-    // cuda.core's reading: the default managed pool needs concurrent managed access.
-    if (r == CUDA_ERROR_NOT_SUPPORTED && !Device().properties().attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS))
-      throw FeatureUnavailableError(
-          "ManagedMemoryResource over the default managed pool",
-          "concurrent managed access, which this device lacks; ManagedMemoryResource(ManagedMemoryResourceOptions{...}) "
-          "makes a dedicated managed pool");
-    check(r, "cuMemGetMemPool(MANAGED)");
-  }
-  impl_ = detail::managed_pool(detail::adopt_pool(pool), std::nullopt);
-  detail::warn_without_concurrent_managed_access();
-}
-
 ManagedMemoryResource::ManagedMemoryResource(const ManagedMemoryResourceOptions& options) {
-  std::optional<ManagedLocation> preferred = detail::managed_location(options);
-  detail::require_managed_pools(driver());
-  CUmemPoolProps props{};
-  props.allocType = CU_MEM_ALLOCATION_TYPE_MANAGED;
-  props.handleTypes = CU_MEM_HANDLE_TYPE_NONE;  // IPC is not supported for managed pools, as in cuda.core
-  props.location = detail::pool_location(preferred);
-  impl_ = detail::managed_pool(detail::create_pool(props), std::move(preferred));
-  detail::warn_without_concurrent_managed_access();
+  impl_ = std::make_shared<detail::ManagedImpl>(-1, options.attach_global ? CU_MEM_ATTACH_GLOBAL : CU_MEM_ATTACH_HOST,
+                                                detail::managed_location(options));
+}
+
+ManagedMemoryResource::ManagedMemoryResource(const Device& device, const ManagedMemoryResourceOptions& options) {
+  impl_ = std::make_shared<detail::ManagedImpl>(
+      device.ordinal(), options.attach_global ? CU_MEM_ATTACH_GLOBAL : CU_MEM_ATTACH_HOST,
+      detail::managed_location(options));
 }
 
 std::optional<ManagedLocation> ManagedMemoryResource::preferred_location() const {
   if (!impl_) return std::nullopt;
-  return detail::pool_of(*this).preferred_;
+  return static_cast<const detail::ManagedImpl&>(*impl_).preferred();
 }
-
-CUmemoryPool ManagedMemoryResource::handle() const noexcept { return impl_ ? detail::pool_of(*this).pool_ : nullptr; }
-MemoryPoolAttributes ManagedMemoryResource::attributes() const {
-  if (!impl_) detail::throw_closed("ManagedMemoryResource", "attributes");
-  return detail::pool_attributes(handle());
-}
-bool ManagedMemoryResource::owns_pool() const noexcept {
-  return impl_ && detail::pool_of(*this).box_->release == detail::Release::destroy;
-}
-void ManagedMemoryResource::close() noexcept {
-  if (owns_pool()) impl_.reset();
-}
-bool ManagedMemoryResource::is_closed() const noexcept { return !impl_; }
 
 }  // namespace cucore

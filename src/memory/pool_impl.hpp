@@ -1,10 +1,9 @@
 #pragma once
 // The Impl of the pool-backed resources (DeviceMemoryResource,
-// PinnedMemoryResource, ManagedMemoryResource): a CUDA memory pool through its
-// box. Allocation and free are stream-ordered; the pool outlives every Buffer
-// from it (they hold this Impl, which holds the box). src/ipc/ shares the
-// device and pinned pools with other processes: a mapped pool (imported from
-// another process) never allocates. A managed pool is never IPC-enabled.
+// PinnedMemoryResource): a CUDA memory pool through its box. Allocation and
+// free are stream-ordered; the pool outlives every Buffer from it (they hold
+// this Impl, which holds the box). src/ipc/ shares these pools with other
+// processes: a mapped pool (imported from another process) never allocates.
 #include <cucore/errors.hpp>
 #include <cucore/ipc.hpp>
 #include <cucore/memory.hpp>
@@ -25,17 +24,11 @@ namespace cucore::detail {
 class PoolImpl final : public MemoryResource::Impl {
  public:
   using Uuid = std::array<unsigned char, 16>;
-  // The kind of memory a pool holds, fixed at its creation.
-  enum class Memory : unsigned char { device, pinned, managed };
   // `mapped_from`: the descriptor another process's pool was mapped from (this
   // pool's own copy, to export it onward); closed for a pool made here.
   PoolImpl(PoolHandle pool, int device, bool ipc, bool host, FileDescriptor mapped_from = {})
       : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(ipc), host_(host),
-        memory_(host ? Memory::pinned : Memory::device), mapped_from_(std::move(mapped_from)) {}
-  // A managed pool: `device` is its preferred device, or -1 where it prefers none.
-  PoolImpl(PoolHandle pool, int device, Memory memory)
-      : box_(std::move(pool)), pool_(box_->pool), device_(device), ipc_(false), host_(memory == Memory::pinned),
-        memory_(memory) {}
+        mapped_from_(std::move(mapped_from)) {}
   bool mapped() const noexcept { return !mapped_from_.is_closed(); }  // another process's pool
   CUdeviceptr allocate(std::size_t size, StreamRef stream) override {
     if (mapped() || closed_.load(std::memory_order_relaxed)) [[unlikely]]
@@ -50,15 +43,8 @@ class PoolImpl final : public MemoryResource::Impl {
     check(driver().cuMemFreeAsync(ptr, stream.handle()), "cuMemFreeAsync");
   }
   bool is_device_accessible() const noexcept override { return true; }
-  bool is_host_accessible() const noexcept override { return memory_ != Memory::device; }
+  bool is_host_accessible() const noexcept override { return host_; }
   int device_id() const noexcept override { return host_ ? -1 : device_; }
-  bool is_managed() const noexcept override { return memory_ == Memory::managed; }
-  // The public class this pool is the resource of, for messages.
-  const char* type_name() const noexcept {
-    return memory_ == Memory::managed  ? "ManagedMemoryResource"
-           : memory_ == Memory::pinned ? "PinnedMemoryResource"
-                                       : "DeviceMemoryResource";
-  }
 
   // Throws ClosedError naming `object` and `operation` once closed.
   void require_open(const char* object, const char* operation) const {
@@ -83,9 +69,7 @@ class PoolImpl final : public MemoryResource::Impl {
   CUmemoryPool pool_;  // box_->pool, kept here for the allocation path
   int device_;
   bool ipc_, host_;
-  const Memory memory_;
   int numa_ = -1;  // a host pool's NUMA node, -1 where the OS places it
-  std::optional<ManagedLocation> preferred_{};  // a managed pool's location (none: no preference)
   // An IPC-enabled pool closed through any copy: every copy refuses it, the registry forgets it.
   std::atomic<bool> closed_{false};
   const FileDescriptor mapped_from_;
@@ -104,10 +88,6 @@ class PoolImpl final : public MemoryResource::Impl {
   Uuid uuid_{};
   mutable std::once_flag exported_once_;
 };
-
-// ManagedMemoryResource warns once per process where the platform lacks
-// concurrent managed access (as cuda.core); tests make it warn again.
-void reset_concurrent_access_warning_for_testing() noexcept;
 
 // `mr`'s PoolImpl, or null when it is another kind of resource (PoolImpl is
 // final: its exact type says, which costs less than a dynamic_cast).

@@ -150,6 +150,7 @@ PAIRS = {
     "DEVICE_MEMORY_RESOURCE": [("ipc_enabled", "ipc_enabled"), ("max_size", "max_size")],
     "PINNED_MEMORY_RESOURCE": [("ipc_enabled", "ipc_enabled"), ("max_size", "max_size"), ("numa_id", "numa_id")],
     "MANAGED_MEMORY_RESOURCE": [("preferred_location", "preferred_location"),
-                                ("preferred_location_type", "preferred_location_type")],
+                                ("preferred_location_type", "preferred_location_type"),
+                                ("attach_global", "attach_global")],
 }
 # fmt: on

@@ -14,7 +14,6 @@ namespace {
 
 CUcontext fake_context() { return reinterpret_cast<CUcontext>(0x1000); }
 CUmemoryPool fake_pool() { return reinterpret_cast<CUmemoryPool>(0x2000); }
-CUmemoryPool fake_managed_pool() { return reinterpret_cast<CUmemoryPool>(0x3000); }  // the default managed pool
 thread_local CUcontext t_current = nullptr;
 
 int fake_attribute(CUdevice_attribute a) {
@@ -32,7 +31,6 @@ int fake_attribute(CUdevice_attribute a) {
     case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y: case CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z: return 65535;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED: case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: return 1;
     case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: return 1;
-    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS: return 1;
     default: return 0;
   }
 }
@@ -79,7 +77,7 @@ CUresult fake_alloc(CUdeviceptr* p, size_t n, CUmemoryPool pool, CUstream s) {
   }
   std::lock_guard lock(FakeDriver::live_mutex);
   check_stream(s, "cuMemAllocFromPoolAsync");
-  if (pool != fake_pool() && pool != fake_managed_pool() && !FakeDriver::live_pools.count(pool))
+  if (pool != fake_pool() && !FakeDriver::live_pools.count(pool))
     violation("cuMemAllocFromPoolAsync from pool " + hex(pool) + ", which is not alive");
   void* m = std::malloc(n ? n : 1);
   *p = reinterpret_cast<CUdeviceptr>(m);
@@ -175,12 +173,6 @@ FakeDriver::FakeDriver() {
   t.cuCtxSynchronize = []() { return CUDA_SUCCESS; };
   t.cuCtxGetStreamPriorityRange = [](int* lo, int* hi) { *lo = 0; *hi = -5; return CUDA_SUCCESS; };
   t.cuDeviceGetMemPool = [](CUmemoryPool* p, CUdevice) { *p = fake_pool(); return CUDA_SUCCESS; };
-  // The current managed pool, with no preferred location (the only one cuMemGetMemPool gives here).
-  t.cuMemGetMemPool = [](CUmemoryPool* p, CUmemLocation* where, CUmemAllocationType type) {
-    if (type != CU_MEM_ALLOCATION_TYPE_MANAGED || where->type != CU_MEM_LOCATION_TYPE_NONE) return CUDA_ERROR_INVALID_VALUE;
-    *p = fake_managed_pool();
-    return CUDA_SUCCESS;
-  };
   t.cuMemPoolSetAttribute = [](CUmemoryPool, CUmemPool_attribute, void*) { return CUDA_SUCCESS; };
   t.cuMemPoolGetAttribute = [](CUmemoryPool, CUmemPool_attribute a, void* v) {
     // The reuse policies are ints; the sizes and thresholds 64-bit.
@@ -274,12 +266,6 @@ FakeDriver::FakeDriver() {
     if (!live_libraries.count(lib)) violation("cuLibraryGetKernel in library " + hex(lib) + ", which is not loaded");
     *k = reinterpret_cast<CUkernel>(reinterpret_cast<std::uintptr_t>(lib) + 1);  // one kernel per library
     kernel_library[*k] = lib;
-    return CUDA_SUCCESS;
-  };
-  t.cuLibraryGetModule = [](CUmodule* m, CUlibrary lib) {
-    std::lock_guard lock(live_mutex);
-    if (!live_libraries.count(lib)) violation("cuLibraryGetModule of library " + hex(lib) + ", which is not loaded");
-    *m = reinterpret_cast<CUmodule>(reinterpret_cast<std::uintptr_t>(lib) + 2);  // one module per library
     return CUDA_SUCCESS;
   };
   t.cuKernelGetParamInfo = [](CUkernel, size_t i, size_t* offset, size_t* size) {

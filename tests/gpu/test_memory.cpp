@@ -10,18 +10,13 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <optional>
 #include <random>
-#include <span>
-#include <utility>
 #include <vector>
 
 #include "common/gpu.hpp"
 #include "common/random.hpp"
-#include "loader/driver.hpp"
 
 using namespace cucore;
 
@@ -134,123 +129,7 @@ TEST(GpuMemory, LegacyPinnedMemoryResource) {
 
 TEST(GpuMemory, ManagedMemoryResource) {
   CUCORE_REQUIRE_GPU();
-  host_accessible_round_trip(ManagedMemoryResource());
-  host_accessible_round_trip(ManagedMemoryResource(ManagedMemoryResourceOptions{.preferred_location = 0}));
-}
-
-namespace {
-// A managed pool's allocation, as cuda.core makes it: stream-ordered from the
-// pool (the pointer's pool is the resource's), managed memory, written from the
-// host after a sync, read on the device (copied to device memory and back),
-// every element checked; the pool's attributes count it while it is held.
-void managed_pool_round_trip(const ManagedMemoryResource& mr, std::uint32_t seed) {
-  Device d(0);
-  d.set_current();
-  Stream s = d.create_stream();
-  ASSERT_TRUE(mr.is_managed());
-  ASSERT_TRUE(mr.is_host_accessible());
-  ASSERT_TRUE(mr.is_device_accessible());
-  ASSERT_NE(mr.handle(), nullptr);
-  const size_t n = (size_t(1) << 20) + 5;
-  const auto host = random_floats(n, seed);
-  d.sync();  // earlier frees on other streams done: the pool's figures hold still
-  const MemoryPoolAttributes before = mr.attributes();
-  std::uint64_t held = 0;
-  {
-    Buffer m = mr.allocate(n * 4, s);
-    s.sync();
-    const auto& dr = detail::driver();
-    CUmemoryPool from = nullptr;
-    ASSERT_EQ(dr.cuPointerGetAttribute(&from, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE, m.handle()), CUDA_SUCCESS);
-    EXPECT_EQ(from, mr.handle()) << "not allocated from the resource's pool";
-    int managed = 0;
-    ASSERT_EQ(dr.cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, m.handle()), CUDA_SUCCESS);
-    EXPECT_EQ(managed, 1);
-    EXPECT_TRUE(m.is_managed());
-    EXPECT_TRUE(m.is_host_accessible());
-    const MemoryPoolAttributes during = mr.attributes();
-    EXPECT_GE(during.used_mem_current, before.used_mem_current + n * 4);
-    EXPECT_GE(during.reserved_mem_current, during.used_mem_current);
-    EXPECT_GE(during.used_mem_high, n * 4);
-    held = during.used_mem_current;
-    std::memcpy(m.data(), host.data(), n * 4);
-    Buffer dev = DeviceMemoryResource(d).allocate(n * 4, s);
-    dev.copy_from(m, s);
-    std::vector<float> out(n, std::nanf(""));
-    dev.copy_to(std::span<float>(out), s);
-    s.sync();
-    for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], host[i]) << i;
-  }
-  s.sync();  // the free is stream-ordered
-  EXPECT_LE(mr.attributes().used_mem_current + n * 4, held);
-}
-}  // namespace
-
-TEST(GpuMemory, ManagedMemoryResourceIsAPool) {
-  CUCORE_REQUIRE_GPU();
-  Device d(0);
-  d.set_current();
-  if (!d.properties().attribute(CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS))
-    GTEST_SKIP() << "the default managed pool needs concurrent managed access";
-  // No options: the driver's current managed pool, not owned.
-  ManagedMemoryResource current;
-  EXPECT_FALSE(current.owns_pool());
-  EXPECT_FALSE(current.preferred_location());
-  EXPECT_EQ(current.device_id(), -1);
-  CUmemLocation none{};
-  none.type = CU_MEM_LOCATION_TYPE_NONE;
-  none.id = -1;
-  CUmemoryPool pool = nullptr;
-  ASSERT_EQ(detail::driver().cuMemGetMemPool(&pool, &none, CU_MEM_ALLOCATION_TYPE_MANAGED), CUDA_SUCCESS);
-  EXPECT_EQ(current.handle(), pool);
-  EXPECT_EQ(ManagedMemoryResource().handle(), pool);
-  managed_pool_round_trip(current, 21);
-  current.close();  // not its own: no effect
-  EXPECT_FALSE(current.is_closed());
-  EXPECT_EQ(current.handle(), pool);
-  managed_pool_round_trip(current, 22);
-
-  // Options: a pool of its own at each preferred location.
-  const std::pair<std::optional<int>, const char*> locations[] = {
-      {std::nullopt, ""}, {0, ""}, {-1, ""}, {std::nullopt, "host"}, {0, "device"}};
-  for (const auto& [location, type] : locations) {
-    ManagedMemoryResourceOptions o;
-    o.preferred_location = location;
-    o.preferred_location_type = type;
-    ManagedMemoryResource own(o);
-    EXPECT_TRUE(own.owns_pool());
-    EXPECT_NE(own.handle(), pool);
-    EXPECT_EQ(own.device_id(), o.preferred_location == 0 ? 0 : -1);
-    managed_pool_round_trip(own, 23 + static_cast<std::uint32_t>(o.preferred_location.value_or(7)));
-  }
-}
-
-TEST(GpuMemory, ClosedManagedPoolRefusesAllocationAndItsBuffersKeepIt) {
-  CUCORE_REQUIRE_GPU();
-  Device d(0);
-  d.set_current();
-  Stream s = d.create_stream();
-  ManagedMemoryResource own(ManagedMemoryResourceOptions{.preferred_location = 0});
-  const size_t n = 4099;
-  const auto host = random_floats(n, 31);
-  Buffer kept = own.allocate(n * 4, s);
-  s.sync();
-  std::memcpy(kept.data(), host.data(), n * 4);
-  own.close();
-  EXPECT_TRUE(own.is_closed());
-  EXPECT_EQ(own.handle(), nullptr);
-  EXPECT_THROW(own.allocate(64, s), std::logic_error);
-  EXPECT_THROW(own.attributes(), ClosedError);
-  EXPECT_NO_THROW(own.close());
-  // The Buffer holds the pool: its memory stays good until it is freed.
-  Buffer dev = DeviceMemoryResource(d).allocate(n * 4, s);
-  dev.copy_from(kept, s);
-  std::vector<float> out(n, std::nanf(""));
-  dev.copy_to(std::span<float>(out), s);
-  s.sync();
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(out[i], host[i]) << i;
-  kept.close();
-  s.sync();
+  host_accessible_round_trip(ManagedMemoryResource(Device(0)));
 }
 
 TEST(GpuMemory, OutOfMemoryIsCudaErrorAndTheNextAllocationWorks) {
