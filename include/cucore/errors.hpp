@@ -16,7 +16,7 @@
 //     IpcError                                      what IPC cannot do (ipc.hpp)              cucore.Error
 //       MappedResourceError                         allocating from a mapped resource         TypeError
 //     NvmlError                                     an NVML call's return code (system.hpp)   cucore.system.NvmlError
-//   SystemError              std::system_error      an OS call's errno                        RuntimeError
+//   SystemError              std::system_error      an OS call's errno                        OSError (by errno)
 //   InvalidArgumentError     std::invalid_argument  a bad argument, named in the message      ValueError
 //     ClosedError                                   an object used after close() or a move    cucore.ClosedError
 //     detail::FileError                             a path that cannot be read or written     ValueError

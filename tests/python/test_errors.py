@@ -49,7 +49,7 @@ EXPECTED = {
     "cucore::OutOfRangeError": ("builtins.IndexError", None),
     "cucore::OverflowError": ("builtins.OverflowError", None),
     "cucore::LogicError": ("builtins.RuntimeError", None),
-    "cucore::SystemError": ("builtins.RuntimeError", None),
+    "cucore::SystemError": ("builtins.OSError", None),
     "cucore::CudaError": ("cucore.CudaError", {"Error"}),
     "cucore::CompileError": ("cucore.CompileError", {"CudaError"}),
     "cucore::LibraryNotFoundError": ("cucore.LibraryNotFoundError", {"Error"}),

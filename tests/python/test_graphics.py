@@ -453,7 +453,7 @@ def test_an_image_maps_as_an_opaque_array_of_every_texel(gl, stream, device):
     assert arr.format.name == "FLOAT32"
     assert arr.size_bytes == texels.nbytes
     # Into device memory, then here: every texel.
-    dbuf = device.memory_resource.allocate(arr.size_bytes, stream)
+    dbuf = device.memory_resource.allocate(arr.size_bytes, stream=stream)
     arr.copy_to(dbuf, stream=stream)
     got = np.zeros_like(texels)
     dbuf.copy_to(got, stream=stream)
