@@ -11,6 +11,7 @@
 #include <cucore/dlpack.hpp>
 #include <cucore/errors.hpp>
 #include <cucore/event.hpp>
+#include <cucore/fwd.hpp>
 #include <cucore/graph.hpp>
 #include <cucore/graphics.hpp>
 #include <cucore/ipc.hpp>
