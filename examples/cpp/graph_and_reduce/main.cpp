@@ -50,16 +50,15 @@ int main() try {
   Buffer data = mr.allocate<float>(n, stream);
   const LaunchConfig cfg{.grid = (n + 255) / 256, .block = 256};
 
+  Buffer x = mr.allocate<float>(n, stream);
+  x.copy_from(hx, stream);
+  stream.sync();  // the copy is done before the capture of this stream begins
   graph::GraphBuilder gb = stream.create_graph_builder().begin_building();
-  {
-    Buffer x = mr.allocate<float>(n, stream);
-    x.copy_from(hx, stream);
-    stream.sync();  // the copy is done before the capture begins
-    launch(gb.stream(), cfg, code.get_kernel("axpb"), data, 1.5f, -0.25f, n);
-    launch(gb.stream(), cfg, code.get_kernel("add"), x, data, n);
-    launch(gb.stream(), cfg, code.get_kernel("axpb"), data, 0.5f, 2.0f, n);
-  }  // x goes: the graph holds its memory, and the kernels' code
+  launch(gb.stream(), cfg, code.get_kernel("axpb"), data, 1.5f, -0.25f, n);
+  launch(gb.stream(), cfg, code.get_kernel("add"), x, data, n);
+  launch(gb.stream(), cfg, code.get_kernel("axpb"), data, 0.5f, 2.0f, n);
   graph::Graph g = gb.end_building().complete();
+  x = Buffer();  // dropped: the graph holds its memory (and the kernels' code) until it goes
 
   data.copy_from(hd, stream);
   g.launch(stream);
