@@ -21,8 +21,7 @@ def main():
     blocks = [(text.count("\n", 0, m.start()) + 2, m.group(1)) for m in re.finditer(r"^```cpp\n(.*?)^```", text, re.S | re.M)]
     if not blocks:
         sys.exit(f"{page}: no ```cpp block")
-    flags = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", "-Wno-missing-field-initializers",
-             "-Werror", f"-I{include}"]
+    flags = ["-std=c++20", "-fsyntax-only", "-Wall", "-Wextra", "-Wpedantic", "-Werror", f"-I{include}"]
     for d in system:
         flags += ["-isystem", d]
     failed = 0
