@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+// cuda.h's module handle (the same typedef), so this header needs no cuda.h.
+typedef struct CUmod_st* CUmodule;
+
 namespace cucore {
 
 class Kernel;
@@ -113,6 +116,11 @@ class ObjectCode {
   // it itself (numba-cuda unloads what cuda.core's ObjectCode.handle gives it;
   // cuda.core never unloads) or use it after this ObjectCode is gone.
   void* exported_library_handle() const;
+  // The library's CUmodule in the current context (cuLibraryGetModule), for
+  // driver calls that take a module (cuModuleGetFunction, ...): loads on first
+  // use, and the library then stays loaded, as exported_library_handle's. The
+  // driver's error (CudaError) where no context is current.
+  CUmodule get_module() const;
   bool is_loaded() const noexcept;
 
   // Internal: the shared state (kernels keep it alive).

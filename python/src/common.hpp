@@ -195,6 +195,7 @@ enum class HandleKind : int {
   event,              // CUevent
   kernel,             // CUkernel
   library,            // CUlibrary
+  module,             // CUmodule (ObjectCode.get_module)
   memory_pool,        // CUmemoryPool
   graph,              // CUgraph
   graph_exec,         // CUgraphExec

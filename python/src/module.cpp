@@ -249,6 +249,7 @@ constexpr HandleClass kHandleClasses[] = {
     {0, "CUevent", "cuda.bindings.driver.CUevent"},
     {0, "CUkernel", "cuda.bindings.driver.CUkernel"},
     {0, "CUlibrary", "cuda.bindings.driver.CUlibrary"},
+    {0, "CUmodule", "cuda.bindings.driver.CUmodule"},
     {0, "CUmemoryPool", "cuda.bindings.driver.CUmemoryPool"},
     {0, "CUgraph", "cuda.bindings.driver.CUgraph"},
     {0, "CUgraphExec", "cuda.bindings.driver.CUgraphExec"},

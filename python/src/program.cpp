@@ -486,6 +486,11 @@ void bind_program(nb::module_& m) {
       }, "The CUlibrary (loads on first use), as cuda.core gives it: a cuda.bindings.driver.CUlibrary where "
          "cuda.bindings is installed, else an int. As cuda.core's, the library stays loaded from then on: its holder "
          "may unload it (numba-cuda does).")
+      .def("get_module", [](const cucore::ObjectCode& o) {
+        return bindings_handle(HandleKind::module, o.get_module());
+      }, "The library's CUmodule for the current context (cuLibraryGetModule), for driver calls that take a module: "
+         "a cuda.bindings.driver.CUmodule where cuda.bindings is installed, else an int. Loads on first use; the "
+         "library stays loaded from then on, as for handle.")
       .def("get_kernel", [](const cucore::ObjectCode& o, nb::handle name) {
         const auto t = o.code_type();
         if (t != cucore::CodeType::cubin && t != cucore::CodeType::ptx && t != cucore::CodeType::fatbin) {

@@ -174,6 +174,16 @@ void* ObjectCode::exported_library_handle() const {
   return library->library;
 }
 
+CUmodule ObjectCode::get_module() const {
+  if (!state_) throw InvalidArgumentError("ObjectCode::get_module: the ObjectCode is empty");
+  auto library = static_cast<CUlibrary>(exported_library_handle());  // the module lives as long as the library
+  const detail::DriverTable& d = detail::driver();
+  detail::require(reinterpret_cast<const void*>(d.cuLibraryGetModule), 12000, "cuLibraryGetModule");
+  CUmodule module = nullptr;
+  detail::check(d.cuLibraryGetModule(&module, library), "cuLibraryGetModule");
+  return module;
+}
+
 bool ObjectCode::is_loaded() const noexcept {
   if (!state_) return false;
   std::lock_guard lock(state_->kernels_mutex);

@@ -268,6 +268,12 @@ FakeDriver::FakeDriver() {
     kernel_library[*k] = lib;
     return CUDA_SUCCESS;
   };
+  t.cuLibraryGetModule = [](CUmodule* m, CUlibrary lib) {
+    std::lock_guard lock(live_mutex);
+    if (!live_libraries.count(lib)) violation("cuLibraryGetModule of library " + hex(lib) + ", which is not loaded");
+    *m = reinterpret_cast<CUmodule>(reinterpret_cast<std::uintptr_t>(lib) + 2);  // one module per library
+    return CUDA_SUCCESS;
+  };
   t.cuKernelGetParamInfo = [](CUkernel, size_t i, size_t* offset, size_t* size) {
     if (i >= 2) return CUDA_ERROR_INVALID_VALUE;  // (int, float*)-like: 4 and 8 bytes
     *offset = i * 8;

@@ -799,3 +799,25 @@ TEST(Ownership, AComputeCallOnAClosedStreamAsksTheDriverNothing) {
   EXPECT_EQ(asked.load(), 0);
   EXPECT_EQ(FakeDriver::ledger_problems(), "");
 }
+
+// ObjectCode::get_module: the loaded library's module (cuLibraryGetModule),
+// the same one each time; the library stays loaded from then on, as an
+// exported handle's (its holder may unload it); an empty ObjectCode is refused.
+TEST(Ownership, GetModuleGivesTheLoadedLibrarysModule) {
+  FakeDriver fake;
+  ObjectCode code = ObjectCode::from_cubin(fake_cubin(), "k.cubin");
+  EXPECT_FALSE(code.is_loaded());
+  CUmodule m = code.get_module();
+  ASSERT_NE(m, nullptr);
+  EXPECT_TRUE(code.is_loaded());
+  EXPECT_EQ(code.get_module(), m);
+  EXPECT_EQ(FakeDriver::libraries_loaded.load(), 1);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(m),
+            reinterpret_cast<std::uintptr_t>(code.exported_library_handle()) + 2);  // the fake's module of that library
+  EXPECT_THROW((void)ObjectCode().get_module(), std::invalid_argument);
+  // Kept loaded for whoever holds the module; that holder unloads it.
+  EXPECT_EQ(FakeDriver::libraries_unloaded.load(), 0);
+  ASSERT_EQ(cucore::detail::driver().cuLibraryUnload(static_cast<CUlibrary>(code.exported_library_handle())),
+            CUDA_SUCCESS);
+  EXPECT_EQ(FakeDriver::ledger_problems(), "");
+}

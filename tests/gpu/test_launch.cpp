@@ -420,3 +420,40 @@ TEST(GpuLaunch, PtxLoadsToo) {
   launch(stream, {.grid = (n + 255) / 256, .block = 256}, saxpy, 4.0f, bx, by, out, n);
   expect_saxpy(4.0f, x, y, download<float>(out, stream));
 }
+
+TEST(GpuLaunch, GetModuleFindsTheKernelsForLegacyCalls) {
+  CUCORE_REQUIRE_GPU();
+  Device dev(0);
+  dev.set_current();
+  Stream stream = dev.create_stream();
+  ObjectCode code = compile_for(dev, test::kLaunchKernels);
+  CUmodule module = code.get_module();
+  ASSERT_NE(module, nullptr);
+  EXPECT_TRUE(code.is_loaded());
+  EXPECT_EQ(code.get_module(), module);  // the same library, the same context
+  const auto& d = detail::driver();
+  CUfunction f = nullptr;
+  ASSERT_EQ(d.cuModuleGetFunction(&f, module, "saxpy"), CUDA_SUCCESS);
+  ASSERT_NE(f, nullptr);
+  CUfunction none = nullptr;
+  EXPECT_EQ(d.cuModuleGetFunction(&none, module, "no_such_kernel"), CUDA_ERROR_NOT_FOUND);
+  // The function found by name is the kernel: launch it through the driver and check every element.
+  const int n = 70001;
+  auto x = random_floats(n, 41), y = random_floats(n, 42);
+  Buffer bx = upload(x, stream), by = upload(y, stream);
+  Buffer out = dev.memory_resource().allocate(n * sizeof(float), stream);
+  float a = 2.5f;
+  CUdeviceptr px = bx.handle(), py = by.handle(), po = out.handle();
+  int count = n;
+  void* args[] = {&a, &px, &py, &po, &count};
+  CUlaunchConfig config{};
+  config.gridDimX = (n + 255) / 256;
+  config.gridDimY = config.gridDimZ = 1;
+  config.blockDimX = 256;
+  config.blockDimY = config.blockDimZ = 1;
+  config.hStream = stream.handle();
+  ASSERT_EQ(d.cuLaunchKernelEx(&config, f, args, nullptr), CUDA_SUCCESS);
+  expect_saxpy(a, x, y, download<float>(out, stream));
+  // Empty: refused.
+  EXPECT_THROW(ObjectCode().get_module(), std::invalid_argument);
+}

@@ -528,7 +528,6 @@ CUCORE_NAME = {"_MemPoolAttributes": "MemPoolAttributes"}
 KNOWN_LACKING_CLASSES: set[str] = set()
 KNOWN_LACKING_NAMES = {
     "ManagedMemoryResource.attributes", "ManagedMemoryResource.is_closed", "ManagedMemoryResource.close",
-    "ObjectCode.get_module",
 }
 
 

@@ -247,3 +247,19 @@ def test_a_library_unloaded_by_the_holder_of_its_handle_is_not_unloaded_again(de
     """)
     r = subprocess.run([sys.executable, "-X", "faulthandler", "-c", script], capture_output=True, text=True, timeout=300)
     assert r.returncode == 0 and r.stdout.strip().endswith("ok"), f"exit {r.returncode}\n{r.stdout}\n{r.stderr}"
+
+
+def test_get_module_is_a_method_and_refuses_code_the_driver_cannot_load():
+    # cuda.core 1.2's ObjectCode.get_module(); LTO-IR must be linked first: refused as .handle refuses it.
+    import inspect
+
+    from cucore import ObjectCode
+
+    assert callable(inspect.getattr_static(ObjectCode, "get_module"))
+    assert not inspect.isdatadescriptor(inspect.getattr_static(ObjectCode, "get_module"))
+    lto = ObjectCode.from_ltoir(b"\x7fELF" + bytes(60), name="k.ltoir")
+    with pytest.raises(ValueError, match="LTO-IR") as from_module:
+        lto.get_module()
+    with pytest.raises(ValueError) as from_handle:
+        lto.handle
+    assert str(from_module.value) == str(from_handle.value)
