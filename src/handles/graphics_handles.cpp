@@ -3,6 +3,7 @@
 #include <cucore/errors.hpp>
 
 #include "errors/release.hpp"
+#include "handles/in_context.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore::detail {
@@ -10,20 +11,6 @@ namespace cucore::detail {
 namespace {
 
 const DriverTable* loaded() noexcept { return g_driver.load(std::memory_order_acquire); }
-
-// Runs `call` (a CUresult) with `ctx` current, putting the thread's context
-// back after: a release or unmap may come on any thread (a finalizer, a
-// worker), where another context or none is current. One cuCtxGetCurrent
-// when `ctx` is current already.
-template <typename Call>
-CUresult in_context(const DriverTable& t, CUcontext ctx, Call&& call) noexcept {
-  CUcontext current = nullptr;
-  if (!ctx || t.cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == ctx) return call();
-  if (CUresult r = t.cuCtxSetCurrent(ctx); r != CUDA_SUCCESS) return r;
-  const CUresult r = call();
-  t.cuCtxSetCurrent(current);  // best effort: the call's result is the one reported
-  return r;
-}
 
 CUcontext context_of(const GraphicsResourceBox& box) noexcept { return box.ctx ? box.ctx->ctx : nullptr; }
 

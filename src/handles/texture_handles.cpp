@@ -3,24 +3,13 @@
 #include <cucore/errors.hpp>
 
 #include "errors/release.hpp"
+#include "handles/in_context.hpp"
 #include "loader/driver.hpp"
 
 namespace cucore::detail {
 
 namespace {
 const DriverTable* loaded() noexcept { return g_driver.load(std::memory_order_acquire); }
-
-// Runs `destroy` with `ctx` current (the thread may have another, or none),
-// then puts the thread's context back. Never throws.
-template <class F>
-void destroy_in_context(const DriverTable& t, const ContextHandle& ctx, F&& destroy) noexcept {
-  CUcontext previous = nullptr;
-  bool switched = false;
-  if (ctx && ctx->ctx && t.cuCtxGetCurrent(&previous) == CUDA_SUCCESS && previous != ctx->ctx)
-    switched = t.cuCtxSetCurrent(ctx->ctx) == CUDA_SUCCESS;
-  destroy();
-  if (switched) t.cuCtxSetCurrent(previous);
-}
 }  // namespace
 
 MipmappedArrayBox::~MipmappedArrayBox() {
@@ -36,13 +25,15 @@ ArrayBox::~ArrayBox() {
 TexObjectBox::~TexObjectBox() {
   if (tex)
     if (const auto* t = loaded())
-      destroy_in_context(*t, ctx, [&] { report_release(t->cuTexObjectDestroy(tex), "cuTexObjectDestroy"); });
+      report_release(in_context(*t, ctx ? ctx->ctx : nullptr, [&] { return t->cuTexObjectDestroy(tex); }),
+                     "cuTexObjectDestroy");
 }
 
 SurfObjectBox::~SurfObjectBox() {
   if (surf)
     if (const auto* t = loaded())
-      destroy_in_context(*t, ctx, [&] { report_release(t->cuSurfObjectDestroy(surf), "cuSurfObjectDestroy"); });
+      report_release(in_context(*t, ctx ? ctx->ctx : nullptr, [&] { return t->cuSurfObjectDestroy(surf); }),
+                     "cuSurfObjectDestroy");
 }
 
 void make_array(ArrayBox& box, const CUDA_ARRAY3D_DESCRIPTOR& desc, ContextHandle ctx) {
